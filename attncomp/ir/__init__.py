@@ -1,0 +1,31 @@
+"""Stage 2: syntax trees -> the typed, verified IR; canonical text, JSON and hash."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+from attncomp.ir import nodes
+from attncomp.ir.build import build
+from attncomp.ir.canonical import diff, spec_hash, to_json, to_text
+from attncomp.ir.nodes import Spec
+from attncomp.ir.verify import verify
+from attncomp.syntax import load_path, load_text, parse_override
+
+
+def looks_like_text(source: str | os.PathLike) -> bool:
+    """A spec given inline (has a brace or a newline) rather than a file path."""
+    return isinstance(source, str) and ("{" in source or "\n" in source)
+
+
+def load(source: str | os.PathLike, overrides: Sequence[str] = (), directory: str | None = None) -> Spec:
+    """A spec file path or spec text (+ `key=value` overrides) -> a resolved, verified Spec."""
+    if looks_like_text(source):
+        files = load_text(str(source), directory=directory)
+    else:
+        files = load_path(Path(source))
+    return verify(build(files, [parse_override(o) for o in overrides]))
+
+
+__all__ = ["Spec", "build", "diff", "load", "nodes", "spec_hash", "to_json", "to_text", "verify"]

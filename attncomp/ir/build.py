@@ -1,0 +1,580 @@
+"""Syntax trees -> a resolved `Spec`.
+
+Four steps, each with located errors:
+
+1. `_Builder` checks each file's tree against the IR's fields (unknown keys and values get "did you
+   mean") and converts it to plain data, remembering the span of every key it saw;
+2. `merge` lays the files over one another, base first, then the command-line overrides;
+3. `_fill_defaults` applies the rules that need the whole spec: model-level keys (d_model, heads, ...)
+   are defaults for each stack, d_k = d_v = d_model / heads when unset, embedding dropout = residual;
+4. pydantic validates types and ranges; its errors are mapped back to the spans of step 1.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from attncomp.errors import Span, SpecError, did_you_mean
+from attncomp.ir import nodes
+from attncomp.syntax import ast
+
+COUNT_UNITS = {"K": 10**3, "k": 10**3, "M": 10**6, "G": 10**9, "B": 10**9}
+TIME_UNITS = {"s": Decimal(1) / 60, "sec": Decimal(1) / 60, "min": Decimal(1), "h": Decimal(60)}
+STACKS = ("encoder", "decoder")
+STACK_DEFAULTS = "_stack"  # where model-level d_model, heads, ... wait until stacks are known
+
+Path_ = tuple[str, ...]
+
+
+@dataclass
+class Doc:
+    """Plain data for pydantic plus the span of every key the source gave."""
+
+    data: dict = field(default_factory=dict)
+    spans: dict[Path_, Span] = field(default_factory=dict)
+
+
+# --- reading the IR's schema ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a field accepts: 'block', 'choice' (a kinded union), 'literal', 'bool', 'int', 'float', 'str'."""
+
+    what: str
+    members: tuple = ()  # block: (cls,); choice: member classes; literal: allowed strings
+    optional: bool = False
+
+
+def _is_node(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, BaseModel)
+
+
+def _has_kind(cls: type) -> bool:
+    return "kind" in cls.model_fields
+
+
+def classify(annotation: Any) -> Kind:
+    """The kind of value a field with this annotation accepts."""
+    optional = False
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return classify(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        optional = len(args) < len(typing.get_args(annotation))
+        args = [typing.get_args(a)[0] if typing.get_origin(a) is typing.Annotated else a for a in args]
+        if len(args) == 1:
+            inner = classify(args[0])
+            return Kind(inner.what, inner.members, optional)
+        if all(_is_node(a) and _has_kind(a) for a in args):
+            return Kind("choice", tuple(args), optional)
+        raise TypeError(f"unsupported annotation {annotation!r}")
+    if origin is Literal:
+        return Kind("literal", typing.get_args(annotation), optional)
+    if _is_node(annotation):
+        return Kind("choice" if _has_kind(annotation) else "block", (annotation,), optional)
+    names = {bool: "bool", int: "int", float: "float", str: "str"}
+    if annotation in names:
+        return Kind(names[annotation], (), optional)
+    raise TypeError(f"unsupported annotation {annotation!r}")
+
+
+def fields_of(cls: type[BaseModel]) -> dict[str, Kind]:
+    return {name: classify(f.annotation) for name, f in cls.model_fields.items() if name != "kind"}
+
+
+def _model_keys() -> dict[str, Kind]:
+    """Keys a model block accepts: its own, plus stack keys that default both stacks."""
+    own = {k: v for k, v in fields_of(nodes.Model).items() if k != "name"}
+    stack = fields_of(nodes.Decoder)
+    return {**stack, **own}
+
+
+def keys_of(cls: type[BaseModel]) -> dict[str, Kind]:
+    return _model_keys() if cls is nodes.Model else fields_of(cls)
+
+
+def _kind_name(cls: type[BaseModel]) -> str:
+    return cls.model_fields["kind"].default
+
+
+def _choice_text(cls: type[BaseModel]) -> str:
+    if cls in _SCALAR_TEXT:
+        return _SCALAR_TEXT[cls]
+    args = [n for n in cls.model_fields if n != "kind"]
+    return f"{_kind_name(cls)}({', '.join(args)})" if args else _kind_name(cls)
+
+
+# --- step 1: tree -> data ---------------------------------------------------------------------
+
+
+class _Builder:
+    """One file's tree -> Doc, checked key by key against the IR."""
+
+    def __init__(self, top: bool):
+        self.top = top
+        self.doc = Doc()
+
+    def file(self, f: ast.File) -> Doc:
+        for item in f.items:
+            self.item(_ROOT, item, (), self.doc.data)
+        return self.doc
+
+    def item(self, cls, item: ast.Item, path: Path_, out: dict) -> None:
+        if isinstance(item, ast.Block):
+            self.block_item(cls, item, path, out)
+        else:
+            self.assign(cls, item, path, out)
+
+    def _lookup(self, cls, key: str, span: Span, path: Path_) -> Kind:
+        keys = keys_of(cls)
+        if key not in keys:
+            where = f"in {'.'.join(path)}" if path else "at the top level"
+            raise SpecError(f'unknown key "{key}" {where}{did_you_mean(key, keys)}', span,
+                            hint="expected one of: " + ", ".join(keys))
+        return keys[key]
+
+    def _slot(self, cls, key: str, path: Path_, out: dict) -> tuple[dict, Path_]:
+        """Where a key of `cls` lands: model-level stack keys wait in STACK_DEFAULTS."""
+        if cls is nodes.Model and key not in nodes.Model.model_fields:
+            return out.setdefault(STACK_DEFAULTS, {}), path + (STACK_DEFAULTS,)
+        return out, path
+
+    def block_item(self, cls, block: ast.Block, path: Path_, out: dict) -> None:
+        kind = self._lookup(cls, block.name, block.span, path)
+        if kind.what != "block":
+            raise SpecError(f'"{block.name}" is a value, not a block; write {block.name} = ...', block.span)
+        (inner,) = kind.members
+        here = path + (block.name,)
+        if block.label is not None:
+            if inner is not nodes.Model:
+                raise SpecError(f'only a model block takes a name; write "{block.name} {{"', block.span)
+            if self.top:
+                self.doc.spans[here + ("name",)] = block.label_span or block.span
+                target = out.setdefault(block.name, {})
+                target["name"] = block.label
+        target = out.get(block.name)
+        if not isinstance(target, dict):
+            target = out[block.name] = {}
+        self.doc.spans.setdefault(here, block.span)
+        for item in block.items:
+            self.item(inner, item, here, target)
+
+    def assign(self, cls, item: ast.Assign, path: Path_, out: dict) -> None:
+        *parents, last = item.key
+        for name in parents:  # dotted keys: dropout.residual = 0.2
+            kind = self._lookup(cls, name, item.span, path)
+            if kind.what != "block":
+                raise SpecError(f'"{name}" is a value, not a block, so "{name}.…" means nothing', item.span)
+            (cls,) = kind.members
+            path = path + (name,)
+            if not isinstance(out.get(name), dict):
+                out[name] = {}
+            out = out[name]
+            self.doc.spans.setdefault(path, item.span)
+        kind = self._lookup(cls, last, item.span, path)
+        slot, slot_path = self._slot(cls, last, path, out)
+        here = slot_path + (last,)
+        if last in slot and here in self.doc.spans:
+            first = self.doc.spans[here]
+            raise SpecError(f'"{last}" is set twice (first at line {first.line})', item.span)
+        if kind.what == "block" and not (isinstance(item.value, ast.Name) and item.value.id == "none"
+                                         and kind.optional) and not _scalar_form(kind.members[0]):
+            raise SpecError(f'"{last}" is a block; write {last} {{ ... }}', item.span)
+        self.doc.spans[here] = item.span
+        slot[last] = self.value(kind, item.value, here, last)
+
+    # values ------------------------------------------------------------------------------
+
+    def value(self, kind: Kind, raw: ast.Value, path: Path_, key: str) -> Any:
+        if kind.optional and isinstance(raw, ast.Name) and raw.id == "none" and not self._kind_named(kind, "none"):
+            return None
+        if kind.what == "choice":
+            return self.choice(kind.members, raw, path, key)
+        if kind.what == "block":
+            return _scalar_form(kind.members[0])(raw, key)
+        if kind.what == "literal":
+            return _literal(kind.members, raw, key)
+        if kind.what == "bool":
+            if isinstance(raw, ast.Name) and raw.id in ("true", "false"):
+                return raw.id == "true"
+            raise SpecError(f"{key} must be true or false", raw.span)
+        if kind.what in ("int", "float"):
+            return _number(raw, key, integer=kind.what == "int")
+        if isinstance(raw, (ast.Name, ast.String)):
+            return raw.id if isinstance(raw, ast.Name) else raw.value
+        raise SpecError(f"{key} must be a name", raw.span)
+
+    @staticmethod
+    def _kind_named(kind: Kind, name: str) -> bool:
+        return kind.what == "choice" and any(_kind_name(m) == name for m in kind.members)
+
+    def choice(self, members: tuple, raw: ast.Value, path: Path_, key: str) -> dict:
+        by_name = {_kind_name(m): m for m in members}
+        if isinstance(raw, (ast.Name, ast.Call)):
+            name = raw.id if isinstance(raw, ast.Name) else raw.name
+            if name not in by_name:
+                raise SpecError(
+                    f'unknown {key} "{name}"{did_you_mean(name, by_name)}', raw.span,
+                    hint="expected one of: " + ", ".join(_choice_text(m) for m in members),
+                )
+            cls = by_name[name]
+            if isinstance(raw, ast.Name):
+                return {"kind": name}
+            return self.call(cls, raw, path)
+        for member in members:
+            scalar = _SCALAR_READERS.get(member)
+            if scalar is not None:
+                converted = scalar(raw, key)
+                if converted is not None:
+                    return converted
+        forms = ", ".join(_choice_text(m) for m in members)
+        if isinstance(raw, ast.Number) and raw.unit:
+            units = [u for m in members for u in _UNITS_ACCEPTED.get(m, ())]
+            raise SpecError(f'unit "{raw.unit}" does not fit {key}{did_you_mean(raw.unit, units)}', raw.span,
+                            hint=f"{key} takes {forms}")
+        raise SpecError(f"{key} takes {forms}", raw.span)
+
+    def call(self, cls, raw: ast.Call, path: Path_) -> dict:
+        params = fields_of(cls)
+        names = list(params)
+        out: dict = {"kind": raw.name}
+        if len(raw.args) > len(names):
+            raise SpecError(f"{raw.name}() takes at most {len(names)} argument(s), got {len(raw.args)}",
+                            raw.args[len(names)].span)
+        for name, arg in zip(names, raw.args):
+            self.doc.spans[path + (name,)] = arg.span
+            out[name] = self.value(params[name], arg, path + (name,), name)
+        for kw in raw.kwargs:
+            if kw.name not in params:
+                raise SpecError(f'{raw.name}() has no argument "{kw.name}"{did_you_mean(kw.name, names)}',
+                                kw.span, hint=f"its arguments: {', '.join(names) or 'none'}")
+            if kw.name in out:
+                raise SpecError(f'{raw.name}() got "{kw.name}" twice', kw.span)
+            self.doc.spans[path + (kw.name,)] = kw.span
+            out[kw.name] = self.value(params[kw.name], kw.value, path + (kw.name,), kw.name)
+        return out
+
+
+class _Root(BaseModel):
+    """The top level of a spec file: four blocks."""
+
+    model: nodes.Model
+    train: nodes.Train
+    decode: nodes.Decode
+    expect: nodes.Expect
+
+
+_ROOT = _Root
+
+
+def _literal(allowed: tuple, raw: ast.Value, key: str) -> str:
+    word = raw.id if isinstance(raw, ast.Name) else raw.value if isinstance(raw, ast.String) else None
+    options = " or ".join(f'"{a}"' for a in allowed)
+    if word is None:
+        raise SpecError(f"{key} must be one of {options}", raw.span)
+    if word not in allowed:
+        raise SpecError(f'unknown {key} "{word}"{did_you_mean(word, allowed)}', raw.span,
+                        hint=f"expected {options}")
+    return word
+
+
+def _decimal(raw: ast.Number, key: str) -> Decimal:
+    try:
+        value = Decimal(raw.text.replace("_", ""))
+    except InvalidOperation:
+        raise SpecError(f'"{raw.text}" is not a number', raw.span) from None
+    if value != 0 and value.adjusted() > 18:
+        raise SpecError(f"{key}: {raw.text}{raw.unit} is out of range", raw.span)
+    return -value if raw.negative else value
+
+
+def _number(raw: ast.Value, key: str, integer: bool) -> int | float:
+    if not isinstance(raw, ast.Number):
+        raise SpecError(f"{key} must be a number", raw.span)
+    value = _decimal(raw, key)
+    if raw.unit:
+        if raw.unit not in COUNT_UNITS:
+            known = list(COUNT_UNITS)
+            raise SpecError(f'unit "{raw.unit}" does not fit {key}{did_you_mean(raw.unit, known)}', raw.span,
+                            hint="a count takes K (thousand), M (million) or G (billion), or no unit")
+        value *= COUNT_UNITS[raw.unit]
+    if integer:
+        if value != value.to_integral_value():
+            raise SpecError(f"{key} must be a whole number, got {raw.text}{raw.unit}", raw.span)
+        return int(value)
+    return float(value)
+
+
+# --- scalar forms: values written without a call ----------------------------------------------
+
+
+def _read_steps(raw: ast.Value, key: str):
+    if isinstance(raw, ast.Number) and (not raw.unit or raw.unit in COUNT_UNITS):
+        return {"kind": "steps", "steps": _number(raw, key, integer=True)}
+    return None
+
+
+def _read_time(raw: ast.Value, key: str):
+    if isinstance(raw, ast.Number) and raw.unit in TIME_UNITS:
+        return {"kind": "time", "minutes": float(_decimal(raw, key) * TIME_UNITS[raw.unit])}
+    return None
+
+
+def _read_fixed(raw: ast.Value, key: str):
+    if isinstance(raw, ast.Number) and (not raw.unit or raw.unit in COUNT_UNITS):
+        return {"kind": "fixed", "length": _number(raw, key, integer=True)}
+    return None
+
+
+def _read_src_plus(raw: ast.Value, key: str):
+    if isinstance(raw, ast.Offset):
+        if raw.base != "src":
+            raise SpecError(f'{key} can be "src + k"; "{raw.base}" is unknown{did_you_mean(raw.base, ["src"])}',
+                            raw.span)
+        return {"kind": "src_plus", "offset": _number(raw.amount, key, integer=True)}
+    if isinstance(raw, ast.Name) and raw.id == "src":
+        return {"kind": "src_plus", "offset": 0}
+    return None
+
+
+def _read_tolerance(raw: ast.Value, key: str) -> dict:
+    if isinstance(raw, ast.Number):
+        return {"value": _number(raw, key, integer=False)}
+    if not isinstance(raw, ast.Tolerance):
+        raise SpecError(f"{key} expects a number with an optional tolerance, like 65M +- 5%", raw.span)
+    out = {"value": _number(raw.value, key, integer=False)}
+    tol = raw.tolerance
+    if isinstance(tol, ast.Number) and tol.unit == "%":
+        out["percent"] = float(_decimal(tol, key))
+    else:
+        out["absolute"] = _number(tol, key, integer=False)
+    return out
+
+
+_SCALAR_TEXT = {
+    nodes.Steps: "a number of updates (5000)",
+    nodes.Time: "a duration (30s, 10min, 2h)",
+    nodes.Fixed: "a number of tokens (200)",
+    nodes.SrcPlus: "src + k",
+}
+_UNITS_ACCEPTED = {nodes.Steps: tuple(COUNT_UNITS), nodes.Time: tuple(TIME_UNITS), nodes.Fixed: tuple(COUNT_UNITS)}
+
+_SCALAR_READERS = {
+    nodes.Steps: _read_steps,
+    nodes.Time: _read_time,
+    nodes.Fixed: _read_fixed,
+    nodes.SrcPlus: _read_src_plus,
+}
+
+
+def _scalar_form(cls):
+    return {nodes.Tolerance: _read_tolerance}.get(cls)
+
+
+# --- step 2: merge ----------------------------------------------------------------------------
+
+
+def _mergeable(a: Any, b: Any) -> bool:
+    """Blocks merge key by key; a choice merges with the same choice (noam(...) over noam(...))."""
+    return isinstance(a, dict) and isinstance(b, dict) and a.get("kind") == b.get("kind")
+
+
+def merge(base: Doc, over: Doc) -> Doc:
+    """`over` laid on `base`: what `over` sets wins, everything else stays."""
+    spans = dict(base.spans)
+
+    def walk(a: dict, b: dict, path: Path_) -> dict:
+        out = dict(a)
+        for key, value in b.items():
+            here = path + (key,)
+            if key in a and _mergeable(a[key], value):
+                out[key] = walk(a[key], value, here)
+            else:
+                for p in [p for p in spans if p[: len(here)] == here and p != here]:
+                    del spans[p]  # a replaced value takes none of the old one's spans along
+                out[key] = value
+        return out
+
+    data = walk(base.data, over.data, ())
+    for path, span in over.spans.items():
+        if path in spans and _is_block_value(over.data, path):
+            continue  # a block keeps the span of the line that opened it, not of a later dotted key
+        spans[path] = span
+    return Doc(data, spans)
+
+
+def _is_block_value(data: dict, path: Path_) -> bool:
+    for part in path:
+        data = data.get(part) if isinstance(data, dict) else None
+    return isinstance(data, dict) and "kind" not in data
+
+
+# --- step 3: defaults that need the whole spec -----------------------------------------------
+
+
+def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
+    model = doc.data.get("model")
+    if not isinstance(model, dict):
+        raise SpecError("the spec has no model block", where, hint="start with: model NAME { encoder { } decoder { } }")
+    model.setdefault("name", name)
+    shared = model.pop(STACK_DEFAULTS, {})
+    present = [s for s in STACKS if isinstance(model.get(s), dict)]
+    if not present:
+        raise SpecError("the model has neither an encoder nor a decoder block", doc.spans.get(("model",), where),
+                        hint="add encoder { } and/or decoder { }")
+    for stack_name in present:
+        stack = model[stack_name]
+        for key, value in shared.items():
+            if key == "cross_attention" and stack_name == "encoder":
+                continue
+            if key not in stack:
+                stack[key] = value
+                doc.spans.setdefault(("model", stack_name, key), doc.spans[("model", STACK_DEFAULTS, key)])
+        _fill_head_dims(doc, stack, ("model", stack_name))
+    if "cross_attention" in shared and "decoder" not in present:
+        raise SpecError("cross_attention needs a decoder", doc.spans[("model", STACK_DEFAULTS, "cross_attention")])
+    if "tie" not in model:
+        both = "encoder" in present and "decoder" in present
+        shared_vocab = model.get("vocab", {}).get("kind", "shared") == "shared"
+        model["tie"] = "all" if both and shared_vocab else "decoder" if "decoder" in present else "none"
+    dropout = model.setdefault("dropout", {})
+    if "embedding" not in dropout:
+        dropout["embedding"] = dropout.get("residual", nodes.Dropout().residual)
+        if ("model", "dropout", "residual") in doc.spans:
+            doc.spans[("model", "dropout", "embedding")] = doc.spans[("model", "dropout", "residual")]
+    for p in [p for p in doc.spans if STACK_DEFAULTS in p]:
+        del doc.spans[p]
+
+
+def _fill_head_dims(doc: Doc, stack: dict, path: Path_) -> None:
+    defaults = nodes.Stack.model_fields
+    d_model = stack.get("d_model", defaults["d_model"].default)
+    heads = stack.get("heads", defaults["heads"].default)
+    for key in ("d_k", "d_v"):
+        if key in stack or not isinstance(d_model, int) or not isinstance(heads, int) or heads < 1:
+            continue
+        if d_model % heads:
+            span = doc.spans.get(path + ("heads",)) or doc.spans.get(path + ("d_model",)) or doc.spans.get(path)
+            raise SpecError(
+                f"d_model = {d_model} is not divisible by heads = {heads}, and {key} is not set", span,
+                hint=f"set d_k and d_v, or choose heads that divide {d_model}",
+            )
+        stack[key] = d_model // heads
+
+
+# --- step 4: validation -----------------------------------------------------------------------
+
+
+def _data_path(data: Any, loc: tuple) -> Path_:
+    """A pydantic error location -> the data path (dropping union tags like 'local')."""
+    path: list[str] = []
+    for part in loc:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+            path.append(str(part))
+    return tuple(path)
+
+
+def _data_keys(data: Any, path: Path_) -> set:
+    for part in path:
+        data = data[part]
+    return set(data) if isinstance(data, dict) else set()
+
+
+def _message(err: dict, key: str) -> str:
+    ctx = err.get("ctx") or {}
+    kind = err["type"]
+    got = err.get("input")
+    bounds = {
+        "greater_than": "greater than {gt}", "greater_than_equal": "at least {ge}",
+        "less_than": "less than {lt}", "less_than_equal": "at most {le}",
+    }
+    if kind in bounds:
+        return f"{key} must be {bounds[kind].format(**ctx)}, got {got}"
+    if kind == "missing":
+        return f"{key} is required"
+    if kind == "missing_argument":
+        return f"{ctx['choice']}(...) needs {key}, e.g. {ctx['choice']}({key} = ...)"
+    if kind == "value_error":
+        return str(ctx.get("error", err["msg"]))
+    if kind == "finite_number":
+        return f"{key} must be a finite number"
+    return f"{key}: {err['msg'][0].lower()}{err['msg'][1:]}"
+
+
+def validate(doc: Doc, where: Span) -> nodes.Spec:
+    try:
+        spec = nodes.Spec.model_validate(doc.data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        path = _data_path(doc.data, first["loc"])
+        missing_key = first["type"] == "missing"
+        key = str(first["loc"][-1]) if first["loc"] else "spec"
+        span = None
+        for end in range(len(path), -1, -1):
+            span = doc.spans.get(path[:end])
+            if span is not None:
+                break
+        places = {doc.spans.get(_data_path(doc.data, e["loc"])) for e in err.errors()}
+        more = len(places) - 1
+        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        if missing_key and len(first["loc"]) >= 2 and first["loc"][-2] not in _data_keys(doc.data, path):
+            first = {**first, "type": "missing_argument", "ctx": {"choice": first["loc"][-2]}}
+        elif missing_key:
+            key = ".".join(str(p) for p in first["loc"] if not isinstance(p, int))
+        raise SpecError(_message(first, key) + suffix, span or where) from None
+    spec._spans = dict(doc.spans)
+    return spec
+
+
+# --- the entry point --------------------------------------------------------------------------
+
+
+def spec_name(path: str) -> str:
+    """A model name from a file name: specs/table3/A1.attn -> A1 (made an identifier if needed)."""
+    stem = Path(path).stem if not path.startswith("<") else "model"
+    clean = "".join(c if c.isalnum() or c == "_" else "_" for c in stem) or "model"
+    return clean if not clean[0].isdigit() else f"m_{clean}"
+
+
+def _yield_stack_keys(base: Doc, over: Doc) -> None:
+    """A model-level key in a later layer beats the same key set per stack in an earlier one:
+    base says `encoder { layers = 6 }`, C1 says `model { layers = 2 }`, and the encoder gets 2."""
+    later = over.data.get("model", {}).get(STACK_DEFAULTS, {})
+    model = base.data.get("model")
+    if not later or not isinstance(model, dict):
+        return
+    for stack in STACKS:
+        earlier, own = model.get(stack), over.data["model"].get(stack) or {}
+        if not isinstance(earlier, dict):
+            continue
+        for key in set(later) & set(earlier):
+            if key not in own:
+                del earlier[key]
+                base.spans.pop(("model", stack, key), None)
+
+
+def build(files: list[ast.File], overrides: list[ast.Assign] = ()) -> nodes.Spec:
+    """Syntax trees of a spec and its bases (base first), plus overrides -> a resolved Spec."""
+    top = files[-1]
+    layers = [_Builder(top=f is top).file(f) for f in files]
+    for item in overrides:
+        layer = _Builder(top=True)
+        layer.item(_ROOT, item, (), layer.doc.data)
+        layers.append(layer.doc)
+    doc = Doc()
+    for layer in layers:
+        _yield_stack_keys(doc, layer)
+        doc = merge(doc, layer)
+    where = Span(top.path, 1, 1)
+    _fill_defaults(doc, spec_name(top.path), where)
+    return validate(doc, where)

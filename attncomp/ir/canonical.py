@@ -1,0 +1,125 @@
+"""A resolved Spec -> its canonical text (every default written out), JSON, and sha256 hash.
+
+The canonical text parses back to an identical Spec; its hash names the exact architecture and
+recipe a checkpoint was trained with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pydantic import BaseModel
+
+from attncomp.ir import nodes
+
+INDENT = "  "
+
+
+def _number(value: int | float) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))
+
+
+def _minutes(minutes: float) -> str:
+    if float(minutes).is_integer():
+        return f"{int(minutes)}min"
+    return f"{repr(float(minutes))}min"
+
+
+def _tolerance(t: nodes.Tolerance) -> str:
+    text = _number(t.value)
+    if t.percent is not None:
+        return f"{text} +- {_number(t.percent)}%"
+    if t.absolute is not None:
+        return f"{text} +- {_number(t.absolute)}"
+    return text
+
+
+# choices that are written as plain values rather than calls
+_SCALAR_WRITERS = {
+    nodes.Steps: lambda n: str(n.steps),
+    nodes.Time: lambda n: _minutes(n.minutes),
+    nodes.Fixed: lambda n: str(n.length),
+    nodes.SrcPlus: lambda n: f"src + {n.offset}",
+    nodes.Tolerance: _tolerance,
+}
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, BaseModel):
+        writer = _SCALAR_WRITERS.get(type(value))
+        if writer:
+            return writer(value)
+        args = [(k, getattr(value, k)) for k in type(value).model_fields if k != "kind"]
+        if not args:
+            return value.kind
+        return f"{value.kind}(" + ", ".join(f"{k} = {_value(v)}" for k, v in args) + ")"
+    if isinstance(value, str):
+        return value
+    return _number(value)
+
+
+def _is_block(value: Any) -> bool:
+    return isinstance(value, BaseModel) and "kind" not in type(value).model_fields and type(value) not in _SCALAR_WRITERS
+
+
+def _block(name: str, node: BaseModel, depth: int, label: str | None = None) -> list[str]:
+    pad = INDENT * depth
+    head = f"{name} {label} {{" if label else f"{name} {{"
+    lines = [pad + head]
+    for key in type(node).model_fields:
+        if label is not None and key == "name":
+            continue
+        value = getattr(node, key)
+        if value is None:
+            continue
+        if _is_block(value):
+            lines += _block(key, value, depth + 1)
+        else:
+            lines.append(f"{pad}{INDENT}{key} = {_value(value)}")
+    lines.append(pad + "}")
+    return lines
+
+
+def to_text(spec: nodes.Spec) -> str:
+    """The canonical text of a spec: every key, every default, one per line."""
+    lines = _block("model", spec.model, 0, label=spec.model.name)
+    for key in ("train", "decode", "expect"):
+        lines += _block(key, getattr(spec, key), 0)
+    return "\n".join(lines) + "\n"
+
+
+def spec_hash(spec: nodes.Spec) -> str:
+    """sha256 of the canonical text."""
+    return hashlib.sha256(to_text(spec).encode("utf-8")).hexdigest()
+
+
+def to_json(spec: nodes.Spec) -> dict:
+    """The resolved spec as JSON data, with its hash."""
+    return {"hash": spec_hash(spec), **spec.model_dump(mode="json")}
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested JSON data -> {"model.encoder.heads": 8, ...}."""
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else key))
+        return out
+    return {prefix: data}
+
+
+def diff(a: nodes.Spec, b: nodes.Spec) -> list[tuple[str, Any, Any]]:
+    """The resolved fields that differ: (dotted key, value in a, value in b)."""
+    fa, fb = flatten(a.model_dump(mode="json")), flatten(b.model_dump(mode="json"))
+    missing = object()
+    rows = []
+    for key in sorted(set(fa) | set(fb)):
+        va, vb = fa.get(key, missing), fb.get(key, missing)
+        if va != vb:
+            rows.append((key, None if va is missing else va, None if vb is missing else vb))
+    return rows

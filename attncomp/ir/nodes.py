@@ -1,0 +1,383 @@
+"""The typed IR of a spec: frozen pydantic models, one per block and one per choice of a union.
+
+Defaults are the paper's base model (Vaswani et al. 2017, Table 3 first row), so `model { encoder {}
+decoder {} }` is the base Transformer. Every union member carries a `kind` discriminator, which is
+the name a spec writes: `positions = learned(max_len = 512)` is `Learned(kind="learned", max_len=512)`.
+"""
+
+from __future__ import annotations
+
+import keyword
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+
+class Node(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+Dim = Annotated[int, Field(ge=1, le=1 << 16)]
+Count = Annotated[int, Field(ge=1, le=1 << 20)]
+Prob = Annotated[float, Field(ge=0.0, lt=1.0)]
+VocabSize = Annotated[int, Field(ge=1, le=1 << 24)]
+Positive = Annotated[float, Field(gt=0.0, le=1e6)]
+
+
+# --- attention ------------------------------------------------------------------------------
+
+
+class ScaledDot(Node):
+    """softmax(q k^T / sqrt(d_k)) v: the paper's attention (section 3.2.1)."""
+
+    kind: Literal["scaled_dot"] = "scaled_dot"
+
+
+class Additive(Node):
+    """Additive attention, v^T tanh(q + k) per head, unscaled: the alternative of section 3.2.1."""
+
+    kind: Literal["additive"] = "additive"
+
+
+class Local(Node):
+    """Restricted self-attention (section 4): each position sees `window` positions either side."""
+
+    kind: Literal["local"] = "local"
+    window: Count = Field(description="positions visible on each side (decoder: before) of a query")
+
+
+Attention = Annotated[Union[ScaledDot, Additive, Local], Field(discriminator="kind")]
+
+
+# --- stacks -----------------------------------------------------------------------------------
+
+
+class Stack(Node):
+    """N identical layers: self-attention (and, in a decoder, cross-attention), then a feed-forward net."""
+
+    layers: Annotated[int, Field(ge=1, le=1024)] = Field(6, description="number of layers N")
+    d_model: Dim = Field(512, description="width of the residual stream")
+    heads: Annotated[int, Field(ge=1, le=1024)] = Field(8, description="attention heads h")
+    d_k: Dim = Field(64, description="query/key width per head (default d_model / heads)")
+    d_v: Dim = Field(64, description="value width per head (default d_model / heads)")
+    d_ff: Dim = Field(2048, description="inner width of the feed-forward net")
+    attention: Attention = Field(ScaledDot(), description="self-attention kind")
+    norm: Literal["post", "pre"] = Field("post", description="LayerNorm after (paper) or before each sub-layer")
+    activation: Literal["relu", "gelu"] = Field("relu", description="feed-forward activation")
+
+
+class Encoder(Stack):
+    pass
+
+
+class Decoder(Stack):
+    cross_attention: Attention = Field(ScaledDot(), description="encoder-decoder attention kind")
+
+
+# --- vocabulary, positions, dropout -----------------------------------------------------------
+
+
+class Shared(Node):
+    """One vocabulary for source and target (the paper's shared BPE)."""
+
+    kind: Literal["shared"] = "shared"
+    size: VocabSize = Field(description="number of tokens, special tokens included")
+
+
+class Separate(Node):
+    """Separate source and target vocabularies."""
+
+    kind: Literal["separate"] = "separate"
+    src: VocabSize = Field(description="source vocabulary size")
+    tgt: VocabSize = Field(description="target vocabulary size")
+
+
+Vocab = Annotated[Union[Shared, Separate], Field(discriminator="kind")]
+
+
+class Sinusoidal(Node):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...): no parameters."""
+
+    kind: Literal["sinusoidal"] = "sinusoidal"
+
+
+class Learned(Node):
+    """A learned embedding per position (Table 3 row E)."""
+
+    kind: Literal["learned"] = "learned"
+    max_len: Count = Field(1024, description="longest sequence the table covers")
+
+
+class NoPositions(Node):
+    """No positional information (order-blind unless the attention is local or causal)."""
+
+    kind: Literal["none"] = "none"
+
+
+Positions = Annotated[Union[Sinusoidal, Learned, NoPositions], Field(discriminator="kind")]
+
+
+class Dropout(Node):
+    """Dropout probabilities; the paper's P_drop is `residual`."""
+
+    residual: Prob = Field(0.1, description="on each sub-layer output before the residual add")
+    embedding: Prob = Field(0.1, description="on embeddings + positions (default: residual)")
+    attention: Prob = Field(0.0, description="on attention weights")
+    activation: Prob = Field(0.0, description="on the feed-forward activation")
+
+
+class Model(Node):
+    """The architecture."""
+
+    name: str = Field("model", description="the model's name (a Python identifier)")
+    vocab: Vocab = Field(Shared(size=37000), description="vocabulary: shared(size) or separate(src, tgt)")
+    tie: Literal["none", "decoder", "all"] = Field(
+        "all", description="share weights: none; decoder (target embedding = output); all three"
+    )
+    positions: Positions = Field(Sinusoidal(), description="positional encoding")
+    scale_embeddings: bool = Field(True, description="multiply embeddings by sqrt(d_model)")
+    bias: bool = Field(True, description="biases in attention and feed-forward projections")
+    norm_eps: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(1e-5, description="LayerNorm epsilon")
+    encoder: Encoder | None = Field(None, description="the encoder stack, absent for decoder-only")
+    decoder: Decoder | None = Field(None, description="the decoder stack, absent for encoder-only")
+    dropout: Dropout = Field(Dropout(), description="dropout probabilities")
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, name: str) -> str:
+        if not name.isidentifier() or keyword.iskeyword(name) or len(name) > 64:
+            raise ValueError(f"{name!r} is not a valid model name (a Python identifier of at most 64 characters)")
+        return name
+
+    @property
+    def stacks(self) -> list[Stack]:
+        return [s for s in (self.encoder, self.decoder) if s is not None]
+
+    @property
+    def d_model(self) -> int:
+        """The width the output projection (and the noam schedule) sees."""
+        return (self.decoder or self.encoder).d_model  # type: ignore[union-attr]
+
+    @property
+    def src_vocab(self) -> int:
+        return self.vocab.size if isinstance(self.vocab, Shared) else self.vocab.src
+
+    @property
+    def tgt_vocab(self) -> int:
+        return self.vocab.size if isinstance(self.vocab, Shared) else self.vocab.tgt
+
+
+# --- training ---------------------------------------------------------------------------------
+
+
+class CrossEntropy(Node):
+    """Cross-entropy over target tokens, padding ignored."""
+
+    kind: Literal["cross_entropy"] = "cross_entropy"
+    label_smoothing: Prob = Field(0.1, description="epsilon_ls")
+
+
+Loss = Annotated[Union[CrossEntropy], Field(discriminator="kind")]
+
+
+class Adam(Node):
+    """Adam (fused on GPU); the learning rate comes from the schedule."""
+
+    kind: Literal["adam"] = "adam"
+    beta1: Prob = Field(0.9, description="first-moment decay")
+    beta2: Prob = Field(0.98, description="second-moment decay")
+    eps: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(1e-9, description="denominator epsilon")
+    weight_decay: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(0.0, description="L2 penalty")
+
+
+class AdamW(Node):
+    """Adam with decoupled weight decay."""
+
+    kind: Literal["adamw"] = "adamw"
+    beta1: Prob = Field(0.9, description="first-moment decay")
+    beta2: Prob = Field(0.98, description="second-moment decay")
+    eps: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(1e-9, description="denominator epsilon")
+    weight_decay: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(0.01, description="decoupled decay")
+
+
+Optimizer = Annotated[Union[Adam, AdamW], Field(discriminator="kind")]
+
+
+class Noam(Node):
+    """lr = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (section 5.3)."""
+
+    kind: Literal["noam"] = "noam"
+    warmup: Annotated[int, Field(ge=1, le=1 << 30)] = Field(4000, description="warm-up steps")
+    scale: Positive = Field(1.0, description="multiplier on the whole schedule")
+
+
+class InverseSqrt(Node):
+    """Linear warm-up to `peak`, then peak * sqrt(warmup / step)."""
+
+    kind: Literal["inverse_sqrt"] = "inverse_sqrt"
+    peak: Positive = Field(5e-4, description="learning rate at the end of warm-up")
+    warmup: Annotated[int, Field(ge=1, le=1 << 30)] = Field(4000, description="warm-up steps")
+
+
+class Constant(Node):
+    """Linear warm-up to `lr`, then constant."""
+
+    kind: Literal["constant"] = "constant"
+    lr: Positive = Field(1e-4, description="learning rate")
+    warmup: Annotated[int, Field(ge=0, le=1 << 30)] = Field(0, description="warm-up steps")
+
+
+class Cosine(Node):
+    """Linear warm-up to `peak`, then a cosine decay to `final` at the last step."""
+
+    kind: Literal["cosine"] = "cosine"
+    peak: Positive = Field(5e-4, description="learning rate at the end of warm-up")
+    warmup: Annotated[int, Field(ge=0, le=1 << 30)] = Field(0, description="warm-up steps")
+    final: Annotated[float, Field(ge=0.0, le=1e6)] = Field(0.0, description="learning rate at the last step")
+
+
+Schedule = Annotated[Union[Noam, InverseSqrt, Constant, Cosine], Field(discriminator="kind")]
+
+
+class Tokens(Node):
+    """Target tokens per update, all GPUs and accumulation steps together."""
+
+    kind: Literal["tokens"] = "tokens"
+    count: Annotated[int, Field(ge=1, le=1 << 30)] = Field(description="target tokens per update")
+
+
+Batch = Annotated[Union[Tokens], Field(discriminator="kind")]
+
+
+class Steps(Node):
+    """Every so many updates (written as a plain number)."""
+
+    kind: Literal["steps"] = "steps"
+    steps: Annotated[int, Field(ge=1, le=1 << 40)] = Field(description="updates between events")
+
+
+class Time(Node):
+    """Every so much wall-clock time (written with a unit: 30s, 10min, 2h)."""
+
+    kind: Literal["time"] = "time"
+    minutes: Annotated[float, Field(gt=0.0, le=1e6)] = Field(description="minutes between events")
+
+
+Interval = Annotated[Union[Steps, Time], Field(discriminator="kind")]
+
+
+class Checkpoint(Node):
+    every: Interval = Field(Time(minutes=10.0), description="how often to save: 5000 (steps) or 10min")
+    keep: Annotated[int, Field(ge=1, le=10_000)] = Field(5, description="checkpoints kept on disk")
+    average_last: Annotated[int, Field(ge=1, le=10_000)] = Field(
+        5, description="checkpoints averaged into checkpoint_avg.pt at the end"
+    )
+
+
+class Train(Node):
+    """The training recipe."""
+
+    loss: Loss = Field(CrossEntropy(), description="training loss")
+    optimizer: Optimizer = Field(Adam(), description="optimiser")
+    schedule: Schedule = Field(Noam(), description="learning-rate schedule")
+    batch: Batch = Field(Tokens(count=25000), description="tokens per update")
+    steps: Annotated[int, Field(ge=1, le=1 << 40)] = Field(100_000, description="updates to train for")
+    clip_norm: Annotated[float, Field(ge=0.0, le=1e6)] = Field(0.0, description="gradient-norm clip (0: off)")
+    precision: Literal["fp32", "bf16"] = Field("bf16", description="autocast precision on GPU (CPU: fp32)")
+    seed: Annotated[int, Field(ge=0, le=(1 << 63) - 1)] = Field(1, description="seed for weights, data order, dropout")
+    checkpoint: Checkpoint = Field(Checkpoint(), description="checkpointing")
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+
+class SrcPlus(Node):
+    """`src + k`: the source length plus k tokens."""
+
+    kind: Literal["src_plus"] = "src_plus"
+    offset: Annotated[int, Field(ge=0, le=1 << 20)] = Field(description="tokens beyond the source length")
+
+
+class Fixed(Node):
+    """A fixed number of tokens (written as a plain number)."""
+
+    kind: Literal["fixed"] = "fixed"
+    length: Count = Field(description="maximum output length")
+
+
+MaxLen = Annotated[Union[SrcPlus, Fixed], Field(discriminator="kind")]
+
+
+class Decode(Node):
+    """Beam search."""
+
+    beam: Annotated[int, Field(ge=1, le=1024)] = Field(4, description="beam size (1: greedy)")
+    length_penalty: Annotated[float, Field(ge=0.0, le=10.0)] = Field(
+        0.6, description="alpha in ((5 + len) / 6)^alpha"
+    )
+    max_len: MaxLen = Field(SrcPlus(offset=50), description="longest output: src + k, or a number")
+
+
+# --- expectations -----------------------------------------------------------------------------
+
+
+class Tolerance(Node):
+    """`65M +- 5%`, `65M +- 2M`, or an exact `65M`."""
+
+    value: Annotated[float, Field(ge=0.0, le=1e18)]
+    percent: Annotated[float, Field(ge=0.0, le=100.0)] | None = None
+    absolute: Annotated[float, Field(ge=0.0, le=1e18)] | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "Tolerance":
+        if self.percent is not None and self.absolute is not None:
+            raise ValueError("give a tolerance either in percent or absolute, not both")
+        return self
+
+    def bounds(self) -> tuple[float, float]:
+        if self.percent is not None:
+            delta = self.value * self.percent / 100.0
+        else:
+            delta = self.absolute or 0.0
+        return self.value - delta, self.value + delta
+
+    def admits(self, measured: float) -> bool:
+        low, high = self.bounds()
+        return low <= measured <= high
+
+
+class Expect(Node):
+    """What a build must measure, so a wrong architecture fails before training."""
+
+    params: Tolerance | None = Field(None, description="trainable parameters")
+    flops: Tolerance | None = Field(
+        None, description="training FLOPs per target token at 64-token source and target sentences"
+    )
+
+
+# --- the whole spec ---------------------------------------------------------------------------
+
+
+class Spec(Node):
+    """A resolved spec: every default filled in. `_spans` maps key paths to their source spans."""
+
+    model: Model
+    train: Train = Train()
+    decode: Decode = Decode()
+    expect: Expect = Expect()
+
+    _spans: dict = PrivateAttr(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:  # spans are where a value came from, not what it is
+        return isinstance(other, Spec) and self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash((self.model, self.train, self.decode, self.expect))
+
+    def span(self, *path: str):
+        """The span of the nearest key on `path` that the source gave, or None."""
+        for end in range(len(path), 0, -1):
+            found = self._spans.get(tuple(path[:end]))
+            if found is not None:
+                return found
+        return None

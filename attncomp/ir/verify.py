@@ -1,0 +1,104 @@
+"""Cross-field checks on a resolved Spec: rules no single field can state.
+
+Each rule raises a SpecError at the line that set the offending value. Rules are listed in
+`RULES`, one small function each, so docs/language.md can name them all.
+"""
+
+from __future__ import annotations
+
+from attncomp.errors import SpecError
+from attncomp.ir import nodes
+
+SPECIAL_TOKENS = 5  # <pad> <unk> <s> </s> <sep>: see attncomp.vocab
+
+
+def _stacks(spec: nodes.Spec) -> None:
+    if not spec.model.stacks:
+        raise SpecError("the model has neither an encoder nor a decoder block", spec.span("model"),
+                        hint="add encoder { } and/or decoder { }")
+
+
+def _tie(spec: nodes.Spec) -> None:
+    m = spec.model
+    if m.tie == "all":
+        if not isinstance(m.vocab, nodes.Shared):
+            raise SpecError("tie = all needs a shared vocabulary", spec.span("model", "tie"),
+                            hint="use vocab = shared(N), or tie = decoder")
+        if m.encoder is None or m.decoder is None:
+            raise SpecError("tie = all shares source and target embeddings, so it needs an encoder and a decoder",
+                            spec.span("model", "tie"), hint="use tie = decoder for a single stack")
+        if m.encoder.d_model != m.decoder.d_model:
+            raise SpecError(
+                f"tie = all needs equal widths, but the encoder has d_model = {m.encoder.d_model} "
+                f"and the decoder {m.decoder.d_model}", spec.span("model", "tie"))
+    if m.tie == "decoder" and m.decoder is None:
+        raise SpecError("tie = decoder ties the decoder's embedding to the output, but there is no decoder",
+                        spec.span("model", "tie"), hint="use tie = none")
+
+
+def _vocab(spec: nodes.Spec) -> None:
+    m = spec.model
+    for size in {m.src_vocab, m.tgt_vocab}:
+        if size <= SPECIAL_TOKENS:
+            raise SpecError(f"a vocabulary of {size} leaves no room beside the {SPECIAL_TOKENS} special tokens",
+                            spec.span("model", "vocab"))
+    if isinstance(m.vocab, nodes.Separate) and (m.encoder is None or m.decoder is None):
+        raise SpecError("a model with one stack reads and writes one vocabulary; use vocab = shared(N)",
+                        spec.span("model", "vocab"))
+
+
+def _attention(spec: nodes.Spec) -> None:
+    decoder = spec.model.decoder
+    if decoder is not None and isinstance(decoder.cross_attention, nodes.Local):
+        raise SpecError("cross-attention cannot be local: source and target positions do not line up",
+                        spec.span("model", "decoder", "cross_attention"))
+    if spec.model.encoder is None and decoder is not None and decoder.cross_attention != nodes.ScaledDot():
+        raise SpecError("cross_attention needs an encoder to attend to",
+                        spec.span("model", "decoder", "cross_attention"))
+
+
+def _positions(spec: nodes.Spec) -> None:
+    m = spec.model
+    if isinstance(m.positions, nodes.Learned) and isinstance(spec.decode.max_len, nodes.Fixed):
+        if spec.decode.max_len.length > m.positions.max_len:
+            raise SpecError(
+                f"decode.max_len = {spec.decode.max_len.length} is beyond the learned positions' "
+                f"max_len = {m.positions.max_len}", spec.span("decode", "max_len"))
+
+
+def _checkpoint(spec: nodes.Spec) -> None:
+    ck = spec.train.checkpoint
+    if ck.average_last > ck.keep:
+        raise SpecError(f"average_last = {ck.average_last} needs keep >= {ck.average_last} (keep = {ck.keep})",
+                        spec.span("train", "checkpoint", "average_last"))
+
+
+def _schedule(spec: nodes.Spec) -> None:
+    sched = spec.train.schedule
+    warmup = getattr(sched, "warmup", 0)
+    if isinstance(sched, nodes.Cosine) and warmup >= spec.train.steps:
+        raise SpecError(f"cosine warmup = {warmup} leaves no steps to decay over (steps = {spec.train.steps})",
+                        spec.span("train", "schedule"))
+    if isinstance(sched, nodes.Cosine) and sched.final > sched.peak:
+        raise SpecError("cosine final must not exceed peak", spec.span("train", "schedule"))
+
+
+def _local_window(spec: nodes.Spec) -> None:
+    m = spec.model
+    for name, stack in (("encoder", m.encoder), ("decoder", m.decoder)):
+        if stack is not None and isinstance(stack.attention, nodes.Local) and isinstance(m.positions, nodes.Learned):
+            if stack.attention.window >= m.positions.max_len:
+                raise SpecError(
+                    f"a local window of {stack.attention.window} covers every one of the "
+                    f"{m.positions.max_len} positions; use attention = scaled_dot",
+                    spec.span("model", name, "attention"))
+
+
+RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _schedule, _local_window)
+
+
+def verify(spec: nodes.Spec) -> nodes.Spec:
+    """Check every cross-field rule; return the spec unchanged when all hold."""
+    for rule in RULES:
+        rule(spec)
+    return spec

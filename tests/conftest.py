@@ -1,0 +1,39 @@
+"""Shared test helpers: golden files, the repository root, CPU-only defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = sorted((ROOT / "specs").rglob("*.attn"))
+UPDATE = os.environ.get("ATTNCOMP_UPDATE_GOLDEN") == "1"
+
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+def spec_id(path: Path) -> str:
+    return str(path.relative_to(ROOT / "specs").with_suffix(""))
+
+
+def check_golden(path: Path, actual: str) -> None:
+    """Compare `actual` with the golden file; ATTNCOMP_UPDATE_GOLDEN=1 rewrites it instead."""
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(actual, encoding="utf-8")
+        return
+    assert path.exists(), f"missing golden file {path}; run with ATTNCOMP_UPDATE_GOLDEN=1 to create it"
+    expected = path.read_text(encoding="utf-8")
+    assert actual == expected, f"{path} differs (ATTNCOMP_UPDATE_GOLDEN=1 rewrites it after review)"
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

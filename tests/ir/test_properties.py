@@ -1,0 +1,167 @@
+"""Property tests: random valid IR round-trips through canonical text; random mutations of shipped
+specs give a valid IR or a located SpecError, never anything else."""
+
+from __future__ import annotations
+
+import typing
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from attncomp import ir
+from attncomp.errors import SpecError
+from attncomp.ir import nodes
+from attncomp.ir.build import classify
+from tests.conftest import SPECS
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _bounds(metadata) -> dict:
+    """ge/gt/le/lt constraints from pydantic field metadata."""
+    found = {}
+    for meta in metadata:
+        for name in ("ge", "gt", "le", "lt"):
+            if getattr(meta, name, None) is not None:
+                found[name] = getattr(meta, name)
+    return found
+
+
+def _metadata(annotation) -> list:
+    return list(typing.get_args(annotation)[1:]) if typing.get_origin(annotation) is typing.Annotated else []
+
+
+def _scalar(what: str, b: dict):
+    low = b.get("ge", b.get("gt", 0))
+    if what == "int":
+        low = int(low) + (1 if "gt" in b else 0)
+        high = int(b.get("le", b.get("lt", low + 4097) - 1))
+        return st.integers(min_value=low, max_value=min(high, low + 4096))
+    high = b.get("le", b.get("lt", float(low) + 100.0))
+    return st.floats(min_value=float(low), max_value=float(high), exclude_min="gt" in b, exclude_max="lt" in b,
+                     allow_nan=False, allow_infinity=False)
+
+
+def node_data(cls: type[BaseModel]) -> st.SearchStrategy[dict]:
+    """Random field values for a node, each within the field's own bounds."""
+    parts = {}
+    for name, field in cls.model_fields.items():
+        if name == "name":
+            parts[name] = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True).filter(
+                lambda s: not __import__("keyword").iskeyword(s))
+            continue
+        if name == "kind":
+            parts[name] = st.just(field.default)
+            continue
+        parts[name] = value_for(field.annotation, _bounds(field.metadata), optional_default=field.default is None)
+    return st.fixed_dictionaries(parts)
+
+
+def value_for(annotation, bounds: dict, optional_default=False):
+    kind = classify(annotation)
+    bounds = bounds or _bounds(_metadata(annotation))
+    if kind.what == "choice":
+        strategy = st.one_of([node_data(m) for m in kind.members])
+    elif kind.what == "block":
+        strategy = node_data(kind.members[0])
+    elif kind.what == "literal":
+        strategy = st.sampled_from(kind.members)
+    elif kind.what == "bool":
+        strategy = st.booleans()
+    else:
+        strategy = _scalar(kind.what, bounds)
+    return st.one_of(st.none(), strategy) if kind.optional or optional_default else strategy
+
+
+def _repair(data: dict, stack: dict) -> dict:
+    """Bend random data to the cross-field rules of ir.verify, so no example is thrown away."""
+    model, train = data["model"], data["train"]
+    if model["encoder"] is None and model["decoder"] is None:
+        model["decoder"] = {**stack, "cross_attention": {"kind": "scaled_dot"}}
+    decoder = model["decoder"]
+    if decoder is not None and (model["encoder"] is None or decoder["cross_attention"]["kind"] == "local"):
+        decoder["cross_attention"] = {"kind": "scaled_dot"}
+    both = model["encoder"] is not None and decoder is not None
+    if not both:
+        model["vocab"] = {"kind": "shared", "size": max(6, model["vocab"].get("size", 6))}
+    if model["tie"] == "all" and not (both and model["vocab"]["kind"] == "shared"
+                                      and model["encoder"]["d_model"] == decoder["d_model"]):
+        model["tie"] = "none"
+    if model["tie"] == "decoder" and decoder is None:
+        model["tie"] = "none"
+    for key in ("size", "src", "tgt"):
+        if key in model["vocab"]:
+            model["vocab"][key] = max(6, model["vocab"][key])
+    positions = model["positions"]
+    for s in (model["encoder"], decoder):
+        if s is not None and s["attention"]["kind"] == "local" and positions["kind"] == "learned":
+            s["attention"]["window"] = min(s["attention"]["window"], positions["max_len"] - 1) or 1
+            positions["max_len"] = max(positions["max_len"], 2)
+    if positions["kind"] == "learned" and data["decode"]["max_len"]["kind"] == "fixed":
+        data["decode"]["max_len"]["length"] = min(data["decode"]["max_len"]["length"], positions["max_len"])
+    for tolerance in data["expect"].values():
+        if tolerance is not None and tolerance["percent"] is not None:
+            tolerance["absolute"] = None
+    ck = train["checkpoint"]
+    ck["average_last"] = min(ck["average_last"], ck["keep"])
+    sched = train["schedule"]
+    if sched["kind"] == "cosine":
+        train["steps"] = max(train["steps"], sched["warmup"] + 1)
+        sched["final"] = min(sched["final"], sched["peak"])
+    return data
+
+
+@st.composite
+def valid_specs(draw) -> nodes.Spec:
+    data = draw(node_data(nodes.Spec))
+    stack = draw(node_data(nodes.Encoder))
+    return ir.verify(nodes.Spec.model_validate(_repair(data, stack)))
+
+
+@SETTINGS
+@given(valid_specs())
+def test_canonical_text_round_trips(spec):
+    text = ir.to_text(spec)
+    again = ir.load(text)
+    assert again == spec
+    assert ir.to_text(again) == text
+
+
+# --- mutation fuzzing -------------------------------------------------------------------------
+
+TEXTS = [p.read_text() for p in SPECS if "extends" not in p.read_text()]
+TOKENS = ["{", "}", "=", "(", ")", ",", "+-", "+", "-", ".", '"', "#", "model", "encoder", "none", "1e999",
+          "99999999999999999999", "0", "-1", "0.5", "10min", "5%", "local", "extends", "\x00", "\xff", "é", "\n"]
+
+
+@st.composite
+def mutated(draw) -> str:
+    text = draw(st.sampled_from(TEXTS))
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(text)))
+        action = draw(st.sampled_from(["insert", "delete", "replace"]))
+        piece = draw(st.one_of(st.sampled_from(TOKENS), st.text(max_size=3)))
+        span = draw(st.integers(1, 8))
+        if action == "insert":
+            text = text[:at] + piece + text[at:]
+        elif action == "delete":
+            text = text[:at] + text[at + span:]
+        else:
+            text = text[:at] + piece + text[at + span:]
+    return text
+
+
+@settings(max_examples=400, deadline=None)
+@given(mutated())
+def test_mutations_give_ir_or_located_error(text):
+    try:
+        spec = ir.load(text + "\n" if "{" not in text else text)
+    except SpecError as err:
+        formatted = err.format()
+        assert formatted and "Traceback" not in formatted
+        assert err.span is not None, formatted
+        assert err.span.line >= 1 and err.span.column >= 1
+    else:
+        assert isinstance(spec, nodes.Spec)
+        assert ir.load(ir.to_text(spec)) == spec
