@@ -1,0 +1,17 @@
+"""attncomp: a compiler for Transformer models.
+
+Stages, each importing only the ones before it:
+syntax (text -> tree) -> ir (tree -> Spec) -> lower (Spec -> fx graphs) -> passes -> codegen.
+The runtime (data, train, decode) takes a compiled module and never needs the parser.
+"""
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """`attncomp.compile` without importing torch for `import attncomp`."""
+    if name == "compile":
+        from attncomp.compiler import compile
+
+        return compile
+    raise AttributeError(f"module 'attncomp' has no attribute {name!r}")

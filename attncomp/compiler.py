@@ -1,0 +1,43 @@
+"""The compiler driver: spec (path or text) -> optimised CompiledModel. `attncomp.compile` is this."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import torch
+
+from attncomp import ir
+from attncomp.ir import nodes
+from attncomp.lower import CompiledModel, lower
+from attncomp.passes import DEFAULT_PASSES, optimise
+
+
+def _override_text(key: str, value: Any) -> str:
+    """compile(..., model__heads=4) -> "model.heads=4"."""
+    text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return f"{key.replace('__', '.')}={text}"
+
+
+def compile_spec(spec: nodes.Spec, passes: Sequence[str] = DEFAULT_PASSES,
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> CompiledModel:
+    """A resolved Spec -> a model whose entry points run the optimised graphs."""
+    model = lower(spec, device=device)
+    if dtype is not None:
+        model = model.to(dtype)
+    return optimise(model, passes) if passes else model
+
+
+def compile(source: str | os.PathLike | nodes.Spec, overrides: Sequence[str] = (), *,  # noqa: A001
+            passes: Sequence[str] = DEFAULT_PASSES, device: torch.device | str | None = None,
+            dtype: torch.dtype | None = None, **keys: Any) -> CompiledModel:
+    """Compile a spec file, spec text or Spec into an nn.Module with the spec's entry points.
+
+    Overrides: strings like "model.heads=4", or keywords with __ for dots: model__heads=4.
+    `passes=()` gives the unoptimised graphs (explicit attention).
+    """
+    if isinstance(source, nodes.Spec):
+        spec = source
+    else:
+        spec = ir.load(source, [*overrides, *(_override_text(k, v) for k, v in keys.items())])
+    return compile_spec(spec, passes, device, dtype)

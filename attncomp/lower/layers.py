@@ -1,0 +1,166 @@
+"""Lowering of the Transformer's pieces into torch.fx nodes, written the paper's way.
+
+Attention is explicit — projections, q @ k^T, scale, mask, softmax, dropout, @ v — and every op has
+one spelling (the table below), so the passes can match it reliably:
+
+    linear layer          call_module(q_proj, x)              tied output: F.linear(x, embed.weight)
+    split heads           torch.unflatten(x, -1, (h, d)) -> torch.transpose(x, 1, 2)
+    merge heads           torch.transpose(x, 1, 2) -> torch.flatten(x, -2)
+    scores                torch.matmul(q, torch.transpose(k, -2, -1)) -> torch.mul(s, 1/sqrt(d_k))
+    mask (True = hidden)  torch.masked_fill(s, mask, -inf)
+    weights               torch.softmax(s, -1) -> torch.masked_fill(w, rows, 0.0) for padding masks
+    dropout               F.dropout(x, p=p, training=self.training), only where p > 0
+    residual              torch.add(x, y)
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import fx
+
+from attncomp.ir import nodes
+from attncomp.lower import ops
+
+Node = fx.Node
+
+
+class Builder:
+    """An fx.Graph under construction, with helpers that emit the canonical spellings."""
+
+    def __init__(self) -> None:
+        self.graph = fx.Graph()
+        self._training: Node | None = None
+
+    def input(self, name: str) -> Node:
+        return self.graph.placeholder(name)
+
+    def module(self, target: str, *args: Any) -> Node:
+        return self.graph.call_module(target, args)
+
+    def call(self, fn: Callable, *args: Any, **kwargs: Any) -> Node:
+        return self.graph.call_function(fn, args, kwargs)
+
+    def method(self, name: str, *args: Any, **kwargs: Any) -> Node:
+        return self.graph.call_method(name, args, kwargs)
+
+    def param(self, target: str) -> Node:
+        return self.graph.get_attr(target)
+
+    def training(self) -> Node:
+        if self._training is None:
+            self._training = self.graph.get_attr("training")
+        return self._training
+
+    def dropout(self, x: Node, p: float) -> Node:
+        return x if p == 0.0 else self.call(F.dropout, x, p=p, training=self.training())
+
+    def add(self, x: Node, y: Node) -> Node:
+        return self.call(torch.add, x, y)
+
+    def output(self, value: Any) -> None:
+        self.graph.output(value)
+
+
+# --- attention --------------------------------------------------------------------------------
+
+
+def split_heads(b: Builder, x: Node, heads: int, dim: int) -> Node:
+    """(B, T, h * dim) -> (B, h, T, dim)."""
+    return b.call(torch.transpose, b.call(torch.unflatten, x, -1, (heads, dim)), 1, 2)
+
+
+def merge_heads(b: Builder, x: Node) -> Node:
+    """(B, h, T, dim) -> (B, T, h * dim)."""
+    return b.call(torch.flatten, b.call(torch.transpose, x, 1, 2), -2)
+
+
+def scores(b: Builder, prefix: str, q: Node, k: Node, kind: str, d_k: int) -> Node:
+    """Attention logits (B, h, Tq, Tk): scaled dot products, or the additive score v^T tanh(q + k)."""
+    if kind == "additive":
+        summed = b.call(torch.add, b.call(torch.unsqueeze, q, 3), b.call(torch.unsqueeze, k, 2))
+        energy = b.param(f"{prefix}.energy")
+        return b.call(torch.einsum, "bhqkd,hd->bhqk", b.call(torch.tanh, summed), energy)
+    logits = b.call(torch.matmul, q, b.call(torch.transpose, k, -2, -1))
+    return b.call(torch.mul, logits, 1.0 / math.sqrt(d_k))
+
+
+def attend(b: Builder, prefix: str, q: Node, k: Node, v: Node, mask: Node | None, rows: Node | None,
+           kind: str, d_k: int, p: float) -> Node:
+    """softmax(mask(scores)) @ v, explicitly; `rows` marks queries that see no key (output 0)."""
+    s = scores(b, prefix, q, k, kind, d_k)
+    if mask is not None:
+        s = b.call(torch.masked_fill, s, mask, -math.inf)
+    weights = b.call(torch.softmax, s, -1)
+    if rows is not None:
+        weights = b.call(torch.masked_fill, weights, rows, 0.0)
+    weights = b.dropout(weights, p)
+    return b.call(torch.matmul, weights, v)
+
+
+def project_kv(b: Builder, prefix: str, source: Node, stack: nodes.Stack) -> tuple[Node, Node]:
+    k = split_heads(b, b.module(f"{prefix}.k_proj", source), stack.heads, stack.d_k)
+    v = split_heads(b, b.module(f"{prefix}.v_proj", source), stack.heads, stack.d_v)
+    return k, v
+
+
+def attention(b: Builder, prefix: str, x: Node, k: Node, v: Node, mask: Node | None, rows: Node | None,
+              kind: str, stack: nodes.Stack, p: float) -> Node:
+    """Multi-head attention of queries from x over given keys and values, with its output projection."""
+    q = split_heads(b, b.module(f"{prefix}.q_proj", x), stack.heads, stack.d_k)
+    out = attend(b, prefix, q, k, v, mask, rows, kind, stack.d_k, p)
+    return b.module(f"{prefix}.o_proj", merge_heads(b, out))
+
+
+# --- feed-forward, residual sub-layers --------------------------------------------------------
+
+
+def feed_forward(b: Builder, prefix: str, x: Node, stack: nodes.Stack, p_activation: float) -> Node:
+    """FFN(x) = fc2(dropout(act(fc1(x))))."""
+    hidden = b.module(f"{prefix}.fc1", x)
+    act = b.call(torch.relu, hidden) if stack.activation == "relu" else b.call(F.gelu, hidden)
+    return b.module(f"{prefix}.fc2", b.dropout(act, p_activation))
+
+
+def sublayer(b: Builder, x: Node, norm: str, placement: str, p: float, body: Callable[[Node], Node]) -> Node:
+    """post: LayerNorm(x + Dropout(body(x)));  pre: x + Dropout(body(LayerNorm(x)))."""
+    if placement == "pre":
+        return b.add(x, b.dropout(body(b.module(norm, x)), p))
+    return b.module(norm, b.add(x, b.dropout(body(x), p)))
+
+
+# --- embeddings and positions -----------------------------------------------------------------
+
+
+def positions(b: Builder, model: nodes.Model, stack_name: str, x: Node, start: Node | int, length: Node) -> Node:
+    """Positional encodings for positions start .. start + length - 1, shape (T, d_model)."""
+    device = b.call(getattr, x, "device")
+    end = length if start == 0 else b.call(operator.add, start, length)
+    pos = b.call(torch.arange, start, end, device=device)
+    if isinstance(model.positions, nodes.Learned):
+        return b.module(f"{stack_name}.pos", pos)
+    d_model = getattr(model, stack_name).d_model
+    return b.call(ops.sinusoidal, pos, d_model, b.call(getattr, x, "dtype"))
+
+
+def embed(b: Builder, model: nodes.Model, table: str, stack_name: str, tokens: Node, start: Node | int = 0) -> Node:
+    """Dropout(Embedding(tokens) * sqrt(d_model) + PE): the input of a stack."""
+    d_model = getattr(model, stack_name).d_model
+    x = b.module(table, tokens)
+    if model.scale_embeddings:
+        x = b.call(torch.mul, x, math.sqrt(d_model))
+    if not isinstance(model.positions, nodes.NoPositions):
+        length = b.method("size", tokens, 1)
+        x = b.add(x, positions(b, model, stack_name, x, start, length))
+    return b.dropout(x, model.dropout.embedding)
+
+
+def project_out(b: Builder, target: str, is_linear: bool, x: Node) -> Node:
+    """Hidden states -> vocabulary logits, through `output` or a tied embedding."""
+    if is_linear:
+        return b.module(target, x)
+    return b.call(F.linear, x, b.param(f"{target}.weight"))

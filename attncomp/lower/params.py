@@ -1,0 +1,118 @@
+"""The module tree that owns a model's parameters, with canonical, stable state-dict names.
+
+    embed.weight                         tie = all: source = target embedding = output projection
+    src_embed.weight, tgt_embed.weight   otherwise, one per side that exists
+    output.weight                        the pre-softmax linear, unless tied
+    encoder.pos.weight                   learned positions (likewise decoder.pos)
+    encoder.layers.N.self_attn.{q,k,v,o}_proj.{weight,bias}    (additive attention adds .energy)
+    encoder.layers.N.self_attn_norm, .ffn.fc1, .ffn.fc2, .ffn_norm
+    decoder.layers.N.cross_attn.*, .cross_attn_norm             decoder only
+    encoder.norm, decoder.norm           the final LayerNorm of a pre-norm stack
+
+Passes never add or rename parameters, so one state dict loads into the unfused graph, the fused
+graph and the generated module alike.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attncomp.ir import nodes
+
+
+class Attention(nn.Module):
+    def __init__(self, d_q: int, d_kv: int, heads: int, d_k: int, d_v: int, kind: str, bias: bool):
+        super().__init__()
+        self.q_proj = nn.Linear(d_q, heads * d_k, bias=bias)
+        self.k_proj = nn.Linear(d_kv, heads * d_k, bias=bias)
+        self.v_proj = nn.Linear(d_kv, heads * d_v, bias=bias)
+        self.o_proj = nn.Linear(heads * d_v, d_q, bias=bias)
+        if kind == "additive":
+            self.energy = nn.Parameter(torch.empty(heads, d_k))  # v_a of Bahdanau et al., one per head
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, d_ff: int, bias: bool):
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.fc2 = nn.Linear(d_ff, d_model, bias=bias)
+
+
+class Layer(nn.Module):
+    def __init__(self, stack: nodes.Stack, d_memory: int | None, bias: bool, eps: float):
+        super().__init__()
+        d = stack.d_model
+        self.self_attn = Attention(d, d, stack.heads, stack.d_k, stack.d_v, stack.attention.kind, bias)
+        self.self_attn_norm = nn.LayerNorm(d, eps=eps)
+        if d_memory is not None:
+            kind = stack.cross_attention.kind  # type: ignore[attr-defined]
+            self.cross_attn = Attention(d, d_memory, stack.heads, stack.d_k, stack.d_v, kind, bias)
+            self.cross_attn_norm = nn.LayerNorm(d, eps=eps)
+        self.ffn = FeedForward(d, stack.d_ff, bias)
+        self.ffn_norm = nn.LayerNorm(d, eps=eps)
+
+
+class Stack(nn.Module):
+    def __init__(self, stack: nodes.Stack, positions, d_memory: int | None, bias: bool, eps: float):
+        super().__init__()
+        if isinstance(positions, nodes.Learned):
+            self.pos = nn.Embedding(positions.max_len, stack.d_model)
+        self.layers = nn.ModuleList(Layer(stack, d_memory, bias, eps) for _ in range(stack.layers))
+        if stack.norm == "pre":
+            self.norm = nn.LayerNorm(stack.d_model, eps=eps)
+
+
+class Parameters(nn.Module):
+    """All parameters of a model; the lowered graphs reach them by their dotted names."""
+
+    def __init__(self, model: nodes.Model):
+        super().__init__()
+        enc, dec = model.encoder, model.decoder
+        if model.tie == "all":
+            self.embed = nn.Embedding(model.tgt_vocab, model.d_model)
+        else:
+            if enc is not None:
+                self.src_embed = nn.Embedding(model.src_vocab, enc.d_model)
+            if dec is not None:
+                self.tgt_embed = nn.Embedding(model.tgt_vocab, dec.d_model)
+        if model.tie == "none":
+            self.output = nn.Linear(model.d_model, model.tgt_vocab, bias=False)
+        if enc is not None:
+            self.encoder = Stack(enc, model.positions, None, model.bias, model.norm_eps)
+        if dec is not None:
+            d_memory = enc.d_model if enc is not None else None
+            self.decoder = Stack(dec, model.positions, d_memory, model.bias, model.norm_eps)
+
+
+def embedding_names(model: nodes.Model) -> dict[str, str]:
+    """Which module embeds the source, embeds the target, and projects to the vocabulary."""
+    if model.tie == "all":
+        return {"src": "embed", "tgt": "embed", "output": "embed"}
+    names = {"src": "src_embed", "tgt": "tgt_embed", "output": "output"}
+    if model.tie == "decoder":
+        names["output"] = "tgt_embed"
+    if model.decoder is None:  # encoder-only: the output reads the encoder
+        names["tgt"] = names["src"]
+    return names
+
+
+@torch.no_grad()
+def initialise(params: nn.Module, seed: int) -> None:
+    """Xavier-uniform projections, N(0, 1/d) embeddings, zero biases; deterministic for a seed."""
+    if any(p.is_meta for p in params.parameters()):
+        return  # shapes only (FLOP counting, very large models): nothing to fill
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    for name, module in params.named_modules():
+        if isinstance(module, nn.Linear):
+            module.weight.copy_(nn.init.xavier_uniform_(torch.empty_like(module.weight, device="cpu"), generator=gen))
+            if module.bias is not None:
+                module.bias.zero_()
+        elif isinstance(module, nn.Embedding):
+            std = module.embedding_dim**-0.5
+            module.weight.copy_(nn.init.normal_(torch.empty_like(module.weight, device="cpu"), 0.0, std, generator=gen))
+        elif isinstance(module, nn.LayerNorm):
+            module.reset_parameters()
+        if isinstance(module, Attention) and hasattr(module, "energy"):
+            std = module.energy.shape[1] ** -0.5
+            module.energy.copy_(nn.init.normal_(torch.empty_like(module.energy, device="cpu"), 0.0, std, generator=gen))

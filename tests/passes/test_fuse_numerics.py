@@ -1,0 +1,127 @@
+"""Every pass is checked against the graph before it: float64, dropout off, forward and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attncomp import ir
+from attncomp.passes import PASSES, count_fused, run_passes
+from attncomp.lower import lower
+from tests.conftest import ROOT, SPECS, spec_id
+from tests.helpers import batch, pair, real_positions, run_forward, small
+
+TOLERANCE = 1e-9
+
+EXTRA = {  # variants no shipped spec covers, as overrides on base
+    "pre_gelu_learned": ["model.norm=pre", "model.activation=gelu", "model.positions=learned(max_len = 64)"],
+    "no_positions_untied": ["model.positions=none", "model.tie=none", "model.scale_embeddings=false"],
+    "additive": ["model.attention=additive", "model.cross_attention=additive"],
+    "local_decoder": ["model.decoder.attention=local(window = 3)"],
+    "encoder_only": ["model.decoder=none", "model.tie=none"],
+    "separate_vocab": ["model.vocab=separate(src = 61, tgt = 67)", "model.tie=decoder"],
+    "no_bias": ["model.bias=false"],
+}
+
+
+def _cases():
+    cases = [(spec_id(p), ir.load(p)) for p in SPECS]
+    cases += [(name, ir.load(ROOT / "specs/base.attn", o)) for name, o in EXTRA.items()]
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("name, spec", CASES, ids=[c[0] for c in CASES])
+def test_fused_equals_unfused_forward_and_gradients(name, spec):
+    spec = small(spec)
+    plain, fused = pair(spec)
+    src, tgt = batch(spec)
+    keep = real_positions(spec, src, tgt)
+    a, b = run_forward(plain, spec, src, tgt), run_forward(fused, spec, src, tgt)
+    assert (a - b)[keep].abs().max() < TOLERANCE
+    weights = torch.randn(a.shape, dtype=a.dtype, generator=torch.Generator().manual_seed(1)) * keep.unsqueeze(-1)
+    (a * weights).sum().backward()
+    (b * weights).sum().backward()
+    grads_a = dict(plain.named_parameters())
+    for key, param in fused.named_parameters():
+        ga, gb = grads_a[key].grad, param.grad
+        assert (ga - gb).abs().max() < TOLERANCE, key
+
+
+@pytest.mark.parametrize("pass_name", list(PASSES))
+def test_each_pass_alone_preserves_numerics(pass_name):
+    spec = small(ir.load(ROOT / "specs/examples/local.attn"))
+    plain = lower(spec).double()
+    gm = plain.graph_module("forward")
+    before = gm.code
+    optimised, log = run_passes(gm, [pass_name])
+    src, tgt = batch(spec)
+    keep = real_positions(spec, src, tgt)
+    assert (plain(src, tgt) - optimised(src, tgt))[keep].abs().max() < TOLERANCE
+    if pass_name in ("fuse_attention", "fuse_qkv"):
+        assert log[0][1] is True and optimised.code != before
+    if pass_name == "eliminate_dead_code":  # the lowering leaves nothing dead
+        assert log[0][1] is False
+
+
+def test_dead_code_is_removed():
+    spec = small(ir.load(ROOT / "specs/examples/tiny.attn"))
+    gm = lower(spec).graph_module("encode")
+    src = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    with gm.graph.inserting_after(src):
+        gm.graph.call_function(torch.mul, (src, 2))
+    optimised, log = run_passes(gm, ["eliminate_dead_code"])
+    assert log == [("eliminate_dead_code", True)]
+    assert not any(n.target is torch.mul and n.args == (src, 2) for n in optimised.graph.nodes)
+
+
+def _expected_sdpa(spec, entry: str) -> int:
+    m = spec.model
+    fusable = lambda kind: kind in ("scaled_dot", "local")  # noqa: E731
+    enc = m.encoder.layers * fusable(m.encoder.attention.kind) if m.encoder else 0
+    dec_self = m.decoder.layers * fusable(m.decoder.attention.kind) if m.decoder else 0
+    cross = m.decoder.layers * fusable(m.decoder.cross_attention.kind) if m.decoder and m.encoder else 0
+    return {"forward": enc + dec_self + cross, "encode": enc, "init_cache": 0, "decode_step": dec_self + cross}[entry]
+
+
+@pytest.mark.parametrize("path", SPECS, ids=spec_id)
+def test_sdpa_count_of_every_shipped_spec(path):
+    """Full-size specs on the meta device: every scaled_dot attention is fused, and no softmax is left."""
+    import attncomp
+
+    model = attncomp.compile(path, device="meta")
+    spec = model.spec
+    for entry, graph in model.graphs.items():
+        assert count_fused(graph) == _expected_sdpa(spec, entry), entry
+        assert not any(n.target is torch.softmax for n in graph.nodes), entry
+
+
+def test_additive_attention_stays_explicit():
+    spec = small(ir.load(ROOT / "specs/base.attn", EXTRA["additive"]))
+    _, fused = pair(spec)
+    assert count_fused(fused.graphs["forward"]) == 0
+    assert sum(n.target is torch.softmax for n in fused.graphs["forward"].nodes) == 6  # 2 + 2 + 2 layers
+
+
+def test_is_causal_only_where_exact():
+    import torch.nn.functional as F
+
+    spec = small(ir.load(ROOT / "specs/base.attn"))
+    _, fused = pair(spec)
+    sdpa = lambda g: [n for n in g.nodes if n.target is F.scaled_dot_product_attention]  # noqa: E731
+    causal = [n.kwargs.get("is_causal", False) for n in sdpa(fused.graphs["forward"])]
+    assert causal.count(True) == spec.model.decoder.layers  # decoder self-attention only
+    assert not any(n.kwargs.get("is_causal", False) for n in sdpa(fused.graphs["decode_step"]))
+    for n in sdpa(fused.graphs["forward"]):
+        assert not (n.kwargs.get("is_causal") and n.kwargs.get("attn_mask") is not None)
+
+
+def test_state_dict_names_do_not_change():
+    for path in SPECS:
+        import attncomp
+
+        plain = attncomp.compile(path, passes=(), device="meta")
+        fused = attncomp.compile(path, device="meta")
+        assert list(plain.state_dict()) == list(fused.state_dict()), path
