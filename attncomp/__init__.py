@@ -9,9 +9,12 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """`attncomp.compile` without importing torch for `import attncomp`."""
-    if name == "compile":
-        from attncomp.compiler import compile
+    """`attncomp.compile` (and submodules) on first use, so `import attncomp` stays light."""
+    import importlib
 
-        return compile
-    raise AttributeError(f"module 'attncomp' has no attribute {name!r}")
+    if name == "compile":
+        return importlib.import_module("attncomp.compiler").compile
+    try:
+        return importlib.import_module(f"attncomp.{name}")
+    except ModuleNotFoundError:
+        raise AttributeError(f"module 'attncomp' has no attribute {name!r}") from None

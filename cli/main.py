@@ -11,6 +11,7 @@ from attncomp.errors import AttncompError
 
 COMMANDS: list[tuple[str, str]] = [
     ("attncomp.cli.spec_commands", "register"),
+    ("attncomp.cli.build_command", "register"),
 ]
 
 

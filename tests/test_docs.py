@@ -44,3 +44,13 @@ def test_every_choice_and_value_is_documented():
             missing += [f"{key}={n}" for n in names if not re.search(rf"`{n}[`(]", LANGUAGE)
                         and n not in ("steps", "time", "fixed", "src_plus")]
     assert not missing, f"undocumented values: {missing}"
+
+
+def test_compiler_doc_table_is_what_the_script_prints():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("paper_params", ROOT / "bench" / "paper_params.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    doc = (ROOT / "docs" / "compiler.md").read_text()
+    assert "\n".join(module.rows()) in doc

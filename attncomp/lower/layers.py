@@ -99,7 +99,9 @@ def attend(b: Builder, prefix: str, q: Node, k: Node, v: Node, mask: Node | None
     if rows is not None:
         weights = b.call(torch.masked_fill, weights, rows, 0.0)
     weights = b.dropout(weights, p)
-    return b.call(torch.matmul, weights, v)
+    out = b.call(torch.matmul, weights, v)
+    out.meta["attention"] = prefix  # which module's attention this is, kept through the passes
+    return out
 
 
 def project_kv(b: Builder, prefix: str, source: Node, stack: nodes.Stack) -> tuple[Node, Node]:

@@ -140,6 +140,7 @@ class _Rewriter:
                 p, training = m.dropout.kwargs["p"], m.dropout.kwargs["training"]
                 kwargs["dropout_p"] = self.graph.call_function(ops.dropout_p, (p, training))
             fused = self.graph.call_function(F.scaled_dot_product_attention, (m.q, m.k, m.v), kwargs)
+        fused.meta.update(m.output.meta)
         fused.meta["fused_attention"] = True
         m.output.replace_all_uses_with(fused)
 

@@ -1,0 +1,90 @@
+"""`attncomp build`: compile specs, report what they are, check `expect`, write generated/."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from attncomp import ir
+from attncomp.cli.spec_commands import add_overrides, expand_specs
+from attncomp.errors import ExpectError, UsageError
+
+EMIT = ("ir", "fx", "fx-opt", "py")
+
+
+def _source_text(path: str) -> str:
+    return Path(path).read_text(encoding="utf-8")
+
+
+def _emit(stage: str, spec, path: str, passes: list[str], entry: str | None) -> str:
+    from attncomp.codegen import render
+    from attncomp.compiler import compile_spec
+
+    if stage == "ir":
+        return ir.to_text(spec)
+    if stage == "py":
+        return render(spec, _source_text(path), path)
+    model = compile_spec(spec, passes=() if stage == "fx" else passes, device="meta")
+    if entry and entry not in model.entry_points:
+        raise UsageError(f'{spec.model.name} has no entry point "{entry}"; it has {", ".join(model.entry_points)}')
+    entries = [entry] if entry else model.entry_points
+    return "\n".join(f"# {spec.model.name}.{name} ({stage})\n{model.graph_module(name).code.strip()}\n"
+                     for name in entries)
+
+
+def _build_one(path: str, args: argparse.Namespace) -> dict:
+    from attncomp.codegen import output_path, render, write_atomically
+    from attncomp.compiler import compile_spec
+    from attncomp.report import build_report, format_report
+
+    spec = ir.load(path, args.overrides)
+    report = build_report(compile_spec(spec, passes=args.passes, device="meta"))
+    result = report.to_json()
+    if not report.expect_ok:
+        failed = [r for r in report.expect if not r["ok"]]
+        details = "; ".join(f"{r['key']} measured {r['measured']:,.0f}, expected {r['low']:,.0f} to "
+                            f"{r['high']:,.0f}" for r in failed)
+        if not args.json:
+            print(format_report(report))
+        raise ExpectError(f"{path}: expect not met: {details}")
+    target = output_path(path, args.out)
+    if not args.no_write:
+        write_atomically(target, render(spec, _source_text(path), path))
+        result["generated"] = str(target)
+    if not args.json:
+        print(format_report(report))
+        if not args.no_write:
+            print(f"  wrote {target}")
+    return result
+
+
+def _build(args: argparse.Namespace) -> int:
+    from attncomp.passes import check_pass_names
+
+    check_pass_names(args.passes)
+    files = expand_specs(args.specs)
+    if args.emit:
+        for path in files:
+            print(_emit(args.emit, ir.load(path, args.overrides), path, args.passes, args.entry), end="")
+        return 0
+    results = [_build_one(path, args) for path in files]
+    if args.json:
+        print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from attncomp.passes import DEFAULT_PASSES
+
+    p = sub.add_parser("build", help="compile specs: report params, FLOPs, fused attention; write generated/")
+    p.add_argument("specs", nargs="+", metavar="SPEC", help="spec files, directories or globs")
+    p.add_argument("-o", "--out", metavar="DIR", help="write DIR/<spec>.py (default: generated/, mirroring specs/)")
+    p.add_argument("--emit", choices=EMIT, help="print one stage instead: ir, fx (lowered), fx-opt (after passes), py")
+    p.add_argument("--entry", help="with --emit fx|fx-opt: only this entry point (forward, encode, ...)")
+    p.add_argument("--passes", type=lambda s: [x for x in s.split(",") if x], default=list(DEFAULT_PASSES),
+                   help=f"comma-separated passes to run (default: {','.join(DEFAULT_PASSES)}; '' for none)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--no-write", action="store_true", help="report only; write no generated module")
+    add_overrides(p)
+    p.set_defaults(handler=_build)
