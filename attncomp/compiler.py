@@ -41,3 +41,8 @@ def compile(source: str | os.PathLike | nodes.Spec, overrides: Sequence[str] = (
     else:
         spec = ir.load(source, [*overrides, *(_override_text(k, v) for k, v in keys.items())])
     return compile_spec(spec, passes, device, dtype)
+
+
+def model_factory(spec: nodes.Spec, device: torch.device | str | None = None) -> CompiledModel:
+    """compile_spec with the default passes, for `functools.partial(model_factory, spec)` in workers."""
+    return compile_spec(spec, device=device)

@@ -79,6 +79,18 @@ class ExpectError(AttncompError):
     exit_code = 1
 
 
+class DataError(AttncompError):
+    """Input data is missing, malformed or does not fit the spec."""
+
+    exit_code = 2
+
+
+class TrainingError(AttncompError):
+    """Training stopped: a worker died, the loss diverged, a checkpoint is unusable."""
+
+    exit_code = 1
+
+
 class UsageError(AttncompError):
     """A command was given arguments it cannot use (missing file, bad option value)."""
 

@@ -12,6 +12,8 @@ from attncomp.errors import AttncompError
 COMMANDS: list[tuple[str, str]] = [
     ("attncomp.cli.spec_commands", "register"),
     ("attncomp.cli.build_command", "register"),
+    ("attncomp.cli.data_command", "register"),
+    ("attncomp.cli.train_command", "register"),
 ]
 
 

@@ -37,3 +37,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def sample_data(tmp_path_factory):
+    """A small prepared sample corpus (3000 training pairs), shared by the runtime tests."""
+    from attncomp.cli.main import run
+
+    out = tmp_path_factory.mktemp("data") / "sample"
+    assert run(["data", "sample", "--out", str(out), "--pairs", "3000", "--held-out", "200"]) == 0
+    return out

@@ -1,4 +1,7 @@
-"""Stage 2: syntax trees -> the typed, verified IR; canonical text, JSON and hash."""
+"""Stage 2: syntax trees -> the typed, verified IR; canonical text, JSON and hash.
+
+`load` imports the parser when called, so the runtime can use the IR's types without it.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +10,9 @@ from pathlib import Path
 from typing import Sequence
 
 from attncomp.ir import nodes
-from attncomp.ir.build import build
 from attncomp.ir.canonical import diff, spec_hash, to_json, to_text
 from attncomp.ir.nodes import Spec
 from attncomp.ir.verify import verify
-from attncomp.syntax import load_path, load_text, parse_override
 
 
 def looks_like_text(source: str | os.PathLike) -> bool:
@@ -21,6 +22,9 @@ def looks_like_text(source: str | os.PathLike) -> bool:
 
 def load(source: str | os.PathLike, overrides: Sequence[str] = (), directory: str | None = None) -> Spec:
     """A spec file path or spec text (+ `key=value` overrides) -> a resolved, verified Spec."""
+    from attncomp.ir.build import build
+    from attncomp.syntax import load_path, load_text, parse_override
+
     if looks_like_text(source):
         files = load_text(str(source), directory=directory)
     else:
@@ -28,4 +32,4 @@ def load(source: str | os.PathLike, overrides: Sequence[str] = (), directory: st
     return verify(build(files, [parse_override(o) for o in overrides]))
 
 
-__all__ = ["Spec", "build", "diff", "load", "nodes", "spec_hash", "to_json", "to_text", "verify"]
+__all__ = ["Spec", "diff", "load", "nodes", "spec_hash", "to_json", "to_text", "verify"]

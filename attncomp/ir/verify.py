@@ -9,7 +9,7 @@ from __future__ import annotations
 from attncomp.errors import SpecError
 from attncomp.ir import nodes
 
-SPECIAL_TOKENS = 5  # <pad> <unk> <s> </s> <sep>: see attncomp.vocab
+from attncomp.vocab import SPECIAL_TOKENS
 
 
 def _stacks(spec: nodes.Spec) -> None:

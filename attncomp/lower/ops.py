@@ -12,7 +12,7 @@ import math
 import torch
 from torch import Tensor
 
-PAD, UNK, BOS, EOS, SEP = 0, 1, 2, 3, 4  # special token ids of every attncomp vocabulary
+from attncomp.vocab import BOS, EOS, PAD, SEP, UNK  # noqa: F401  (re-exported for graphs)
 
 
 def padding_mask(tokens: Tensor, pad: int) -> Tensor:

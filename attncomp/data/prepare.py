@@ -1,0 +1,202 @@
+"""`attncomp data prepare`: parallel text -> sentencepiece BPE + memory-mapped token arrays.
+
+The output directory holds, per split and side, `{split}.{src,tgt}.bin` (token ids, each sentence
+ending in </s>) and `.idx` (int64 offsets, one more than sentences), the sentencepiece model(s), and
+`manifest.json`, written last. The directory is built under a temporary name and renamed into
+place, so a half-written directory never looks like a good one. The manifest records a fingerprint
+of the inputs and options: preparing the same inputs again is a no-op.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from attncomp import __version__
+from attncomp.data.text import file_digest, input_files, read_parallel
+from attncomp.data.tokenizer import Tokenizer, train_sentencepiece
+from attncomp.errors import DataError
+from attncomp.vocab import EOS
+
+MANIFEST = "manifest.json"
+FORMAT = "attncomp-data"
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    src_lang: str = "src"
+    tgt_lang: str = "tgt"
+    vocab_size: int = 8000  # shared vocabulary
+    separate: bool = False
+    src_vocab_size: int | None = None  # with separate: per side (default vocab_size)
+    tgt_vocab_size: int | None = None
+    character_coverage: float = 1.0
+    max_len: int = 256  # training pairs with more tokens on either side are dropped
+    max_ratio: float = 9.0  # ... or whose lengths differ by more than this factor
+    seed: int = 1
+
+
+def fingerprint(sources: dict[str, list[str]], options: PrepareOptions) -> str:
+    digest = hashlib.sha256(json.dumps(dataclasses.asdict(options), sort_keys=True).encode())
+    for split in SPLITS:
+        for source in sources.get(split, []):
+            for path in input_files(source, options.src_lang, options.tgt_lang):
+                digest.update(f"{split}:{path.name}:{file_digest(path)}".encode())
+    return digest.hexdigest()
+
+
+def _existing(out: Path) -> dict | None:
+    """The manifest of a prepared directory at `out`, None if nothing is there; else an error."""
+    if not out.exists():
+        return None
+    manifest = out / MANIFEST
+    if not manifest.is_file():
+        raise DataError(f"{out} exists but is not a prepared data directory (no {MANIFEST}); "
+                        "remove it or choose another --out")
+    try:
+        return json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        raise DataError(f"{out}/{MANIFEST} is corrupt; remove {out} and prepare again") from None
+
+
+def _train_tokenizer(work: Path, pairs: list[tuple[str, str]], side: str | None, size: int,
+                     options: PrepareOptions) -> Tokenizer:
+    text = work / f"spm_input.{side or 'shared'}.txt"
+    with open(text, "w", encoding="utf-8") as f:
+        for src, tgt in pairs:
+            if side in (None, "src") and src:
+                f.write(src + "\n")
+            if side in (None, "tgt") and tgt:
+                f.write(tgt + "\n")
+    prefix = work / ("spm" if side is None else f"spm.{side}")
+    model = train_sentencepiece(text, prefix, size, options.character_coverage, options.seed)  # prefix.model
+    text.unlink()
+    Path(f"{prefix}.vocab").unlink(missing_ok=True)
+    return Tokenizer.from_file(model)
+
+
+def _write_side(work: Path, name: str, sequences: list[list[int]], dtype) -> int:
+    lengths = np.fromiter((len(s) + 1 for s in sequences), dtype=np.int64, count=len(sequences))
+    offsets = np.zeros(len(sequences) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = np.empty(int(offsets[-1]), dtype=dtype)
+    for i, seq in enumerate(sequences):
+        flat[offsets[i] : offsets[i + 1] - 1] = seq
+        flat[offsets[i + 1] - 1] = EOS
+    flat.tofile(work / f"{name}.bin")
+    offsets.tofile(work / f"{name}.idx")
+    return int(offsets[-1])
+
+
+def _encode(tokenizer: Tokenizer, lines: list[str], label: str) -> list[list[int]]:
+    out: list[list[int]] = []
+    step = 10_000
+    with tqdm(total=len(lines), desc=f"encode {label}", unit="line", file=sys.stderr, leave=False,
+              disable=None) as bar:
+        for start in range(0, len(lines), step):
+            out += tokenizer.encode(lines[start : start + step])
+            bar.update(min(step, len(lines) - start))
+    return out
+
+
+def _keep(src: list[list[int]], tgt: list[list[int]], options: PrepareOptions) -> list[int]:
+    keep = []
+    for i, (s, t) in enumerate(zip(src, tgt)):
+        ls, lt = len(s) + 1, len(t) + 1
+        if ls > options.max_len or lt > options.max_len or max(ls, lt) > options.max_ratio * min(ls, lt):
+            continue
+        if len(s) == 0 or len(t) == 0:
+            continue
+        keep.append(i)
+    return keep
+
+
+def _build(work: Path, sources: dict[str, list[str]], options: PrepareOptions, print_fn) -> dict:
+    splits = {split: [p for source in sources.get(split, []) for p in read_parallel(source, options.src_lang,
+                                                                                   options.tgt_lang)]
+              for split in SPLITS if sources.get(split)}
+    train = splits["train"]
+    print_fn(f"training sentencepiece on {len(train):,} pairs")
+    if options.separate:
+        src_tok = _train_tokenizer(work, train, "src", options.src_vocab_size or options.vocab_size, options)
+        tgt_tok = _train_tokenizer(work, train, "tgt", options.tgt_vocab_size or options.vocab_size, options)
+        models = {"src": "spm.src.model", "tgt": "spm.tgt.model"}
+    else:
+        src_tok = tgt_tok = _train_tokenizer(work, train, None, options.vocab_size, options)
+        models = {"src": "spm.model", "tgt": "spm.model"}
+    largest = max(src_tok.vocab_size, tgt_tok.vocab_size)
+    dtype = np.uint16 if largest <= np.iinfo(np.uint16).max else np.int32
+    stats = {}
+    for split, pairs in splits.items():
+        src = _encode(src_tok, [p[0] for p in pairs], f"{split}.{options.src_lang}")
+        tgt = _encode(tgt_tok, [p[1] for p in pairs], f"{split}.{options.tgt_lang}")
+        keep = _keep(src, tgt, options) if split == "train" else list(range(len(pairs)))
+        src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+        stats[split] = {"pairs": len(keep), "dropped": len(pairs) - len(keep),
+                        "src_tokens": _write_side(work, f"{split}.src", src, dtype),
+                        "tgt_tokens": _write_side(work, f"{split}.tgt", tgt, dtype)}
+        print_fn(f"{split}: {len(keep):,} pairs, {stats[split]['src_tokens']:,} + {stats[split]['tgt_tokens']:,} "
+                 f"tokens" + (f", {stats[split]['dropped']:,} dropped by length" if stats[split]["dropped"] else ""))
+    return {
+        "format": FORMAT, "version": 1, "attncomp": __version__,
+        "languages": {"src": options.src_lang, "tgt": options.tgt_lang},
+        "vocab": {"shared": not options.separate, "src_size": src_tok.vocab_size, "tgt_size": tgt_tok.vocab_size,
+                  "src_model": models["src"], "tgt_model": models["tgt"]},
+        "dtype": np.dtype(dtype).name, "splits": stats,
+        "inputs": {split: [str(s) for s in sources.get(split, [])] for split in SPLITS},
+        "options": dataclasses.asdict(options),
+    }
+
+
+def prepare(sources: dict[str, list[str]], out: Path, options: PrepareOptions, force: bool = False,
+            print_fn=print, include: dict[str, Path] | None = None) -> tuple[dict, bool]:
+    """Prepare `sources` ({"train": [...], "valid": [...], "test": [...]}) into `out`.
+
+    `include` copies extra files into the directory (name -> file) before the manifest is written.
+    Returns (manifest, changed); `changed` is False when `out` already holds exactly this preparation.
+    """
+    if not sources.get("train"):
+        raise DataError("data prepare needs at least one --train source")
+    digest = fingerprint(sources, options)
+    existing = _existing(out)
+    if existing is not None and existing.get("fingerprint") == digest:
+        return existing, False
+    if existing is not None and not force:
+        raise DataError(f"{out} holds a different preparation (other inputs or options); "
+                        "use --force to replace it, or choose another --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    try:
+        manifest = _build(work, sources, options, print_fn)
+        for name, path in (include or {}).items():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, work / name)
+        manifest["fingerprint"] = digest
+        (work / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        _swap_in(work, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return manifest, True
+
+
+def _swap_in(work: Path, out: Path) -> None:
+    """Replace `out` by `work` with renames only, so `out` is always whole or absent."""
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        os.replace(out, old)
+        os.replace(work, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(work, out)

@@ -1,0 +1,76 @@
+"""Reading parallel text: PREFIX.LANG files (plain or .gz) or one TSV file, with located errors."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from pathlib import Path
+from typing import Iterator
+
+from attncomp.errors import DataError
+
+
+def _open(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def read_lines(path: Path) -> Iterator[str]:
+    """Lines of a UTF-8 text file (.gz too), without their newline; bad bytes are a located error."""
+    try:
+        with _open(path) as f:
+            for number, raw in enumerate(f, 1):
+                try:
+                    yield raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as err:
+                    raise DataError(f"{path}:{number}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column "
+                                    f"{err.start + 1})") from None
+    except (OSError, EOFError) as err:
+        raise DataError(f"cannot read {path}: {err}") from None
+
+
+def side_path(prefix: str | Path, lang: str) -> Path:
+    """PREFIX.LANG or PREFIX.LANG.gz, whichever exists."""
+    base = Path(f"{prefix}.{lang}")
+    for candidate in (base, Path(f"{base}.gz")):
+        if candidate.is_file():
+            return candidate
+    raise DataError(f"no {base} or {base}.gz")
+
+
+def _is_tsv(source: str | Path) -> bool:
+    name = str(source)
+    return name.endswith(".tsv") or name.endswith(".tsv.gz")
+
+
+def input_files(source: str | Path, src_lang: str, tgt_lang: str) -> list[Path]:
+    if _is_tsv(source):
+        if not Path(source).is_file():
+            raise DataError(f"no such file: {source}")
+        return [Path(source)]
+    return [side_path(source, src_lang), side_path(source, tgt_lang)]
+
+
+def read_parallel(source: str | Path, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
+    """Sentence pairs from PREFIX.{src,tgt}[.gz] or a two-column TSV file."""
+    files = input_files(source, src_lang, tgt_lang)
+    if len(files) == 1:
+        pairs = []
+        for number, line in enumerate(read_lines(files[0]), 1):
+            columns = line.split("\t")
+            if len(columns) != 2:
+                raise DataError(f"{files[0]}:{number}: expected 2 tab-separated columns, found {len(columns)}")
+            pairs.append((columns[0].strip(), columns[1].strip()))
+        return pairs
+    src = [line.strip() for line in read_lines(files[0])]
+    tgt = [line.strip() for line in read_lines(files[1])]
+    if len(src) != len(tgt):
+        raise DataError(f"{files[0]} has {len(src)} lines but {files[1]} has {len(tgt)}")
+    return list(zip(src, tgt))
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

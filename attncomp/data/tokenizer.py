@@ -1,0 +1,60 @@
+"""Sentencepiece models: trained with attncomp's special ids, stored in data dirs and checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sentencepiece as spm
+
+from attncomp.errors import DataError
+from attncomp.vocab import BOS, EOS, PAD, SEP, UNK
+
+
+class Tokenizer:
+    """Text <-> token ids for one sentencepiece model."""
+
+    def __init__(self, model_bytes: bytes):
+        self.model_bytes = bytes(model_bytes)
+        self.sp = spm.SentencePieceProcessor()
+        try:
+            self.sp.LoadFromSerializedProto(self.model_bytes)
+        except Exception as err:  # sentencepiece raises RuntimeError/OSError with C++ messages
+            raise DataError(f"not a sentencepiece model: {err}") from None
+        ids = (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id(), self.sp.piece_to_id("<sep>"))
+        if ids != (PAD, UNK, BOS, EOS, SEP):
+            raise DataError(f"sentencepiece model has special ids {ids}; attncomp needs {(PAD, UNK, BOS, EOS, SEP)}")
+
+    @classmethod
+    def from_file(cls, path: Path) -> "Tokenizer":
+        try:
+            return cls(Path(path).read_bytes())
+        except OSError as err:
+            raise DataError(f"cannot read sentencepiece model {path}: {err.strerror}") from None
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, lines: list[str]) -> list[list[int]]:
+        return self.sp.encode(lines)
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        """Ids -> text; special tokens are dropped."""
+        return self.sp.decode([[i for i in seq if i > SEP] for seq in ids])
+
+
+def train_sentencepiece(input_file: Path, prefix: Path, vocab_size: int, character_coverage: float,
+                        seed: int) -> Path:
+    """A BPE model with attncomp's special ids; a vocabulary too large for the text is a clear error."""
+    spm.set_random_generator_seed(seed)
+    try:
+        spm.SentencePieceTrainer.train(
+            input=str(input_file), model_prefix=str(prefix), vocab_size=vocab_size, model_type="bpe",
+            character_coverage=character_coverage, pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
+            user_defined_symbols=["<sep>"], input_sentence_size=4_000_000, shuffle_input_sentence=True,
+            num_threads=4, minloglevel=2,
+        )
+    except RuntimeError as err:
+        message = str(err).splitlines()[-1] if str(err) else "sentencepiece failed"
+        raise DataError(f"sentencepiece could not train a {vocab_size}-token vocabulary: {message}") from None
+    return Path(f"{prefix}.model")

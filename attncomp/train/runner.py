@@ -1,0 +1,333 @@
+"""The generic runner: one training loop for every compiled spec, on one worker or many.
+
+A worker builds the model from a picklable factory (the runtime never parses a spec), wraps it in
+DDP when there are several workers, and trains with the spec's loss, optimiser, schedule,
+precision and tokens per update. Every update is the same whatever the number of workers (see
+attncomp.data.batching); each micro-batch's summed loss is divided by the update's target tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from attncomp import __version__
+from attncomp.data.batching import Batcher, lm_batch, translation_batch
+from attncomp.data.dataset import PreparedData
+from attncomp.errors import AttncompError, DataError, TrainingError
+from attncomp.train import checkpoint as ckpt
+from attncomp.train.launch import report_error
+from attncomp.train.monitor import Monitor
+from attncomp.train.schedule import learning_rate
+from attncomp.vocab import PAD
+
+FAULT_NAN = "ATTNCOMP_FAULT_NAN_AT_STEP"  # tests: make the loss of this update NaN
+
+
+@dataclass
+class RunConfig:
+    factory: Callable  # factory(device) -> CompiledModel; picklable (functools.partial)
+    spec_text: str
+    spec_hash: str
+    data: str
+    out: str
+    device: str = "cpu"  # "cuda" or "cpu"
+    max_tokens_per_worker: int = 4096
+    resume: bool = False
+    compile: bool = False
+    profile: bool = False
+    log_every: int = 10
+    stop_at: int | None = None  # save and stop after this update (resume later with --resume)
+
+
+def token_losses(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
+    """[label-smoothed loss, negative log-likelihood, tokens], summed over non-padding targets."""
+    logp = F.log_softmax(logits.float(), dim=-1)
+    real = target != PAD
+    nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    smooth = -logp.mean(dim=-1)  # the uniform part of the smoothed target
+    loss = (1.0 - smoothing) * nll + smoothing * smooth
+    zero = torch.zeros((), device=logits.device)
+    return torch.stack([torch.where(real, loss, zero).sum(), torch.where(real, nll, zero).sum(),
+                        real.sum().to(torch.float32)])
+
+
+def check_vocab(data: PreparedData, m) -> None:
+    """The data's vocabulary sizes must be the model's (`m`: the spec's model)."""
+    have = (data.vocab["src_size"], data.vocab["tgt_size"])
+    need = (m.tgt_vocab, m.tgt_vocab) if m.encoder is None else (m.src_vocab, m.tgt_vocab)
+    if m.encoder is None and not data.vocab["shared"]:
+        raise DataError(f"a decoder-only model reads source and target with one vocabulary, but {data.path} "
+                        "has separate ones; prepare it without --separate-vocab")
+    if have != need:
+        shown = f"shared({have[0]})" if data.vocab["shared"] else f"separate(src = {have[0]}, tgt = {have[1]})"
+        raise DataError(f"{data.path} has a vocabulary of {have[0]}{'' if have[0] == have[1] else ' + ' + str(have[1])}"
+                        f" tokens but the spec's model expects {need[0]}"
+                        f"{'' if need[0] == need[1] else ' + ' + str(need[1])}; prepare the data with that size, "
+                        f'or train with --set "model.vocab={shown}"')
+
+
+def make_optimizer(spec_optimizer, params, cuda: bool) -> torch.optim.Optimizer:
+    kind = torch.optim.AdamW if spec_optimizer.kind == "adamw" else torch.optim.Adam
+    return kind(params, lr=1.0, betas=(spec_optimizer.beta1, spec_optimizer.beta2), eps=spec_optimizer.eps,
+                weight_decay=spec_optimizer.weight_decay, fused=cuda or None)
+
+
+def _all_reduce(t: torch.Tensor) -> torch.Tensor:
+    if dist.is_initialized():
+        dist.all_reduce(t)
+    return t
+
+
+class Trainer:
+    def __init__(self, cfg: RunConfig, rank: int, world: int, local_rank: int):
+        self.cfg, self.rank, self.world = cfg, rank, world
+        self.cuda = cfg.device == "cuda"
+        self.device = torch.device(f"cuda:{local_rank}") if self.cuda else torch.device("cpu")
+        if self.cuda:
+            torch.cuda.set_device(self.device)
+        self.out = Path(cfg.out)
+        self.model = cfg.factory(self.device)
+        self.spec = self.model.spec
+        self.recipe = self.spec.train
+        if self.spec.model.decoder is None:
+            raise TrainingError("encoder-only models have no training objective in attncomp yet; "
+                                "add a decoder or train an encoder-decoder")
+        self.lm = self.spec.model.encoder is None
+        torch.manual_seed(self.recipe.seed * 1000 + rank)  # dropout: a stream per worker
+        self._setup_data()
+        self.optimizer = make_optimizer(self.recipe.optimizer, self.model.parameters(), self.cuda)
+        lr = learning_rate(self.recipe.schedule, self.spec.model.d_model, self.recipe.steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda i: lr(i + 1))
+        self.step, self.position = 0, (0, 0)
+        self.ddp = self.model
+        if world > 1:
+            ids = [self.device.index] if self.cuda else None
+            self.ddp = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+        self.net = torch.compile(self.ddp) if cfg.compile else self.ddp
+        self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.cuda and \
+            self.recipe.precision == "bf16" else contextlib.nullcontext()
+        self.monitor = Monitor(self.out, self.recipe.steps, enabled=rank == 0, cuda=self.cuda)
+        self.last_save = time.monotonic()
+
+    # --- data ---------------------------------------------------------------------------------
+
+    def _setup_data(self) -> None:
+        self.data = PreparedData(self.cfg.data)
+        check_vocab(self.data, self.spec.model)
+        self.train_split = self.data.split("train")
+        self.valid_split = self.data.split("valid") if self.data.has_split("valid") else None
+        src, tgt = self.train_split.src.lengths, self.train_split.tgt.lengths
+        loss_lengths = src + tgt if self.lm else tgt
+        keep = self._fits(self.train_split)
+        self.batcher = Batcher(src, loss_lengths, self.recipe.batch.count, self.recipe.seed, self.world,
+                               self.cfg.max_tokens_per_worker, keep)
+        self.collate = lm_batch if self.lm else translation_batch
+
+    def _fits(self, split) -> np.ndarray:
+        """Sentences the model's learned position table can hold."""
+        positions = self.spec.model.positions
+        src, tgt = split.src.lengths, split.tgt.lengths
+        if positions.kind != "learned":
+            return np.ones(len(src), dtype=bool)
+        longest = positions.max_len
+        return (src + tgt <= longest) if self.lm else (src <= longest) & (tgt <= longest)
+
+    def _tensors(self, split, indices) -> dict[str, torch.Tensor]:
+        return {k: v.to(self.device, non_blocking=True) for k, v in self.collate(split, indices).items()}
+
+    def _losses(self, net, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        with self.autocast:
+            logits = net(batch["tokens"]) if self.lm else net(batch["src"], batch["tgt_in"])
+        return token_losses(logits, batch["tgt_out"], self.recipe.loss.label_smoothing)
+
+    # --- one update ---------------------------------------------------------------------------
+
+    def train_update(self, update) -> tuple[torch.Tensor, float]:
+        parts = update.mine(self.rank, self.world)
+        scale = self.world / update.target_tokens  # DDP averages over workers; this undoes it
+        totals = torch.zeros(3, device=self.device)
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            sync = contextlib.nullcontext() if last or self.world == 1 else self.ddp.no_sync()
+            weight = 1.0 if len(part) else 0.0  # an empty share still joins DDP's gradient reduction
+            part = part if len(part) else update.parts[0][:1]
+            with sync:
+                losses = self._losses(self.net, self._tensors(self.train_split, part))
+                (losses[0] * (scale * weight)).backward()
+            totals += losses.detach() * weight
+        if os.environ.get(FAULT_NAN) == str(self.step + 1):
+            totals[0] = math.nan
+        clip = self.recipe.clip_norm or math.inf
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        _all_reduce(totals)
+        if not (torch.isfinite(totals[0]) and torch.isfinite(grad_norm)):
+            raise TrainingError(f"the loss became {totals[0].item() / max(1.0, totals[2].item()):.4g} "
+                                f"(gradient norm {grad_norm.item():.4g}) at step {self.step + 1}; stopped before "
+                                f"that update. {self._last_good()}")
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        return torch.cat([totals, grad_norm.detach().reshape(1).to(totals)]), lr
+
+    def _last_good(self) -> str:
+        found = ckpt.listed(self.out)
+        return f"The last good checkpoint is {found[-1][1]}." if found else "No checkpoint was written yet."
+
+    # --- evaluation and checkpoints -----------------------------------------------------------
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        if self.valid_split is None:
+            return {}
+        self.model.eval()
+        mine = np.array_split(np.flatnonzero(self._fits(self.valid_split)), self.world)[self.rank]
+        totals = torch.zeros(3, device=self.device)
+        lengths = self.valid_split.src.lengths + self.valid_split.tgt.lengths
+        budget = max(1, self.cfg.max_tokens_per_worker // max(1, int(lengths.max(initial=1))))
+        for start in range(0, len(mine), budget):
+            totals += self._losses(self.model, self._tensors(self.valid_split, mine[start : start + budget]))
+        self.model.train()
+        loss, nll, tokens = _all_reduce(totals).tolist()
+        tokens = max(tokens, 1.0)
+        return {"loss": loss / tokens, "ppl": math.exp(min(nll / tokens, 50.0))}
+
+    def _save_due(self) -> bool:
+        every = self.recipe.checkpoint.every
+        if every.kind == "steps":
+            return self.step % every.steps == 0
+        due = torch.tensor([time.monotonic() - self.last_save >= every.minutes * 60], device=self.device)
+        if dist.is_initialized():
+            dist.broadcast(due, 0)  # rank 0's clock decides for everyone
+        return bool(due.item())
+
+    def _rng_states(self) -> list[dict]:
+        state = {"torch": torch.get_rng_state(), "python": random.getstate(),
+                 "cuda": torch.cuda.get_rng_state(self.device) if self.cuda else None}
+        if not dist.is_initialized():
+            return [state]
+        gathered: list = [None] * self.world
+        dist.all_gather_object(gathered, state)
+        return gathered
+
+    def save(self, metrics: dict) -> Path:
+        rng = self._rng_states()
+        path = ckpt.checkpoint_path(self.out, self.step)
+        if self.rank == 0:
+            payload = {
+                "format": ckpt.FORMAT, "version": ckpt.VERSION, "attncomp": __version__, "kind": "train",
+                "spec": self.cfg.spec_text, "spec_hash": self.cfg.spec_hash, "tokenizers": self._tokenizers(),
+                "data": json.dumps(self.data.manifest), "step": self.step, "position": list(self.position),
+                "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+                "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "rng": rng, "metrics": metrics,
+            }
+            ckpt.save(payload, path)
+            ckpt.prune(self.out, self.recipe.checkpoint.keep)
+        if dist.is_initialized():
+            dist.barrier()
+        self.last_save = time.monotonic()
+        return path
+
+    def _tokenizers(self) -> dict[str, torch.Tensor]:
+        def blob(side: str) -> torch.Tensor:
+            return torch.frombuffer(bytearray(self.data.tokenizer(side).model_bytes), dtype=torch.uint8)
+
+        return {"src": blob("src"), "tgt": blob("tgt")}
+
+    def restore(self) -> None:
+        found = ckpt.latest(self.out, warn=self.monitor.note)
+        if found is None:
+            self.monitor.note(f"no checkpoint in {self.out}; starting from step 0")
+            return
+        path, payload = found
+        if payload.get("kind") != "train":
+            raise TrainingError(f"{path} is an averaged checkpoint; training resumes from a train checkpoint")
+        if payload["spec_hash"] != self.cfg.spec_hash:
+            raise TrainingError(f"{path} was trained with spec {payload['spec_hash'][:12]}, this run's spec is "
+                                f"{self.cfg.spec_hash[:12]}; resume with the same spec and --set options")
+        self.model.load_state_dict(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.scheduler.load_state_dict(payload["scheduler"])
+        self.step, self.position = payload["step"], tuple(payload["position"])
+        if len(payload["rng"]) == self.world:
+            mine = payload["rng"][self.rank]
+            torch.set_rng_state(mine["torch"])
+            random.setstate(mine["python"])
+            if self.cuda and mine["cuda"] is not None:
+                torch.cuda.set_rng_state(mine["cuda"], self.device)
+        else:
+            self.monitor.note(f"{path} was written by {len(payload['rng'])} workers, this run has {self.world}: "
+                              "dropout continues from fresh random streams")
+        self.monitor.note(f"resumed from {path} at step {self.step}")
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        if self.cfg.resume:
+            self.restore()
+        if self.step >= self.recipe.steps:
+            self.monitor.note(f"already trained for {self.step} steps")
+            return self.finish({})
+        metrics: dict = {}
+        profiler = self.monitor.profiler(self.cfg.profile)
+        with profiler:
+            for update in self.batcher.updates(*self.position):
+                self.position = (update.epoch, update.index + 1)
+                stats, lr = self.train_update(update)
+                self.monitor.update(self.step, stats, lr, self.cfg.log_every)
+                profiler.step()
+                stopping = self.step == self.cfg.stop_at
+                if self._save_due() or self.step == self.recipe.steps or stopping:
+                    metrics = self.evaluate()
+                    saved = self.save(metrics)
+                    self.monitor.evaluation(self.step, metrics, saved)
+                if stopping:
+                    self.monitor.note(f"stopped at step {self.step} as asked; continue with --resume")
+                    return self.monitor.close()
+                if self.step >= self.recipe.steps:
+                    break
+        self.finish(metrics)
+
+    def finish(self, metrics: dict) -> None:
+        if self.rank == 0:
+            last = [p for _, p in ckpt.listed(self.out)][-self.recipe.checkpoint.average_last:]
+            if last:
+                ckpt.save(ckpt.average(last), self.out / ckpt.AVERAGE)
+                self.monitor.note(f"averaged {len(last)} checkpoint(s) into {self.out / ckpt.AVERAGE}")
+        self.monitor.close()
+
+
+def worker(cfg: RunConfig) -> None:
+    """The entry point of each worker process (started by attncomp.train.launch)."""
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    try:
+        if world > 1:
+            backend = "nccl" if cfg.device == "cuda" else "gloo"
+            if cfg.device == "cuda":
+                torch.cuda.set_device(local_rank)
+            dist.init_process_group(backend=backend)
+        Trainer(cfg, rank, world, local_rank).run()
+    except AttncompError as err:
+        report_error(Path(cfg.out), rank, err)
+        sys.stderr.flush()
+        os._exit(err.exit_code)  # peers blocked in a collective are ended by the launcher
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()

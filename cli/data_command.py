@@ -1,0 +1,95 @@
+"""`attncomp data prepare | sample | info`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from attncomp.errors import UsageError
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from attncomp.data.prepare import PrepareOptions, prepare
+
+    if args.vocab_size < 8:
+        raise UsageError("--vocab-size must be at least 8")
+    options = PrepareOptions(
+        src_lang=args.src, tgt_lang=args.tgt, vocab_size=args.vocab_size, separate=args.separate_vocab,
+        src_vocab_size=args.src_vocab_size, tgt_vocab_size=args.tgt_vocab_size,
+        character_coverage=args.character_coverage, max_len=args.max_len, seed=args.seed,
+    )
+    sources = {"train": args.train, "valid": args.valid, "test": args.test}
+    manifest, changed = prepare(sources, Path(args.out), options, force=args.force, print_fn=_say)
+    _say(f"{args.out}: {'prepared' if changed else 'already prepared from these inputs; nothing to do'} "
+         f"(vocabulary {manifest['vocab']['src_size']}"
+         f"{'' if manifest['vocab']['shared'] else ' + ' + str(manifest['vocab']['tgt_size'])})")
+    return 0
+
+
+def _sample(args: argparse.Namespace) -> int:
+    from attncomp.data.prepare import PrepareOptions, prepare
+    from attncomp.data.sample import write_corpus
+
+    with tempfile.TemporaryDirectory() as tmp:
+        prefixes = write_corpus(Path(tmp), train_pairs=args.pairs, held_out=args.held_out, seed=args.seed)
+        sources = {split: [str(prefix)] for split, prefix in prefixes.items()}
+        text = {f"text/{split}.{side}": Path(f"{prefix}.{side}") for split, prefix in prefixes.items()
+                for side in ("src", "tgt")}
+        options = PrepareOptions(vocab_size=args.vocab_size, max_len=128, seed=args.seed)
+        manifest, changed = prepare(sources, Path(args.out), options, force=args.force, print_fn=_say,
+                                    include=text)
+    verb = "wrote" if changed else "already has"
+    _say(f"{args.out}: {verb} the sample corpus ({manifest['splits']['train']['pairs']:,} training pairs, "
+         f"vocabulary {manifest['vocab']['src_size']}; raw text in {args.out}/text/)")
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from attncomp.data.dataset import PreparedData
+
+    data = PreparedData(args.dir)
+    print(json.dumps({k: data.manifest[k] for k in ("languages", "vocab", "splits")}, indent=2))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    data = sub.add_parser("data", help="prepare training data: sentencepiece + binarised token arrays")
+    verbs = data.add_subparsers(dest="data_command", required=True, metavar="{prepare,sample,info}")
+
+    p = verbs.add_parser("prepare", help="parallel text (plain, .gz or TSV) -> a prepared data directory")
+    p.add_argument("--train", action="append", required=True, metavar="PREFIX",
+                   help="PREFIX.SRC/PREFIX.TGT (each may be .gz), or a .tsv file; repeat to add sources")
+    p.add_argument("--valid", action="append", default=[], metavar="PREFIX")
+    p.add_argument("--test", action="append", default=[], metavar="PREFIX")
+    p.add_argument("--src", default="src", help="source language suffix (default: src)")
+    p.add_argument("--tgt", default="tgt", help="target language suffix (default: tgt)")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--vocab-size", type=int, default=8000, help="BPE vocabulary size, specials included")
+    p.add_argument("--separate-vocab", action="store_true", help="one vocabulary per language")
+    p.add_argument("--src-vocab-size", type=int)
+    p.add_argument("--tgt-vocab-size", type=int)
+    p.add_argument("--character-coverage", type=float, default=1.0)
+    p.add_argument("--max-len", type=int, default=256, help="drop training pairs longer than this (tokens)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--force", action="store_true", help="replace a directory prepared from other inputs")
+    p.set_defaults(handler=_prepare)
+
+    p = verbs.add_parser("sample", help="generate the built-in sample corpus and prepare it")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--pairs", type=int, default=20000, help="training pairs (default 20000)")
+    p.add_argument("--held-out", type=int, default=500, help="valid and test pairs each (default 500)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--vocab-size", type=int, default=256)
+    p.add_argument("--force", action="store_true")
+    p.set_defaults(handler=_sample)
+
+    p = verbs.add_parser("info", help="summarise a prepared data directory")
+    p.add_argument("dir", metavar="DIR")
+    p.set_defaults(handler=_info)

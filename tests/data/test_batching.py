@@ -1,0 +1,89 @@
+"""Updates of tokens, not sentences, that do not depend on the number of workers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attncomp.data.batching import Batcher, lm_batch, translation_batch
+from attncomp.data.dataset import PreparedData
+from attncomp.vocab import BOS, EOS, PAD, SEP
+
+
+def _lengths(n=500, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(3, 40, n), rng.integers(3, 40, n)
+
+
+def test_every_sentence_once_per_epoch_within_the_token_budget():
+    src, tgt = _lengths()
+    batcher = Batcher(src, tgt, tokens_per_update=600, seed=1, world=1, max_tokens_per_worker=10_000)
+    updates = batcher.epoch(0)
+    seen = np.concatenate(updates)
+    assert sorted(seen.tolist()) == list(range(500))
+    assert all(tgt[u].sum() <= 600 + 40 for u in updates)  # a cut never splits a sentence
+    assert np.mean([tgt[u].sum() for u in updates]) > 450
+
+
+def test_updates_are_the_same_for_any_number_of_workers():
+    src, tgt = _lengths()
+    one = Batcher(src, tgt, 600, seed=1, world=1, max_tokens_per_worker=300)
+    four = Batcher(src, tgt, 600, seed=1, world=4, max_tokens_per_worker=600)
+    for a, b in zip(one.updates(), four.updates()):
+        assert np.concatenate(a.parts).tolist() == np.concatenate(b.parts).tolist()  # split differently
+        assert a.target_tokens == b.target_tokens
+        assert len(b.parts) % 4 == 0
+        if a.epoch == 2:
+            break
+
+
+def test_workers_take_disjoint_shares():
+    src, tgt = _lengths()
+    update = next(Batcher(src, tgt, 600, seed=1, world=4, max_tokens_per_worker=100).updates())
+    shares = [np.concatenate(update.mine(r, 4)) for r in range(4)]
+    assert len(update.parts) % 4 == 0 and all(len(s) for s in shares)
+    assert sorted(np.concatenate(shares).tolist()) == sorted(np.concatenate(update.parts).tolist())
+
+
+def test_accumulation_keeps_micro_batches_under_the_worker_budget():
+    src, tgt = _lengths()
+    batcher = Batcher(src, tgt, 2000, seed=1, world=1, max_tokens_per_worker=256)
+    for update in batcher.epoch(0)[:5]:
+        for part in batcher.parts(update):
+            longest = max(src[part].max(), tgt[part].max()) + 1
+            assert longest * len(part) <= 256 + longest
+
+
+def test_seeded_shuffle_differs_by_epoch_and_seed_and_resumes_in_place():
+    src, tgt = _lengths()
+    batcher = Batcher(src, tgt, 600, seed=1, world=1, max_tokens_per_worker=10_000)
+    assert [u.tolist() for u in batcher.epoch(0)] == [u.tolist() for u in batcher.epoch(0)]
+    assert [u.tolist() for u in batcher.epoch(0)] != [u.tolist() for u in batcher.epoch(1)]
+    other = Batcher(src, tgt, 600, seed=2, world=1, max_tokens_per_worker=10_000)
+    assert [u.tolist() for u in batcher.epoch(0)] != [u.tolist() for u in other.epoch(0)]
+    stream = batcher.updates()
+    for _ in range(7):
+        expected = next(stream)
+    resumed = next(batcher.updates(expected.epoch, expected.index))
+    assert [p.tolist() for p in resumed.parts] == [p.tolist() for p in expected.parts]
+
+
+def test_an_update_smaller_than_the_world_leaves_some_shares_empty():
+    batcher = Batcher(np.array([3, 4, 5]), np.array([30, 40, 50]), 10, seed=1, world=4, max_tokens_per_worker=100)
+    for update in batcher.epoch(0):  # a budget of 10 tokens: one sentence per update
+        parts = batcher.parts(update)
+        assert len(parts) == 4 and sum(len(p) for p in parts) == 1
+    with pytest.raises(ValueError, match="no usable sentences"):
+        Batcher(np.array([3]), np.array([3]), 10, 1, 1, 10, keep=np.array([False]))
+
+
+def test_batches_are_right_padded_and_shifted(sample_data):
+    split = PreparedData(sample_data).split("train")
+    batch = translation_batch(split, np.array([0, 1, 2]))
+    assert (batch["tgt_in"][:, 0] == BOS).all()
+    assert batch["tgt_in"].shape == batch["tgt_out"].shape
+    n = int((batch["tgt_out"][0] != PAD).sum())
+    assert batch["tgt_out"][0, n - 1] == EOS and (batch["tgt_in"][0, 1:n] == batch["tgt_out"][0, : n - 1]).all()
+    lm = lm_batch(split, np.array([0]))
+    seq = lm["tgt_out"][0]
+    assert (seq == SEP).sum() == 1 and seq[-1] == EOS and lm["tokens"][0, 0] == BOS

@@ -1,0 +1,146 @@
+"""The runner end to end, through the elastic launcher, on CPU workers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from attncomp.cli.main import run
+from attncomp.train import checkpoint as ckpt
+from tests.conftest import ROOT
+
+TINY = str(ROOT / "specs/examples/tiny.attn")
+SHORT = ["--set", "train.steps=12", "--set", "train.checkpoint.every=4", "--set", "train.batch=tokens(600)"]
+
+
+def train(data, out, *extra):
+    return run(["train", TINY, "--data", str(data), "--out", str(out), "--procs", "1", *SHORT, *extra])
+
+
+def params(path):
+    return ckpt.load(path)["model"]
+
+
+def test_two_workers_and_one_worker_with_accumulation_agree(sample_data, tmp_path):
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "two"), "--procs", "2",
+                "--max-tokens-per-gpu", "4096", *SHORT]) == 0
+    assert train(sample_data, tmp_path / "one", "--max-tokens-per-gpu", "200") == 0  # accumulates
+    a, b = params(tmp_path / "two" / "checkpoint_00000012.pt"), params(tmp_path / "one" / "checkpoint_00000012.pt")
+    # A key bias adds q.b_k to every score of a query, which softmax ignores: its true gradient is 0,
+    # and Adam turns the rounding noise it gets into steps of about lr either way. It stays at noise level.
+    noise = [k for k in a if k.endswith("k_proj.bias")]
+    assert max((a[k] - b[k]).abs().max().item() for k in a if k not in noise) < 2e-5
+    assert all(a[k].abs().max() < 2e-3 and b[k].abs().max() < 2e-3 for k in noise)
+    assert any((a[k] - params(tmp_path / "one" / "checkpoint_00000004.pt")[k]).abs().max() > 1e-3 for k in a)
+
+
+def test_stopped_and_resumed_is_bit_identical(sample_data, tmp_path):
+    assert train(sample_data, tmp_path / "straight") == 0
+    assert train(sample_data, tmp_path / "resumed", "--stop-at", "6") == 0
+    assert not (tmp_path / "resumed" / "checkpoint_00000012.pt").exists()
+    assert train(sample_data, tmp_path / "resumed", "--resume") == 0
+    a = params(tmp_path / "straight" / "checkpoint_00000012.pt")
+    b = params(tmp_path / "resumed" / "checkpoint_00000012.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_killed_while_saving_resumes_from_the_previous_checkpoint(sample_data, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(ckpt.FAULT, "2")  # SIGKILL halfway through writing the second checkpoint
+    assert train(sample_data, tmp_path / "run") == 1
+    assert "worker 0 died (signal 9)" in capsys.readouterr().err
+    run_dir = tmp_path / "run"
+    assert [s for s, _ in ckpt.listed(run_dir)] == [4]
+    assert (run_dir / "checkpoint_00000008.pt.tmp").exists()  # the torn write, never read
+    monkeypatch.delenv(ckpt.FAULT)
+    assert train(sample_data, run_dir, "--resume") == 0
+    assert train(sample_data, tmp_path / "straight") == 0
+    a, b = params(run_dir / "checkpoint_00000012.pt"), params(tmp_path / "straight" / "checkpoint_00000012.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_tiny_spec_learns_the_sample_corpus_within_a_minute(sample_data, tmp_path):
+    start = time.monotonic()
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "run"), "--procs", "1",
+                "--set", "train.steps=300", "--set", "train.checkpoint.every=300"]) == 0
+    seconds = time.monotonic() - start
+    metrics = ckpt.load(tmp_path / "run" / "checkpoint_00000300.pt")["metrics"]
+    assert metrics["loss"] < 1.6, metrics  # label-smoothed validation loss; it starts near ln(256) = 5.5
+    assert seconds < 60, f"took {seconds:.0f}s"
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(sample_data, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ATTNCOMP_FAULT_NAN_AT_STEP", "7")
+    assert train(sample_data, tmp_path / "run") == 1
+    err = capsys.readouterr().err
+    assert "the loss became nan" in err and "at step 7" in err and "checkpoint_00000004.pt" in err
+    assert [s for s, _ in ckpt.listed(tmp_path / "run")] == [4]
+    ckpt.load(tmp_path / "run" / "checkpoint_00000004.pt")
+
+
+def test_decoder_only_spec_trains(sample_data, tmp_path):
+    assert run(["train", str(ROOT / "specs/examples/lm.attn"), "--data", str(sample_data), "--out",
+                str(tmp_path / "lm"), "--procs", "1", "--set", "model.vocab=shared(256)", "--set", "model.layers=1",
+                "--set", "model.d_model=32", "--set", "model.heads=2", "--set", "model.d_ff=64",
+                "--set", "train.steps=3", "--set", "train.checkpoint.every=3", "--set", "train.batch=tokens(500)",
+                "--set", "train.schedule=constant(lr = 1e-3)"]) == 0
+    payload = ckpt.load(tmp_path / "lm" / ckpt.AVERAGE)
+    assert payload["kind"] == "average" and "decoder.layers.0.self_attn.q_proj.weight" in payload["model"]
+
+
+def test_checkpoint_contents_and_observability(sample_data, tmp_path):
+    assert train(sample_data, tmp_path / "run", "--log-every", "2", "--profile") == 0
+    payload = ckpt.load(tmp_path / "run" / "checkpoint_00000012.pt")
+    for key in ("spec", "spec_hash", "tokenizers", "optimizer", "scheduler", "rng", "position", "attncomp"):
+        assert key in payload
+    assert "model tiny {" in payload["spec"] and payload["tokenizers"]["src"].dtype == torch.uint8
+    assert [s for s, _ in ckpt.listed(tmp_path / "run")] == [4, 8, 12][-3:]
+    average = ckpt.load(tmp_path / "run" / ckpt.AVERAGE)
+    assert average["averaged"] == ["checkpoint_00000008.pt", "checkpoint_00000012.pt"]  # average_last = 2
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "run" / "tb"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"train/loss", "train/ppl", "train/lr", "train/tokens_per_s", "train/grad_norm", "valid/loss",
+            "valid/ppl"} <= tags
+    assert list((tmp_path / "run" / "profile").glob("*.pt.trace.json"))
+
+
+def test_average_command(sample_data, tmp_path):
+    assert train(sample_data, tmp_path / "run") == 0
+    out = tmp_path / "avg.pt"
+    assert run(["average", str(tmp_path / "run"), "--last", "3", "-o", str(out)]) == 0
+    payload = ckpt.load(out)
+    expected = sum(params(p)["embed.weight"].double() for _, p in ckpt.listed(tmp_path / "run")) / 3
+    assert torch.allclose(payload["model"]["embed.weight"].double(), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("args, message, code", [
+    (["--data", "/nonexistent"], "no data directory /nonexistent", 2),
+    (["--gpus", "2"], "asked for 2 GPU(s); this machine has 0", 2),
+    (["--set", "model.vocab=shared(300)"], "has a vocabulary of 256 tokens but the spec's model expects 300", 2),
+])
+def test_bad_runs_are_one_clear_error(sample_data, tmp_path, args, message, code, capsys):
+    argv = ["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "run"), *args]
+    if torch.cuda.is_available() and "--gpus" in args:
+        pytest.skip("this machine has GPUs")
+    assert run(argv) == code
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_existing_run_needs_resume(sample_data, tmp_path, capsys):
+    assert train(sample_data, tmp_path / "run", "--stop-at", "4") == 0
+    assert train(sample_data, tmp_path / "run") == 2
+    assert "already has checkpoints; continue with --resume" in capsys.readouterr().err
+
+
+def test_checkpoints_refuse_what_is_not_theirs(tmp_path):
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    for name, message in (("junk.pt", "not a readable attncomp checkpoint"), ("other.pt", "not an attncomp checkpoint"),
+                          ("missing.pt", "no checkpoint")):
+        with pytest.raises(Exception, match=message):
+            ckpt.load(tmp_path / name)
