@@ -46,3 +46,31 @@ def compile(source: str | os.PathLike | nodes.Spec, overrides: Sequence[str] = (
 def model_factory(spec: nodes.Spec, device: torch.device | str | None = None) -> CompiledModel:
     """compile_spec with the default passes, for `functools.partial(model_factory, spec)` in workers."""
     return compile_spec(spec, device=device)
+
+
+def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | str | None = None,
+                    expect_spec: str | os.PathLike | None = None) -> tuple[CompiledModel, dict]:
+    """A trained model from a checkpoint, compiled from the spec stored in it (+ overrides).
+
+    With `expect_spec`, the checkpoint must have been trained with exactly that spec.
+    """
+    from attncomp.errors import TrainingError
+    from attncomp.train import checkpoint as ckpt
+
+    payload = ckpt.load(path)
+    stored = ir.load(payload["spec"])
+    if ir.spec_hash(stored) != payload["spec_hash"]:
+        raise TrainingError(f"{path} is inconsistent: its spec does not match its recorded hash")
+    if expect_spec is not None:
+        wanted = ir.load(expect_spec)
+        if ir.spec_hash(wanted) != payload["spec_hash"]:
+            changed = ", ".join(key for key, _, _ in ir.diff(stored, wanted)[:6])
+            raise TrainingError(f"{path} was trained with another spec than {expect_spec} (they differ in: {changed})")
+    spec = ir.load(payload["spec"], overrides) if overrides else stored
+    model = compile_spec(spec, device=device)
+    try:
+        model.load_state_dict(payload["model"])
+    except RuntimeError as err:
+        first = str(err).splitlines()[1].strip() if len(str(err).splitlines()) > 1 else str(err)
+        raise TrainingError(f"{path} does not fit the model of its spec with these --set options: {first}") from None
+    return model.eval(), payload

@@ -14,6 +14,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("attncomp.cli.build_command", "register"),
     ("attncomp.cli.data_command", "register"),
     ("attncomp.cli.train_command", "register"),
+    ("attncomp.cli.decode_command", "register"),
 ]
 
 

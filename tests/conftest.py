@@ -47,3 +47,15 @@ def sample_data(tmp_path_factory):
     out = tmp_path_factory.mktemp("data") / "sample"
     assert run(["data", "sample", "--out", str(out), "--pairs", "3000", "--held-out", "200"]) == 0
     return out
+
+
+@pytest.fixture(scope="session")
+def trained_tiny(sample_data, tmp_path_factory):
+    """specs/examples/tiny.attn trained 300 steps on the sample corpus (checkpoint directory)."""
+    from attncomp.cli.main import run
+
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    code = run(["train", str(ROOT / "specs/examples/tiny.attn"), "--data", str(sample_data), "--out", str(out),
+                "--procs", "1", "--set", "train.steps=300", "--set", "train.checkpoint.every=150"])
+    assert code == 0
+    return out

@@ -1,1 +1,1 @@
-"""decode"""
+"""The runtime's decoding: beam search over a compiled model, translation, scoring."""

@@ -51,6 +51,7 @@ class RunConfig:
     profile: bool = False
     log_every: int = 10
     stop_at: int | None = None  # save and stop after this update (resume later with --resume)
+    time_limit: float | None = None  # minutes: then save, average and finish as if the steps were done
 
 
 def token_losses(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
@@ -207,14 +208,20 @@ class Trainer:
         tokens = max(tokens, 1.0)
         return {"loss": loss / tokens, "ppl": math.exp(min(nll / tokens, 50.0))}
 
-    def _save_due(self) -> bool:
+    def _clock(self) -> tuple[bool, bool]:
+        """(a checkpoint is due, the time limit is reached); rank 0's clock decides for everyone."""
         every = self.recipe.checkpoint.every
-        if every.kind == "steps":
-            return self.step % every.steps == 0
-        due = torch.tensor([time.monotonic() - self.last_save >= every.minutes * 60], device=self.device)
+        by_time = every.kind == "time"
+        if not by_time and self.cfg.time_limit is None:
+            return self.step % every.steps == 0, False
+        now = time.monotonic()
+        flags = torch.tensor([
+            now - self.last_save >= every.minutes * 60 if by_time else self.step % every.steps == 0,
+            self.cfg.time_limit is not None and now - self.started >= self.cfg.time_limit * 60,
+        ], device=self.device)
         if dist.is_initialized():
-            dist.broadcast(due, 0)  # rank 0's clock decides for everyone
-        return bool(due.item())
+            dist.broadcast(flags, 0)
+        return bool(flags[0]), bool(flags[1])
 
     def _rng_states(self) -> list[dict]:
         state = {"torch": torch.get_rng_state(), "python": random.getstate(),
@@ -285,6 +292,7 @@ class Trainer:
             self.monitor.note(f"already trained for {self.step} steps")
             return self.finish({})
         metrics: dict = {}
+        self.started = time.monotonic()
         profiler = self.monitor.profiler(self.cfg.profile)
         with profiler:
             for update in self.batcher.updates(*self.position):
@@ -293,13 +301,17 @@ class Trainer:
                 self.monitor.update(self.step, stats, lr, self.cfg.log_every)
                 profiler.step()
                 stopping = self.step == self.cfg.stop_at
-                if self._save_due() or self.step == self.recipe.steps or stopping:
+                due, time_up = self._clock()
+                if due or self.step == self.recipe.steps or stopping or time_up:
                     metrics = self.evaluate()
                     saved = self.save(metrics)
                     self.monitor.evaluation(self.step, metrics, saved)
                 if stopping:
                     self.monitor.note(f"stopped at step {self.step} as asked; continue with --resume")
                     return self.monitor.close()
+                if time_up:
+                    self.monitor.note(f"time limit of {self.cfg.time_limit:g} minutes reached at step {self.step}")
+                    break
                 if self.step >= self.recipe.steps:
                     break
         self.finish(metrics)

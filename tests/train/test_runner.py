@@ -60,12 +60,11 @@ def test_killed_while_saving_resumes_from_the_previous_checkpoint(sample_data, t
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_tiny_spec_learns_the_sample_corpus_within_a_minute(sample_data, tmp_path):
+def test_tiny_spec_learns_the_sample_corpus_within_a_minute(sample_data, tmp_path_factory, request):
     start = time.monotonic()
-    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "run"), "--procs", "1",
-                "--set", "train.steps=300", "--set", "train.checkpoint.every=300"]) == 0
+    run_dir = request.getfixturevalue("trained_tiny")  # 300 steps; shared with the decoding tests
     seconds = time.monotonic() - start
-    metrics = ckpt.load(tmp_path / "run" / "checkpoint_00000300.pt")["metrics"]
+    metrics = ckpt.load(run_dir / "checkpoint_00000300.pt")["metrics"]
     assert metrics["loss"] < 1.6, metrics  # label-smoothed validation loss; it starts near ln(256) = 5.5
     assert seconds < 60, f"took {seconds:.0f}s"
 
@@ -144,3 +143,12 @@ def test_checkpoints_refuse_what_is_not_theirs(tmp_path):
                           ("missing.pt", "no checkpoint")):
         with pytest.raises(Exception, match=message):
             ckpt.load(tmp_path / name)
+
+
+def test_time_limit_finishes_early_with_an_average(sample_data, tmp_path):
+    start = time.monotonic()
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "run"), "--procs", "1",
+                "--set", "train.steps=100000", "--time-limit", "0.05"]) == 0
+    assert time.monotonic() - start < 40
+    payload = ckpt.load(tmp_path / "run" / ckpt.AVERAGE)
+    assert 0 < payload["step"] < 100000

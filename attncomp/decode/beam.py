@@ -1,0 +1,194 @@
+"""Beam search, batched over sentences, over any "stepper" that gives next-token logits.
+
+Scores are sums of log-probabilities; a finished hypothesis (it emitted </s>) is ranked by its
+score over the length penalty ((5 + len) / 6) ** alpha (Wu et al. 2016), len counting </s>. Each
+step looks at the best 2 * beam continuations: an ending among the best `beam` of them finishes a
+hypothesis, the best `beam` non-endings live on. A sentence is done when `beam` hypotheses have
+finished (early termination) or at its maximum length, where </s> is forced; finished sentences
+leave the batch. Beam 1 is greedy decoding.
+
+Steppers:
+    CachedStepper    the compiled model's encode / init_cache / decode_step (the key/value cache)
+    FullStepper      re-runs forward on the whole prefix each step: no cache, the reference
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from attncomp.vocab import BOS, EOS, PAD, SEP, UNK
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # generated tokens, without <s> and </s>
+    score: float  # log-probability / length penalty
+    logprob: float
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+class Stepper:
+    """Next-token logits for rows of (sentence, beam), with rows kept, reordered or dropped."""
+
+    def start(self, rows: torch.Tensor) -> None:  # rows: sentence index of each row
+        raise NotImplementedError
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:  # (R,) newest tokens -> (R, V) logits
+        raise NotImplementedError
+
+    def select(self, rows: torch.Tensor) -> None:  # keep rows (in this order), e.g. for reordering
+        raise NotImplementedError
+
+
+class CachedStepper(Stepper):
+    """Encoder-decoder or decoder-only decoding through decode_step and its cache."""
+
+    def __init__(self, model, src: torch.Tensor):
+        self.model, self.src = model, src
+        self.cache: tuple = ()
+
+    def start(self, rows: torch.Tensor) -> None:
+        src = self.src.index_select(0, rows)
+        if self.model.spec.model.encoder is not None:
+            self.cache = self.model.init_cache(src, self.model.encode(src))
+            return
+        self.cache = self.model.init_cache(src)  # decoder-only: the source is a prompt, fed token by token
+        prompt = prompt_tokens(src)
+        for t in range(prompt.shape[1] - 1):
+            _, self.cache = self.model.decode_step(prompt[:, t : t + 1], self.cache)
+        self.pending = prompt[:, -1]  # <sep>: fed by the first step instead of the search's <s>
+
+    pending: torch.Tensor | None = None
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        if self.pending is not None:
+            tokens, self.pending = self.pending, None
+        logits, self.cache = self.model.decode_step(tokens.unsqueeze(1), self.cache)
+        return logits
+
+    def select(self, rows: torch.Tensor) -> None:
+        self.cache = tuple(c.index_select(0, rows) for c in self.cache)
+
+
+class FullStepper(Stepper):
+    """Runs the full forward pass on the whole prefix every step: the cache-free reference."""
+
+    def __init__(self, model, src: torch.Tensor):
+        self.model, self.src = model, src
+        self.decoder_only = model.spec.model.encoder is None
+
+    def start(self, rows: torch.Tensor) -> None:
+        self.rows_src = self.src.index_select(0, rows)
+        if self.decoder_only:  # the prompt is already the prefix; the search's first <s> is not needed
+            self.seq, self.skip = prompt_tokens(self.rows_src), True
+        else:
+            self.seq, self.skip = self.rows_src[:, :0], False
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        if not self.skip:
+            self.seq = torch.cat([self.seq, tokens.unsqueeze(1)], 1)
+        self.skip = False
+        out = self.model(self.seq) if self.decoder_only else self.model(self.rows_src, self.seq)
+        return out[:, -1]
+
+    def select(self, rows: torch.Tensor) -> None:
+        self.rows_src = self.rows_src.index_select(0, rows)
+        self.seq = self.seq.index_select(0, rows)
+
+
+def prompt_tokens(src: torch.Tensor) -> torch.Tensor:
+    """A decoder-only model's prompt: <s> source <sep> (sources of one batch have equal length)."""
+    body = src[:, :-1] if bool((src[:, -1] == EOS).all()) else src
+    bos = torch.full_like(src[:, :1], BOS)
+    sep = torch.full_like(src[:, :1], SEP)
+    return torch.cat([bos, body, sep], 1)
+
+
+@dataclass
+class _Sentence:
+    max_len: int
+    finished: list[Hypothesis]
+    done: bool = False
+
+
+def _blocked(vocab: int, device) -> torch.Tensor:
+    """Tokens a hypothesis may never emit."""
+    mask = torch.zeros(vocab, dtype=torch.bool, device=device)
+    mask[[PAD, BOS, SEP]] = True
+    return mask
+
+
+def beam_search(stepper: Stepper, batch: int, max_lens: list[int], beam: int, alpha: float, nbest: int = 1,
+                device: torch.device | str = "cpu", block_unk: bool = False) -> list[list[Hypothesis]]:
+    """The `nbest` best hypotheses of each of `batch` sentences (each with its own maximum length)."""
+    nbest = min(nbest, beam)
+    sentences = [_Sentence(max(1, m), []) for m in max_lens]
+    active = torch.arange(batch, device=device)  # sentence of each active group of `beam` rows
+    stepper.start(active.repeat_interleave(beam))
+    scores = torch.full((batch, beam), -math.inf, device=device)
+    scores[:, 0] = 0.0  # one live hypothesis to start with
+    history = torch.full((batch * beam, 0), PAD, dtype=torch.long, device=device)
+    last = torch.full((batch * beam,), BOS, dtype=torch.long, device=device)
+    with torch.no_grad():
+        for t in range(max(s.max_len for s in sentences)):
+            logp = torch.log_softmax(stepper.step(last).float(), dim=-1)  # (rows, V)
+            vocab = logp.shape[-1]
+            logp[:, _blocked(vocab, logp.device)] = -math.inf
+            if block_unk:
+                logp[:, UNK] = -math.inf
+            n = len(active)
+            at_end = torch.tensor([t + 1 >= sentences[i].max_len for i in active.tolist()], device=logp.device)
+            forced = at_end.repeat_interleave(beam)
+            logp[forced] = torch.where(torch.arange(vocab, device=logp.device) == EOS, logp[forced], -math.inf)
+            candidates = (scores.unsqueeze(-1) + logp.view(n, beam, vocab)).view(n, beam * vocab)
+            top, index = candidates.topk(2 * beam, dim=-1)  # (n, 2 beam): enough to keep beam live ones
+            origin, token = index // vocab, index % vocab
+            keep_rows, keep_scores, keep_tokens = [], [], []
+            still = []
+            for g, sentence_index in enumerate(active.tolist()):
+                sentence = sentences[sentence_index]
+                live = _advance(sentence, g, t, top[g], origin[g], token[g], history, beam, alpha)
+                if sentence.done:
+                    continue
+                still.append(g)
+                keep_rows += [g * beam + int(o) for o, _, _ in live]
+                keep_scores.append(torch.stack([s for _, s, _ in live]))
+                keep_tokens += [int(tok) for _, _, tok in live]
+            if not still:
+                break
+            rows = torch.tensor(keep_rows, device=device)
+            stepper.select(rows)
+            history = torch.cat([history.index_select(0, rows), torch.tensor(keep_tokens, device=device)
+                                 .unsqueeze(1)], 1)
+            last = history[:, -1]
+            scores = torch.stack(keep_scores)
+            active = active[torch.tensor(still, device=device)]
+    return [sorted(s.finished, key=lambda h: -h.score)[:nbest] for s in sentences]
+
+
+def _advance(sentence: _Sentence, group: int, t: int, top, origin, token, history, beam: int, alpha: float):
+    """Record finished candidates of one sentence; return its next `beam` live (origin, score, token)."""
+    live = []
+    for rank, (score, o, tok) in enumerate(zip(top, origin, token)):
+        if not torch.isfinite(score):
+            break
+        if int(tok) == EOS:
+            if rank < beam and len(sentence.finished) < beam:  # only an ending among the best `beam` counts
+                row = group * beam + int(o)
+                tokens = history[row].tolist()
+                sentence.finished.append(Hypothesis(tokens, float(score) / length_penalty(t + 1, alpha),
+                                                    float(score)))
+        elif len(live) < beam:
+            live.append((o, score, tok))
+    if len(sentence.finished) >= beam or not live:
+        sentence.done = True
+        return live
+    while len(live) < beam:  # fewer live candidates than beams: pad with dead ones
+        live.append((live[0][0], torch.tensor(-math.inf, device=top.device), live[0][2]))
+    return live

@@ -1,0 +1,117 @@
+"""Translate lines with a trained model: tokenise, batch by tokens, beam search, detokenise, in order.
+
+Defined results for awkward input: an empty line gives an empty translation (the model is not run);
+a line longer than the model can read is cut to what it can read (counted in `Translator.truncated`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+import torch
+from tqdm import tqdm
+
+from attncomp.data.tokenizer import Tokenizer
+from attncomp.decode.beam import CachedStepper, Hypothesis, beam_search
+from attncomp.ir import nodes
+from attncomp.vocab import EOS, PAD
+
+SINUSOIDAL_SOURCE_LIMIT = 1024  # tokens; sinusoids have no limit, but nothing sensible is this long
+
+
+@dataclass
+class Translation:
+    text: str
+    score: float
+    tokens: list[int]
+
+
+@dataclass
+class Translator:
+    model: torch.nn.Module
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+    beam: int
+    alpha: float
+    max_len: nodes.SrcPlus | nodes.Fixed
+    nbest: int = 1
+    batch_tokens: int = 6000  # source tokens times beam per batch
+    device: torch.device = torch.device("cpu")
+    progress: bool = True
+    stepper: type = CachedStepper  # FullStepper for models without decode_step
+    truncated: int = field(default=0, init=False)
+
+    @property
+    def spec(self) -> nodes.Spec:
+        return self.model.spec
+
+    def source_limit(self) -> int:
+        positions = self.spec.model.positions
+        if isinstance(positions, nodes.Learned):
+            return positions.max_len - (2 if self.spec.model.encoder is None else 0)  # decoder-only: <s>, <sep>
+        return SINUSOIDAL_SOURCE_LIMIT
+
+    def output_limit(self, source_tokens: int) -> int:
+        """Tokens to generate at most (</s> included), from the spec's max_len and the position table."""
+        wanted = source_tokens + self.max_len.offset if isinstance(self.max_len, nodes.SrcPlus) else self.max_len.length
+        positions = self.spec.model.positions
+        if isinstance(positions, nodes.Learned):
+            used = source_tokens + 2 if self.spec.model.encoder is None else 0  # a decoder-only prompt
+            wanted = min(wanted, positions.max_len - used)
+        return max(1, wanted)
+
+    def _encode(self, lines: list[str]) -> list[list[int]]:
+        limit = self.source_limit() - 1  # room for </s>
+        ids = self.src_tokenizer.encode(lines)
+        out = []
+        for seq in ids:
+            if len(seq) > limit:
+                self.truncated += 1
+                seq = seq[:limit]
+            out.append(seq + [EOS])
+        return out
+
+    def _batches(self, ids: list[list[int]], order: list[int]):
+        """Index lists of similar length; a decoder-only model needs equal prompt lengths per batch."""
+        exact = self.spec.model.encoder is None
+        batch: list[int] = []
+        for i in order:
+            longest = max([len(ids[j]) for j in batch] + [len(ids[i])])
+            full = batch and (longest * (len(batch) + 1) * self.beam > self.batch_tokens
+                              or (exact and len(ids[batch[0]]) != len(ids[i])))
+            if full:
+                yield batch
+                batch = []
+            batch.append(i)
+        if batch:
+            yield batch
+
+    def _decode_batch(self, ids: list[list[int]]) -> list[list[Hypothesis]]:
+        width = max(len(s) for s in ids)
+        src = torch.full((len(ids), width), PAD, dtype=torch.long)
+        for row, seq in enumerate(ids):
+            src[row, : len(seq)] = torch.tensor(seq)
+        src = src.to(self.device)
+        limits = [self.output_limit(len(s) - 1) for s in ids]
+        return beam_search(self.stepper(self.model, src), len(ids), limits, self.beam, self.alpha, self.nbest,
+                           device=self.device)
+
+    @torch.no_grad()
+    def translate(self, lines: list[str]) -> list[list[Translation]]:
+        """The nbest translations of every line, in input order."""
+        self.model.eval()
+        results: list[list[Translation]] = [[Translation("", 0.0, [])] for _ in lines]
+        todo = [i for i, line in enumerate(lines) if line.strip()]
+        ids_of = dict(zip(todo, self._encode([lines[i].strip() for i in todo])))
+        order = sorted(todo, key=lambda i: len(ids_of[i]))
+        compact = {i: ids_of[i] for i in order}
+        with tqdm(total=len(todo), desc="translate", unit="sent", file=sys.stderr, leave=False,
+                  disable=None if self.progress else True) as bar:
+            for batch in self._batches(compact, order):
+                hyps = self._decode_batch([compact[i] for i in batch])
+                for i, options in zip(batch, hyps):
+                    texts = self.tgt_tokenizer.decode([h.tokens for h in options])
+                    results[i] = [Translation(t, h.score, h.tokens) for t, h in zip(texts, options)]
+                bar.update(len(batch))
+        return results

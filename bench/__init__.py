@@ -1,0 +1,1 @@
+"""Benchmarks: quality (BLEU side by side), throughput (GPU), the paper's parameter table."""

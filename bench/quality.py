@@ -1,0 +1,117 @@
+"""Translation quality, side by side: an attncomp spec and a hand-written torch.nn.Transformer, same
+data, tokenizer, time budget and recipe, both scored with sacreBLEU on the same test set.
+
+    python bench/quality.py --minutes 10 --out bench_runs/quality        # ../shared/data/de-en
+    python bench/quality.py --prepared DIR --src T.src --ref T.tgt --minutes 0.1   # any prepared data
+
+attncomp trains through its own command (`attncomp train ... --time-limit`), averages its last
+checkpoints and decodes with the key/value cache; the reference trains in this process with the
+same batches, loss, optimiser, schedule and checkpoint averaging, and decodes with the same beam
+search without a cache. Prints a table and writes OUT/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DE_EN = ROOT.parent / "shared" / "data" / "de-en"
+ATTNCOMP = [sys.executable, "-m", "attncomp.cli.main"]
+
+
+def _prepare_de_en(data_dir: Path, out: Path, vocab: int) -> tuple[Path, Path, Path]:
+    from attncomp.data.prepare import PrepareOptions, prepare
+
+    sources = {"train": [str(data_dir / "train"), str(data_dir / "phrases")], "valid": [str(data_dir / "valid")],
+               "test": [str(data_dir / "test")]}
+    prepare(sources, out / "data", PrepareOptions("en", "de", vocab_size=vocab), print_fn=print)
+    texts = []
+    for lang in ("en", "de"):
+        plain = out / f"test.{lang}"
+        with gzip.open(data_dir / f"test.{lang}.gz", "rt", encoding="utf-8") as f:
+            plain.write_text(f.read())
+        texts.append(plain)
+    return out / "data", texts[0], texts[1]
+
+
+def _ours(spec: Path, data: Path, out: Path, minutes: float, src: Path, ref: Path) -> dict:
+    run_dir = out / "attncomp"
+    subprocess.run([*ATTNCOMP, "train", str(spec), "--data", str(data), "--out", str(run_dir), "--procs", "1",
+                    "--time-limit", str(minutes)] + (["--resume"] if run_dir.exists() else []), check=True)
+    result = subprocess.run([*ATTNCOMP, "eval", str(run_dir / "checkpoint_avg.pt"), "--src", str(src),
+                             "--ref", str(ref), "--json", "--device", "cpu", "--output", str(out / "attncomp.hyp")],
+                            check=True, capture_output=True, text=True)
+    scores = json.loads(result.stdout)
+    from attncomp.train import checkpoint as ckpt
+
+    payload = ckpt.load(run_dir / "checkpoint_avg.pt")
+    scores["steps"] = payload["step"]
+    return scores
+
+
+def _reference(spec_path: Path, data_dir: Path, minutes: float, src: Path, ref: Path, out: Path) -> dict:
+    import torch
+
+    from attncomp import ir
+    from attncomp.data.dataset import PreparedData
+    from attncomp.decode.beam import FullStepper
+    from attncomp.decode.score import score
+    from attncomp.decode.translate import Translator
+    from bench.reference import train_reference
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    spec = ir.load(spec_path)
+    data = PreparedData(data_dir)
+    model, stats = train_reference(spec, data, minutes)
+    tok = data.tokenizer("src")
+    translator = Translator(model, tok, data.tokenizer("tgt"), spec.decode.beam, spec.decode.length_penalty,
+                            spec.decode.max_len, stepper=FullStepper, progress=False)
+    sources, references = src.read_text().splitlines(), ref.read_text().splitlines()
+    start = time.perf_counter()
+    hypotheses = [t[0].text for t in translator.translate(sources)]
+    seconds = time.perf_counter() - start
+    (out / "reference.hyp").write_text("\n".join(hypotheses) + "\n")
+    result = score(hypotheses, references).to_json()
+    result.update(stats, seconds=round(seconds, 1), sentences_per_s=round(len(sources) / seconds, 2))
+    return result
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spec", default=str(ROOT / "specs/examples/small.attn"))
+    parser.add_argument("--minutes", type=float, default=10.0, help="training budget for each model")
+    parser.add_argument("--out", default="bench_runs/quality")
+    parser.add_argument("--data-dir", default=str(DE_EN), help="the de-en corpus (train, phrases, valid, test)")
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--prepared", help="use this prepared data directory instead")
+    parser.add_argument("--src", help="with --prepared: test source file")
+    parser.add_argument("--ref", help="with --prepared: test reference file")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.prepared:
+        data, src, ref = Path(args.prepared), Path(args.src), Path(args.ref)
+    else:
+        data, src, ref = _prepare_de_en(Path(args.data_dir), out, args.vocab_size)
+    results = {"attncomp": _ours(Path(args.spec), data, out, args.minutes, src, ref),
+               "reference": _reference(Path(args.spec), data, args.minutes, src, ref, out),
+               "minutes": args.minutes, "spec": args.spec, "command": " ".join(sys.argv)}
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    print("| model | steps | BLEU | chrF | decoding (sentences/s, beam 4, CPU) |")
+    print("|-------|-------|------|------|--------------------------------------|")
+    for name in ("attncomp", "reference"):
+        r = results[name]
+        print(f"| {name} | {r['steps']} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['sentences_per_s']:.1f} |")
+    print(f"BLEU signature: {results['attncomp']['bleu_signature']}")
+    return results
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()

@@ -1,0 +1,139 @@
+"""`attncomp translate` and `attncomp eval`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from attncomp.cli.spec_commands import add_overrides
+from attncomp.errors import UsageError
+
+
+def read_input_lines(data: bytes, name: str) -> list[str]:
+    """Text lines; bytes that are not UTF-8 become U+FFFD, with one warning naming the lines."""
+    text = data.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    lines = [line.rstrip("\r") for line in lines]
+    bad = [i + 1 for i, line in enumerate(lines) if "\ufffd" in line]
+    if bad and b"\xef\xbf\xbd" not in data:
+        shown = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
+        print(f"warning: {name}: line(s) {shown} are not valid UTF-8; bad bytes were replaced by U+FFFD",
+              file=sys.stderr)
+    return lines
+
+
+def _read(path: str | None) -> list[str]:
+    if path is None or path == "-":
+        return read_input_lines(sys.stdin.buffer.read(), "stdin")
+    try:
+        return read_input_lines(Path(path).read_bytes(), path)
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror}") from None
+
+
+def _translator(args: argparse.Namespace):
+    import torch
+
+    from attncomp.compiler import load_checkpoint
+    from attncomp.data.tokenizer import Tokenizer
+    from attncomp.decode.translate import Translator
+
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model, payload = load_checkpoint(args.checkpoint, args.overrides, device=device, expect_spec=args.spec)
+    decode = model.spec.decode
+    if args.beam is not None and args.beam < 1:
+        raise UsageError("--beam must be at least 1")
+    tokenizers = {side: Tokenizer(payload["tokenizers"][side].numpy().tobytes()) for side in ("src", "tgt")}
+    return Translator(model, tokenizers["src"], tokenizers["tgt"], beam=args.beam or decode.beam,
+                      alpha=decode.length_penalty if args.alpha is None else args.alpha, max_len=decode.max_len,
+                      nbest=max(1, args.nbest), batch_tokens=args.batch_tokens, device=device)
+
+
+def _write(path: str | None, lines: list[str]) -> None:
+    text = "".join(line + "\n" for line in lines)
+    if path is None or path == "-":
+        sys.stdout.write(text)
+    else:
+        Path(path).write_text(text, encoding="utf-8")
+
+
+def _translate(args: argparse.Namespace) -> int:
+    translator = _translator(args)
+    lines = _read(args.input)
+    results = translator.translate(lines)
+    if args.nbest > 1:
+        out = [f"{i}\t{t.score:.4f}\t{t.text}" for i, options in enumerate(results) for t in options]
+    else:
+        out = [options[0].text for options in results]
+    _write(args.output, out)
+    if translator.truncated:
+        print(f"warning: {translator.truncated} line(s) were longer than the model reads and were cut",
+              file=sys.stderr)
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from attncomp.decode.score import sacrebleu_test_set, score
+
+    if args.sacrebleu_test:
+        if not args.langpair:
+            raise UsageError("--sacrebleu-test needs --langpair (e.g. en-de)")
+        sources, references = sacrebleu_test_set(args.sacrebleu_test, args.langpair)
+    elif args.src and args.ref:
+        sources, references = _read(args.src), _read(args.ref)
+    else:
+        raise UsageError("give --src FILE and --ref FILE, or --sacrebleu-test SET --langpair L1-L2")
+    if len(sources) != len(references):
+        raise UsageError(f"{len(sources)} source lines but {len(references)} reference lines")
+    translator = _translator(args)
+    start = time.perf_counter()
+    hypotheses = [options[0].text for options in translator.translate(sources)]
+    seconds = time.perf_counter() - start
+    if args.output:
+        _write(args.output, hypotheses)
+    result = score(hypotheses, references)
+    speed = {"seconds": round(seconds, 3), "sentences_per_s": round(len(sources) / max(seconds, 1e-9), 2),
+             "beam": translator.beam, "device": str(translator.device)}
+    if args.json:
+        print(json.dumps({**result.to_json(), **speed}, indent=2))
+    else:
+        print(f"{result.bleu_text}\nBLEU signature: {result.bleu_signature}")
+        print(f"chrF2 = {result.chrf:.2f}\nchrF signature: {result.chrf_signature}")
+        print(f"{len(sources)} sentences in {seconds:.1f}s ({speed['sentences_per_s']:.1f}/s, beam "
+              f"{translator.beam}, {translator.device})")
+    return 0
+
+
+def _decode_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", metavar="CHECKPOINT")
+    p.add_argument("--beam", type=int, help="beam size (default: the spec's)")
+    p.add_argument("--alpha", type=float, help="length penalty alpha (default: the spec's)")
+    p.add_argument("--nbest", type=int, default=1, help="hypotheses per line (translate: index, score, text)")
+    p.add_argument("--batch-tokens", type=int, default=6000, metavar="N",
+                   help="source tokens x beam per batch (default 6000)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda if present)")
+    p.add_argument("--spec", metavar="SPEC", help="refuse a checkpoint not trained with exactly this spec")
+    add_overrides(p)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("translate", help="translate lines (stdin or --input) with a checkpoint")
+    _decode_options(p)
+    p.add_argument("--input", metavar="FILE", help="read lines from FILE (default stdin)")
+    p.add_argument("--output", metavar="FILE", help="write translations to FILE (default stdout)")
+    p.set_defaults(handler=_translate)
+
+    p = sub.add_parser("eval", help="translate a test set and score it with sacreBLEU (BLEU, chrF)")
+    _decode_options(p)
+    p.add_argument("--src", metavar="FILE")
+    p.add_argument("--ref", metavar="FILE")
+    p.add_argument("--sacrebleu-test", metavar="SET", help="a sacreBLEU test set, e.g. wmt14 (downloads)")
+    p.add_argument("--langpair", metavar="L1-L2", help="with --sacrebleu-test, e.g. en-de")
+    p.add_argument("--output", metavar="FILE", help="also write the translations")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_eval)

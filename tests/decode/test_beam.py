@@ -1,0 +1,122 @@
+"""Beam search: hand-computed cases, beam 1 = greedy, cached = uncached decoding."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attncomp import ir
+from attncomp.decode.beam import CachedStepper, FullStepper, Stepper, beam_search, length_penalty
+from attncomp.lower import lower
+from attncomp.vocab import BOS, EOS
+from tests.conftest import ROOT
+from tests.helpers import batch, small
+
+A, B, C = 5, 6, 7
+V = 8
+
+
+class TableStepper(Stepper):
+    """Next-token probabilities looked up by the prefix generated so far (one sentence)."""
+
+    def __init__(self, table: dict[tuple, dict[int, float]]):
+        self.table, self.calls = table, 0
+
+    def start(self, rows):
+        self.prefixes = [() for _ in rows]
+
+    def step(self, tokens):
+        self.calls += 1
+        self.prefixes = [p if t == BOS else p + (int(t),) for p, t in zip(self.prefixes, tokens.tolist())]
+        logits = torch.full((len(self.prefixes), V), -1e9)
+        for row, prefix in enumerate(self.prefixes):
+            for token, p in self.table.get(prefix, {EOS: 1.0}).items():
+                logits[row, token] = math.log(p)
+        return logits
+
+    def select(self, rows):
+        self.prefixes = [self.prefixes[i] for i in rows.tolist()]
+
+
+# "A" then stop: p = 0.5 * 0.7;  "A B" then stop: p = 0.5 * 0.3 * 0.9;  "C": p = 0.4 * 1.0
+TABLE = {(): {A: 0.5, C: 0.4, B: 0.1}, (A,): {EOS: 0.7, B: 0.3}, (A, B): {EOS: 0.9, C: 0.1}, (C,): {EOS: 1.0},
+         (B,): {EOS: 1.0}}
+
+
+def _best(alpha, beam=3):
+    return beam_search(TableStepper(TABLE), 1, [6], beam=beam, alpha=alpha, nbest=3)[0]
+
+
+def test_length_penalty_formula():
+    assert length_penalty(1, 0.6) == 1.0
+    assert length_penalty(7, 1.0) == pytest.approx(2.0)
+    assert length_penalty(10, 0.0) == 1.0
+
+
+def test_ranking_by_hand():
+    # log-probabilities: C: log 0.4 = -0.916 (len 2); A: log 0.35 = -1.050 (len 2); A B: log 0.135 = -2.002 (len 3)
+    hyps = _best(alpha=0.0)
+    assert [h.tokens for h in hyps] == [[C], [A], [A, B]]
+    assert hyps[0].logprob == pytest.approx(math.log(0.4), abs=1e-6)
+    assert hyps[2].score == pytest.approx(math.log(0.5 * 0.3 * 0.9), abs=1e-6)
+    # with alpha = 2 the longer hypothesis is divided by ((5 + 3) / 6)^2 = 1.778, the others by (7/6)^2 = 1.361
+    hyps = _best(alpha=2.0)
+    assert hyps[2].score == pytest.approx(math.log(0.135) / (8 / 6) ** 2, abs=1e-6)
+    assert hyps[0].score == pytest.approx(math.log(0.4) / (7 / 6) ** 2, abs=1e-6)
+
+
+def test_early_stop_when_beam_hypotheses_have_ended():
+    stepper = TableStepper(TABLE)
+    beam_search(stepper, 1, [50], beam=2, alpha=0.6)
+    assert stepper.calls == 2  # after step 2, "C" and "A" have ended: no third step, though 50 were allowed
+
+
+def test_end_is_forced_at_the_maximum_length():
+    looping = {(A,) * n: {A: 0.9, EOS: 0.1} for n in range(10)}
+    (hyp,) = beam_search(TableStepper(looping), 1, [4], beam=1, alpha=0.0)[0:1][0]
+    assert len(hyp.tokens) <= 3  # </s> is the 4th token at the latest
+
+
+def _models():
+    cases = {"base": [], "lm": None, "local_decoder": ["model.decoder.attention=local(window = 2)"],
+             "additive_pre": ["model.attention=additive", "model.cross_attention=additive", "model.norm=pre"]}
+    for name, overrides in cases.items():
+        path = ROOT / ("specs/examples/lm.attn" if overrides is None else "specs/base.attn")
+        spec = small(ir.load(path, overrides or []))
+        model = lower(spec).double().eval()
+        from attncomp.passes import optimise
+
+        yield name, spec, optimise(model)
+
+
+@pytest.mark.parametrize("name, spec, model", list(_models()), ids=lambda x: x if isinstance(x, str) else "")
+def test_cached_decoding_equals_uncached(name, spec, model):
+    src, _ = batch(spec, b=3, s=6)
+    src[:, -1] = EOS
+    src[src == 0] = 9  # equal lengths (a decoder-only batch has equal prompt lengths)
+    cached = beam_search(CachedStepper(model, src), 3, [8, 8, 8], beam=3, alpha=0.6, nbest=3)
+    full = beam_search(FullStepper(model, src), 3, [8, 8, 8], beam=3, alpha=0.6, nbest=3)
+    for a, b in zip(cached, full):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert all(abs(x.score - y.score) < 1e-6 for x, y in zip(a, b))
+
+
+def test_beam_one_is_greedy():
+    spec = small(ir.load(ROOT / "specs/base.attn"))
+    model = lower(spec).double().eval()
+    src, _ = batch(spec, b=2, s=7)
+    (h0,), (h1,) = beam_search(CachedStepper(model, src), 2, [6, 6], beam=1, alpha=0.6)
+    for row, hyp in enumerate((h0, h1)):
+        prefix = torch.tensor([[BOS]])
+        tokens = []
+        for _ in range(5):  # greedy by hand with the full forward pass; the 6th token is a forced </s>
+            logits = model(src[row : row + 1], prefix)[0, -1]
+            logits[[0, 2, 4]] = -math.inf  # never <pad>, <s>, <sep>
+            token = int(logits.argmax())
+            if token == EOS:
+                break
+            tokens.append(token)
+            prefix = torch.cat([prefix, torch.tensor([[token]])], 1)
+        assert hyp.tokens == tokens
