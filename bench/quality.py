@@ -1,7 +1,7 @@
 """Translation quality, side by side: an attncomp spec and a hand-written torch.nn.Transformer, same
 data, tokenizer, time budget and recipe, both scored with sacreBLEU on the same test set.
 
-    python bench/quality.py --minutes 10 --out bench_runs/quality        # ../shared/data/de-en
+    python bench/quality.py --minutes 15 --out bench_runs/quality        # ../shared/data/de-en
     python bench/quality.py --prepared DIR --src T.src --ref T.tgt --minutes 0.1   # any prepared data
 
 attncomp trains through its own command (`attncomp train ... --time-limit`), averages its last
@@ -85,10 +85,9 @@ def _reference(spec_path: Path, data_dir: Path, minutes: float, src: Path, ref: 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", default=str(ROOT / "specs/examples/small.attn"))
-    parser.add_argument("--minutes", type=float, default=10.0, help="training budget for each model")
+    parser.add_argument("--minutes", type=float, default=15.0, help="training budget for each model")
     parser.add_argument("--out", default="bench_runs/quality")
     parser.add_argument("--data-dir", default=str(DE_EN), help="the de-en corpus (train, phrases, valid, test)")
-    parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--prepared", help="use this prepared data directory instead")
     parser.add_argument("--src", help="with --prepared: test source file")
     parser.add_argument("--ref", help="with --prepared: test reference file")
@@ -98,7 +97,10 @@ def main(argv=None) -> dict:
     if args.prepared:
         data, src, ref = Path(args.prepared), Path(args.src), Path(args.ref)
     else:
-        data, src, ref = _prepare_de_en(Path(args.data_dir), out, args.vocab_size)
+        from attncomp import ir
+
+        vocab = ir.load(args.spec).model.tgt_vocab  # the data's vocabulary is the spec's
+        data, src, ref = _prepare_de_en(Path(args.data_dir), out, vocab)
     results = {"attncomp": _ours(Path(args.spec), data, out, args.minutes, src, ref),
                "reference": _reference(Path(args.spec), data, args.minutes, src, ref, out),
                "minutes": args.minutes, "spec": args.spec, "command": " ".join(sys.argv)}

@@ -17,7 +17,8 @@ from torch import nn
 from attncomp.data.batching import Batcher, translation_batch
 from attncomp.data.dataset import PreparedData
 from attncomp.ir import nodes
-from attncomp.train.runner import make_optimizer, token_losses
+from attncomp.train.loss import token_losses
+from attncomp.train.runner import make_optimizer
 from attncomp.train.schedule import learning_rate
 from attncomp.vocab import PAD
 

@@ -15,6 +15,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("attncomp.cli.data_command", "register"),
     ("attncomp.cli.train_command", "register"),
     ("attncomp.cli.decode_command", "register"),
+    ("attncomp.cli.demo_command", "register"),
 ]
 
 

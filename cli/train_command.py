@@ -51,7 +51,7 @@ def _train(args: argparse.Namespace) -> int:
     cfg = RunConfig(factory=functools.partial(model_factory, spec), spec_text=text, spec_hash=ir.spec_hash(spec),
                     data=str(args.data), out=str(out), device=device, max_tokens_per_worker=per_worker,
                     resume=args.resume, compile=args.compile, profile=args.profile, log_every=args.log_every,
-                    stop_at=args.stop_at, time_limit=args.time_limit)
+                    stop_at=args.stop_at, time_limit=args.time_limit, fused_loss=not args.plain_loss)
     (out / "run.json").write_text(json.dumps({"spec": args.spec, "set": args.overrides, "data": str(args.data),
                                               "device": device, "workers_per_node": nproc, "nnodes": args.nnodes,
                                               "max_tokens_per_worker": per_worker}, indent=2) + "\n")
@@ -91,6 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     p.add_argument("--compile", action="store_true", help="torch.compile the optimised model")
     p.add_argument("--profile", action="store_true", help="write torch.profiler traces to OUT/profile")
+    p.add_argument("--plain-loss", action="store_true",
+                   help="materialise the logits for the loss (default: projection and loss fused in chunks)")
     p.add_argument("--log-every", type=int, default=10, metavar="N", help="TensorBoard scalars every N steps")
     p.add_argument("--time-limit", type=float, metavar="MINUTES",
                    help="train for at most this long, then save, average and finish")

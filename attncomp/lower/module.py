@@ -13,6 +13,7 @@ import itertools
 import linecache
 from typing import Callable
 
+import torch
 from torch import fx, nn
 
 from attncomp.ir import nodes
@@ -59,6 +60,12 @@ class CompiledModel(nn.Module):
         self.__class__ = type(f"{self.spec.model.name}_compiled", (CompiledModel,), methods)
         self.graphs = dict(graphs)
         return self
+
+    def output_weight(self) -> torch.Tensor:
+        """The pre-softmax linear's weight (V, d): `output`, or the embedding tied to it."""
+        from attncomp.lower.params import embedding_names
+
+        return getattr(self, embedding_names(self.spec.model)["output"]).weight
 
     def forward(self, *args, **kwargs):  # replaced by the generated method of the same name
         raise RuntimeError("this CompiledModel has no graphs bound yet")

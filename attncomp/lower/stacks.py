@@ -7,6 +7,10 @@ Entry points (all share one set of parameters):
     decoder-only      forward(tokens) -> logits                     init_cache(tokens), decode_step(tokens, cache)
     encoder-only      forward(src) -> logits (one distribution per position)   encode(src)
 
+and for training: hidden(...) -> the states before the output projection (the arguments of
+forward), and hidden_dense(src, tgt_in), the same without a source padding mask, for batches that
+have no padding, so every attention can use the flash kernel.
+
 A cache is a flat tuple: for an encoder-decoder, (source mask, then per decoder layer: self-attention
 keys, values, cross-attention keys, values); for a decoder-only model, per layer: keys, values.
 Cross-attention keys and values are projected once, in init_cache. decode_step takes the newest
@@ -106,19 +110,22 @@ def logits(b: Builder, model: nodes.Model, hidden: Node) -> Node:
 # --- entry points -----------------------------------------------------------------------------
 
 
-def forward_graph(model: nodes.Model) -> fx.Graph:
+def forward_graph(model: nodes.Model, project: bool = True, padded: bool = True) -> fx.Graph:
+    """forward (logits); with project=False the hidden states before the output projection (for a
+    loss that fuses it); with padded=False no source padding mask (for batches without padding)."""
     b = Builder()
+    pad = (lambda src: b.call(ops.padding_mask, src, ops.PAD)) if padded else (lambda src: None)  # noqa: E731
     if model.encoder is not None and model.decoder is not None:
         src, tgt = b.input("src"), b.input("tgt_in")
-        src_mask = b.call(ops.padding_mask, src, ops.PAD)
+        src_mask = pad(src)
         memory = encoder(b, model, src, src_mask)
         hidden = decoder(b, model, tgt, memory, src_mask)
     elif model.decoder is not None:
         hidden = decoder(b, model, b.input("tokens"), None, None)
     else:
         src = b.input("src")
-        hidden = encoder(b, model, src, b.call(ops.padding_mask, src, ops.PAD))
-    b.output(logits(b, model, hidden))
+        hidden = encoder(b, model, src, pad(src))
+    b.output(logits(b, model, hidden) if project else hidden)
     return b.graph
 
 
@@ -196,8 +203,10 @@ def _cached_self_attn(b, model, prefix: str, dec: nodes.Stack, h: Node, past_k: 
 
 
 def entry_graphs(model: nodes.Model) -> dict[str, fx.Graph]:
-    """Every entry point the model has, by name."""
-    graphs = {"forward": forward_graph(model)}
+    """Every entry point the model has, by name (`hidden*` serve training, see attncomp.train.step)."""
+    graphs = {"forward": forward_graph(model), "hidden": forward_graph(model, project=False)}
+    if model.encoder is not None:
+        graphs["hidden_dense"] = forward_graph(model, project=False, padded=False)
     if model.encoder is not None:
         graphs["encode"] = encode_graph(model)
     if model.decoder is not None:

@@ -22,7 +22,6 @@ from typing import Callable
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from attncomp import __version__
 from attncomp.data.batching import Batcher, lm_batch, translation_batch
@@ -32,6 +31,7 @@ from attncomp.train import checkpoint as ckpt
 from attncomp.train.launch import report_error
 from attncomp.train.monitor import Monitor
 from attncomp.train.schedule import learning_rate
+from attncomp.train.step import TrainStep
 from attncomp.vocab import PAD
 
 FAULT_NAN = "ATTNCOMP_FAULT_NAN_AT_STEP"  # tests: make the loss of this update NaN
@@ -52,18 +52,7 @@ class RunConfig:
     log_every: int = 10
     stop_at: int | None = None  # save and stop after this update (resume later with --resume)
     time_limit: float | None = None  # minutes: then save, average and finish as if the steps were done
-
-
-def token_losses(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
-    """[label-smoothed loss, negative log-likelihood, tokens], summed over non-padding targets."""
-    logp = F.log_softmax(logits.float(), dim=-1)
-    real = target != PAD
-    nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-    smooth = -logp.mean(dim=-1)  # the uniform part of the smoothed target
-    loss = (1.0 - smoothing) * nll + smoothing * smooth
-    zero = torch.zeros((), device=logits.device)
-    return torch.stack([torch.where(real, loss, zero).sum(), torch.where(real, nll, zero).sum(),
-                        real.sum().to(torch.float32)])
+    fused_loss: bool = True  # the output projection and the loss in chunks, without full logits
 
 
 def check_vocab(data: PreparedData, m) -> None:
@@ -114,10 +103,11 @@ class Trainer:
         lr = learning_rate(self.recipe.schedule, self.spec.model.d_model, self.recipe.steps)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda i: lr(i + 1))
         self.step, self.position = 0, (0, 0)
-        self.ddp = self.model
+        self.train_step = TrainStep(self.model, self.recipe.loss.label_smoothing, fused_loss=cfg.fused_loss)
+        self.ddp = self.train_step
         if world > 1:
             ids = [self.device.index] if self.cuda else None
-            self.ddp = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+            self.ddp = torch.nn.parallel.DistributedDataParallel(self.train_step, device_ids=ids)
         self.net = torch.compile(self.ddp) if cfg.compile else self.ddp
         self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.cuda and \
             self.recipe.precision == "bf16" else contextlib.nullcontext()
@@ -147,13 +137,13 @@ class Trainer:
         longest = positions.max_len
         return (src + tgt <= longest) if self.lm else (src <= longest) & (tgt <= longest)
 
-    def _tensors(self, split, indices) -> dict[str, torch.Tensor]:
-        return {k: v.to(self.device, non_blocking=True) for k, v in self.collate(split, indices).items()}
-
-    def _losses(self, net, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _losses(self, net, split, indices: np.ndarray) -> torch.Tensor:
+        """[loss, NLL, tokens] of a micro-batch; one without source padding runs the mask-free graph."""
+        batch = {k: v.to(self.device, non_blocking=True) for k, v in self.collate(split, indices).items()}
+        lengths = split.src.lengths[indices]
+        dense = not self.lm and bool((lengths == lengths[0]).all())
         with self.autocast:
-            logits = net(batch["tokens"]) if self.lm else net(batch["src"], batch["tgt_in"])
-        return token_losses(logits, batch["tgt_out"], self.recipe.loss.label_smoothing)
+            return net(batch, dense)
 
     # --- one update ---------------------------------------------------------------------------
 
@@ -167,9 +157,9 @@ class Trainer:
             weight = 1.0 if len(part) else 0.0  # an empty share still joins DDP's gradient reduction
             part = part if len(part) else update.parts[0][:1]
             with sync:
-                losses = self._losses(self.net, self._tensors(self.train_split, part))
+                losses = self._losses(self.net, self.train_split, part)
                 (losses[0] * (scale * weight)).backward()
-            totals += losses.detach() * weight
+            totals += losses.detach().float() * weight
         if os.environ.get(FAULT_NAN) == str(self.step + 1):
             totals[0] = math.nan
         clip = self.recipe.clip_norm or math.inf
@@ -202,7 +192,7 @@ class Trainer:
         lengths = self.valid_split.src.lengths + self.valid_split.tgt.lengths
         budget = max(1, self.cfg.max_tokens_per_worker // max(1, int(lengths.max(initial=1))))
         for start in range(0, len(mine), budget):
-            totals += self._losses(self.model, self._tensors(self.valid_split, mine[start : start + budget]))
+            totals += self._losses(self.train_step, self.valid_split, mine[start : start + budget]).float()
         self.model.train()
         loss, nll, tokens = _all_reduce(totals).tolist()
         tokens = max(tokens, 1.0)

@@ -126,7 +126,8 @@ def test_padding_does_not_change_real_outputs(path):
 def test_every_shipped_spec_lowers_with_its_entry_points(path):
     model = attncomp.compile(path, passes=(), device="meta")
     m = model.spec.model
-    expected = {"forward"} | ({"encode"} if m.encoder else set()) | ({"init_cache", "decode_step"} if m.decoder else set())
+    expected = {"forward", "hidden"} | ({"encode", "hidden_dense"} if m.encoder else set()) | \
+        ({"init_cache", "decode_step"} if m.decoder else set())
     assert set(model.entry_points) == expected
     for graph in model.graphs.values():
         graph.lint()
@@ -137,7 +138,7 @@ def test_encoder_only_model_gives_a_distribution_per_position():
     model = lower(spec).double().eval()
     src, _ = batch(spec)
     assert model(src).shape == (3, 9, spec.model.tgt_vocab)
-    assert set(model.entry_points) == {"forward", "encode"}
+    assert set(model.entry_points) == {"forward", "hidden", "hidden_dense", "encode"}
 
 
 def test_weights_are_deterministic_for_a_seed():

@@ -1,0 +1,77 @@
+"""Label-smoothed cross-entropy over the vocabulary, two ways.
+
+`token_losses` is the plain one: logits (N, V) in float32, log_softmax, gather. For a 37,000-token
+vocabulary and 25,000 target tokens those logits alone are 3.7 GB, kept for the backward pass.
+
+`linear_cross_entropy` fuses the output projection with the loss and never holds more than one
+chunk of logits: for each chunk of rows it computes the logits, the loss terms and at once the
+gradient of the loss with respect to the logits (softmax - smoothed one-hot), which it turns into
+the gradients of the hidden states and of the weight; backward only scales those. Same FLOPs (the
+two backward matmuls move into the forward pass), memory O(chunk x V) instead of O(N x V).
+
+Both return [smoothed loss, negative log-likelihood, target tokens], summed over non-padding targets.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from attncomp.vocab import PAD
+
+
+def _wide(dtype: torch.dtype) -> torch.dtype:
+    """At least float32 for the softmax and the sums; float64 stays float64."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def token_losses(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
+    logp = F.log_softmax(logits.to(_wide(logits.dtype)), dim=-1)
+    real = target != PAD
+    nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    loss = (1.0 - smoothing) * nll + smoothing * -logp.mean(dim=-1)  # the uniform part of the target
+    zero = torch.zeros((), device=logits.device)
+    return torch.stack([torch.where(real, loss, zero).sum(), torch.where(real, nll, zero).sum(),
+                        real.sum().to(logp.dtype)])
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float,
+                chunk: int, needs_grad: bool) -> torch.Tensor:
+        compute, wide = hidden.dtype, _wide(hidden.dtype)
+        w = weight.to(compute)
+        grad_hidden = torch.empty_like(hidden)
+        grad_weight = torch.zeros(weight.shape, dtype=_wide(weight.dtype), device=weight.device)
+        totals = torch.zeros(3, dtype=wide, device=hidden.device)
+        vocab = weight.shape[0]
+        for start in range(0, hidden.shape[0], chunk):
+            h, t = hidden[start : start + chunk], target[start : start + chunk]
+            logp = torch.log_softmax((h @ w.T).to(wide), dim=-1)  # (n, V): one chunk at a time
+            real = (t != PAD).unsqueeze(-1)
+            nll = -logp.gather(-1, t.unsqueeze(-1))
+            loss = (1.0 - smoothing) * nll + smoothing * -logp.mean(dim=-1, keepdim=True)
+            totals += torch.stack([(loss * real).sum(), (nll * real).sum(), real.sum().to(wide)])
+            if not needs_grad:  # evaluation: no gradients to prepare
+                continue
+            grad = logp.exp_()  # d loss / d logits = softmax - (1 - eps) one_hot(t) - eps / V
+            grad.scatter_add_(-1, t.unsqueeze(-1), torch.full_like(nll, -(1.0 - smoothing)))
+            grad.sub_(smoothing / vocab).mul_(real)
+            grad_hidden[start : start + chunk] = (grad.to(compute) @ w).to(hidden.dtype)
+            grad_weight += (grad.T.to(compute) @ h).to(grad_weight.dtype)
+        ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
+        return totals
+
+    @staticmethod
+    def backward(ctx, grad_totals: torch.Tensor):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        scale = grad_totals[0]  # only the smoothed loss is trained; nll and counts are for reporting
+        return (grad_hidden * scale.to(grad_hidden.dtype), grad_weight * scale.to(grad_weight.dtype),
+                None, None, None, None)
+
+
+def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float,
+                         chunk: int = 8192) -> torch.Tensor:
+    """token_losses(hidden @ weight.T, target) without materialising the logits: hidden (N, d), target (N,)."""
+    needs_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    return _LinearCrossEntropy.apply(hidden, weight, target, smoothing, chunk, needs_grad)

@@ -1,0 +1,34 @@
+"""TrainStep: a compiled model and its loss as one module — what DDP wraps and --compile compiles.
+
+It runs the model's `hidden` entry point (or `hidden_dense` for a micro-batch without source
+padding, so every attention can use the flash kernel) and the fused projection + cross-entropy of
+attncomp.train.loss, which never materialises the logits; `fused_loss=False` uses the plain one.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attncomp.train.loss import linear_cross_entropy, token_losses
+
+
+class TrainStep(nn.Module):
+    def __init__(self, model: nn.Module, smoothing: float, fused_loss: bool = True, chunk: int = 8192):
+        super().__init__()
+        self.model = model
+        self.smoothing, self.fused_loss, self.chunk = smoothing, fused_loss, chunk
+        self.lm = model.spec.model.encoder is None
+
+    def forward(self, batch: dict[str, torch.Tensor], dense: bool = False) -> torch.Tensor:
+        """[smoothed loss, NLL, target tokens] summed over the batch."""
+        m = self.model
+        if self.lm:
+            hidden = m.hidden(batch["tokens"])
+        else:
+            hidden = (m.hidden_dense if dense else m.hidden)(batch["src"], batch["tgt_in"])
+        weight, target = m.output_weight(), batch["tgt_out"]
+        if self.fused_loss:
+            return linear_cross_entropy(hidden.flatten(0, 1), weight, target.flatten(), self.smoothing, self.chunk)
+        return token_losses(F.linear(hidden, weight), target, self.smoothing)

@@ -1,0 +1,273 @@
+"""Training throughput, side by side, in one run on one device.
+
+    python bench/throughput.py --spec base --spec big --json bench_runs/throughput.json      # a GPU
+    python bench/throughput.py --device cpu --tiny --no-compile                             # CPU smoke
+    python bench/throughput.py --spec base --data data/wmt14-ende                           # real batches
+
+Every configuration times full training steps on the same batch (390 x 64 source and target
+tokens, vocabulary 37000, bf16 autocast on GPU): forward, label-smoothed cross-entropy, backward,
+fused Adam. It prints target tokens/s, step time, MFU (model FLOPs per step / step time / the bf16
+matmul rate measured in this run) and peak memory, and writes JSON.
+
+Configurations:
+    attncomp unfused            the lowered graph, explicit attention, plain loss, padding masks
+    attncomp                    all passes, fused projection + loss, mask-free graph (no padding here)
+    attncomp + compile          the same under torch.compile
+    attncomp - fuse_qkv         ablations: each one optimisation taken out of "attncomp"
+    attncomp - fused loss
+    attncomp - dense graph
+    naive                       hand-written, explicit softmax (bench/naive.py)
+    nn.Transformer              torch.nn.Transformer eager (bench/reference.py)
+    nn.Transformer + compile    torch.compile over the model
+    nn.Transformer + loss compiled   torch.compile over the model and the loss together
+All use the spec's dropout: residual and embedding P_drop; none on attention weights or activations.
+
+With --data, the attncomp configurations also run on real batches (the runner's length-bucketed
+updates) and report the fraction of padding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CONFIGS = ["attncomp unfused", "attncomp", "attncomp + compile", "attncomp - fuse_qkv", "attncomp - fused loss",
+           "attncomp - dense graph", "naive", "nn.Transformer", "nn.Transformer + compile",
+           "nn.Transformer + loss compiled"]
+TINY = ["model.d_model=64", "model.heads=4", "model.d_ff=128", "model.layers=2", "model.vocab=shared(300)"]
+
+
+@dataclass
+class Result:
+    spec: str
+    config: str
+    step_ms: float
+    tokens_per_s: float
+    mfu: float
+    peak_memory_gb: float
+    padding: float = 0.0
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_rate(device: torch.device, dtype: torch.dtype, n: int) -> float:
+    """Measured FLOP/s of one large matrix product (random data, after warm-up)."""
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    _sync(device)
+    start, reps = time.perf_counter(), 10
+    for _ in range(reps):
+        a @ b
+    _sync(device)
+    return 2 * n**3 * reps / (time.perf_counter() - start)
+
+
+def time_step(step: Callable[[], None], device: torch.device, warmup: int, steps: int) -> float:
+    """Seconds per step, after warm-up (which also triggers torch.compile)."""
+    for _ in range(warmup):
+        step()
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    _sync(device)
+    return (time.perf_counter() - start) / steps
+
+
+def make_batch(sentences: int, length: int, vocab: int, device: torch.device, seed: int = 0) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    tokens = lambda: torch.randint(5, vocab, (sentences, length), generator=g).to(device)  # noqa: E731
+    return {"src": tokens(), "tgt_in": tokens(), "tgt_out": tokens()}
+
+
+def _autocast(device: torch.device):
+    import contextlib
+
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+
+
+def _trainer(module: torch.nn.Module, params, loss_fn, device) -> Callable[[], None]:
+    optimizer = torch.optim.Adam(params, lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=device.type == "cuda" or None)
+
+    def step() -> None:
+        with _autocast(device):
+            loss = loss_fn()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def build(config: str, spec, batch: dict, device: torch.device) -> Callable[[], None]:
+    """One full training step of a configuration, as a closure."""
+    from attncomp.compiler import compile_spec
+    from attncomp.passes import DEFAULT_PASSES
+    from attncomp.train.loss import token_losses
+    from attncomp.train.step import TrainStep
+
+    eps = spec.train.loss.label_smoothing
+    if config.startswith("attncomp"):
+        passes = () if config == "attncomp unfused" else \
+            tuple(p for p in DEFAULT_PASSES if not (config == "attncomp - fuse_qkv" and p == "fuse_qkv"))
+        model = compile_spec(spec, passes=passes, device=device).train()
+        fused_loss = config not in ("attncomp unfused", "attncomp - fused loss")
+        dense = config not in ("attncomp unfused", "attncomp - dense graph")
+        step_module = TrainStep(model, eps, fused_loss=fused_loss)
+        run = torch.compile(step_module) if config.endswith("compile") else step_module
+        return _trainer(model, model.parameters(), lambda: run(batch, dense)[0] / batch["tgt_out"].numel(), device)
+    from bench.naive import NaiveTransformer
+    from bench.reference import Reference
+
+    model = (NaiveTransformer(spec) if config == "naive" else Reference(spec)).to(device).train()
+    if config.startswith("nn.Transformer"):
+        for layer in [*model.transformer.encoder.layers, *model.transformer.decoder.layers]:
+            layer.dropout.p = 0.0  # the spec has no activation dropout ...
+            for attn in (getattr(layer, "self_attn", None), getattr(layer, "multihead_attn", None)):
+                if attn is not None:
+                    attn.dropout = 0.0  # ... and none on attention weights
+
+    def loss_of(m) -> torch.Tensor:
+        return token_losses(m(batch["src"], batch["tgt_in"]), batch["tgt_out"], eps)[0] / batch["tgt_out"].numel()
+
+    if config == "nn.Transformer + compile":
+        compiled = torch.compile(model)
+        return _trainer(model, model.parameters(), lambda: loss_of(compiled), device)
+    if config == "nn.Transformer + loss compiled":
+        whole = torch.compile(lambda: loss_of(model))
+        return _trainer(model, model.parameters(), whole, device)
+    return _trainer(model, model.parameters(), lambda: loss_of(model), device)
+
+
+def model_flops(spec, sentences: int, length: int) -> float:
+    """FLOPs of one training step, counted from attncomp's graph on the meta device."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from attncomp.compiler import compile_spec
+
+    model = compile_spec(spec, device="meta")
+    tokens = torch.full((sentences, length), 5, dtype=torch.long, device="meta")
+    with FlopCounterMode(display=False) as counter:
+        model(tokens, tokens).float().sum().backward()
+    return counter.get_total_flops()
+
+
+def real_batches(spec, data_dir: str, device: torch.device, updates: int) -> tuple[Callable, float]:
+    """A step over the runner's real, length-bucketed updates; and their padding fraction."""
+    import numpy as np
+
+    from attncomp.compiler import compile_spec
+    from attncomp.data.batching import Batcher, translation_batch
+    from attncomp.data.dataset import PreparedData
+    from attncomp.train.step import TrainStep
+
+    split = PreparedData(data_dir).split("train")
+    batcher = Batcher(split.src.lengths, split.tgt.lengths, spec.train.batch.count, 1, 1, 1 << 20)
+    plan = batcher.epoch(0)[:updates]
+    real = padded = 0
+    for update in plan:
+        for src_or_tgt in (split.src.lengths[update], split.tgt.lengths[update]):
+            real += int(src_or_tgt.sum())
+            padded += int(src_or_tgt.max()) * len(update)
+    model = compile_spec(spec, device=device).train()
+    step_module = TrainStep(model, spec.train.loss.label_smoothing)
+    batches = [{k: v.to(device) for k, v in translation_batch(split, u).items()} for u in plan]
+    dense = [bool((split.src.lengths[u] == split.src.lengths[u][0]).all()) for u in plan]
+    counter = iter(range(1 << 62))
+
+    def loss() -> torch.Tensor:
+        i = next(counter) % len(batches)
+        return step_module(batches[i], dense[i])[0] / batches[i]["tgt_out"].numel()
+
+    return _trainer(model, model.parameters(), loss, device), 1.0 - real / padded if padded else 0.0, \
+        float(np.mean([int(split.tgt.lengths[u].sum()) for u in plan]))
+
+
+def main(argv=None) -> list[Result]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spec", action="append", help="base, big, or a spec path (repeatable; default base, big)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--sentences", type=int, default=390)
+    parser.add_argument("--length", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--configs", help="comma-separated subset of: " + ", ".join(CONFIGS))
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile configurations")
+    parser.add_argument("--tiny", action="store_true", help="tiny dimensions (CPU smoke test)")
+    parser.add_argument("--data", help="also time the runner's real batches from this prepared data directory")
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args(argv)
+
+    from attncomp import ir
+
+    device = torch.device(args.device)
+    configs = args.configs.split(",") if args.configs else list(CONFIGS)
+    if args.no_compile:
+        configs = [c for c in configs if "compile" not in c]
+    rate = matmul_rate(device, torch.bfloat16 if device.type == "cuda" else torch.float32,
+                       8192 if device.type == "cuda" else 512)
+    print(f"device {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}; "
+          f"measured matmul rate {rate / 1e12:.1f} TFLOP/s")
+    results: list[Result] = []
+    for name in args.spec or ["base", "big"]:
+        path = ROOT / "specs" / f"{name}.attn" if name in ("base", "big") else Path(name)
+        spec = ir.load(path, TINY if args.tiny else [])
+        vocab = spec.model.tgt_vocab
+        flops = model_flops(spec, args.sentences, args.length)
+        batch = make_batch(args.sentences, args.length, vocab, device)
+        tokens = args.sentences * args.length
+        for config in configs:
+            results.append(_measure(spec, name, config, lambda: build(config, spec, batch, device), device, args,
+                                    tokens, flops, rate))
+        if args.data:
+            results.append(_measure_real(spec, name, args, device, rate))
+    _print(results)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"matmul_flops": rate, "device": str(device),
+                                               "results": [asdict(r) for r in results]}, indent=2) + "\n")
+    return results
+
+
+def _measure(spec, name, config, make, device, args, tokens, flops, rate) -> Result:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    torch.manual_seed(0)
+    seconds = time_step(make(), device, args.warmup, args.steps)
+    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
+    result = Result(name, config, seconds * 1e3, tokens / seconds, flops / seconds / rate, peak)
+    print(f"  {name:6} {config:32} {result.tokens_per_s:>12,.0f} tok/s", flush=True)
+    return result
+
+
+def _measure_real(spec, name, args, device, rate) -> Result:
+    step, padding, tokens = real_batches(spec, args.data, device, updates=args.steps + args.warmup)
+    seconds = time_step(step, device, args.warmup, args.steps)
+    return Result(name, "attncomp, real batches", seconds * 1e3, tokens / seconds, 0.0, 0.0, padding)
+
+
+def _print(results: list[Result]) -> None:
+    print("| spec | implementation | target tokens/s | step ms | MFU | peak memory GB | padding |")
+    print("|------|----------------|-----------------|---------|-----|----------------|---------|")
+    for r in results:
+        print(f"| {r.spec} | {r.config} | {r.tokens_per_s:,.0f} | {r.step_ms:.1f} | {100 * r.mfu:.1f}% | "
+              f"{r.peak_memory_gb:.1f} | {100 * r.padding:.1f}% |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""The fused projection + cross-entropy equals the plain loss: values and gradients, float64."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attncomp import ir
+from attncomp.compiler import compile_spec
+from attncomp.train.loss import linear_cross_entropy, token_losses
+from attncomp.train.step import TrainStep
+from attncomp.vocab import PAD
+from tests.conftest import ROOT
+from tests.helpers import batch, small
+
+
+@pytest.mark.parametrize("smoothing, chunk", [(0.0, 7), (0.1, 5), (0.2, 1000)])
+def test_fused_loss_matches_the_plain_loss(smoothing, chunk):
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(23, 16, dtype=torch.float64, generator=g, requires_grad=True)
+    weight = torch.randn(40, 16, dtype=torch.float64, generator=g, requires_grad=True)
+    target = torch.randint(5, 40, (23,), generator=g)
+    target[[3, 9, 10]] = PAD
+    fused = linear_cross_entropy(hidden, weight, target, smoothing, chunk)
+    plain = token_losses(hidden @ weight.T, target, smoothing)
+    assert torch.allclose(fused, plain, atol=1e-10)
+    (g_h, g_w) = torch.autograd.grad(fused[0] * 0.37, (hidden, weight))
+    (e_h, e_w) = torch.autograd.grad(plain[0] * 0.37, (hidden, weight))
+    assert (g_h - e_h).abs().max() < 1e-10 and (g_w - e_w).abs().max() < 1e-10
+
+
+def test_train_step_fused_and_plain_agree_on_a_tied_model():
+    spec = small(ir.load(ROOT / "specs/base.attn"))
+    model = compile_spec(spec, dtype=torch.float64)
+    src, tgt = batch(spec)
+    data = {"src": src, "tgt_in": tgt, "tgt_out": tgt}
+    grads = []
+    for fused in (True, False):
+        model.zero_grad()
+        losses = TrainStep(model, 0.1, fused_loss=fused, chunk=4)(data)
+        losses[0].backward()
+        grads.append({k: p.grad.clone() for k, p in model.named_parameters()})
+    assert all((grads[0][k] - grads[1][k]).abs().max() < 1e-9 for k in grads[0])  # embed.weight is tied
+
+
+@pytest.mark.parametrize("path", ["specs/base.attn", "specs/examples/local.attn"])
+def test_dense_graph_equals_the_padded_one_without_padding(path):
+    import torch.nn.functional as F
+
+    spec = small(ir.load(ROOT / path))
+    model = compile_spec(spec, dtype=torch.float64).eval()
+    src, tgt = batch(spec)
+    src[:] = src[:1]  # no padding anywhere
+    assert (model.hidden(src, tgt) - model.hidden_dense(src, tgt)).abs().max() < 1e-12
+    dense = [n for n in model.graphs["hidden_dense"].nodes if n.target is F.scaled_dot_product_attention]
+    masked = [n.meta["attention"] for n in dense if n.kwargs.get("attn_mask") is not None]
+    local_encoder = spec.model.encoder.attention.kind == "local"
+    assert all(a.startswith("encoder.") for a in masked) and (bool(masked) == local_encoder)  # only the band
