@@ -37,6 +37,11 @@ class Reference(nn.Module):
         self.transformer.encoder.enable_nested_tensor = False  # plain tensors, as attncomp uses
         self.transformer.encoder.norm = nn.Identity()
         self.transformer.decoder.norm = nn.Identity()
+        for layer in [*self.transformer.encoder.layers, *self.transformer.decoder.layers]:
+            layer.dropout.p = m.dropout.activation  # nn.Transformer has one dropout for everything;
+            for attn in (layer.self_attn, getattr(layer, "multihead_attn", None)):  # the spec has three
+                if attn is not None:
+                    attn.dropout = m.dropout.attention
         self.drop = nn.Dropout(m.dropout.embedding)
 
     def _embed(self, tokens: torch.Tensor) -> torch.Tensor:

@@ -134,12 +134,6 @@ def build(config: str, spec, batch: dict, device: torch.device) -> Callable[[], 
     from bench.reference import Reference
 
     model = (NaiveTransformer(spec) if config == "naive" else Reference(spec)).to(device).train()
-    if config.startswith("nn.Transformer"):
-        for layer in [*model.transformer.encoder.layers, *model.transformer.decoder.layers]:
-            layer.dropout.p = 0.0  # the spec has no activation dropout ...
-            for attn in (getattr(layer, "self_attn", None), getattr(layer, "multihead_attn", None)):
-                if attn is not None:
-                    attn.dropout = 0.0  # ... and none on attention weights
 
     def loss_of(m) -> torch.Tensor:
         return token_losses(m(batch["src"], batch["tgt_in"]), batch["tgt_out"], eps)[0] / batch["tgt_out"].numel()

@@ -40,6 +40,8 @@ def _train(args: argparse.Namespace) -> int:
 
     spec = ir.load(args.spec, args.overrides)
     device, nproc = _devices(args)
+    if args.fsdp and nproc * args.nnodes < 2:
+        raise UsageError("--fsdp shards the model across workers: it needs at least 2 (--gpus N or --procs N)")
     check_vocab(PreparedData(args.data), spec.model)  # fail here, before any worker starts
     out = Path(args.out or Path("runs") / spec.model.name)
     if ckpt.listed(out) and not args.resume:
@@ -51,7 +53,8 @@ def _train(args: argparse.Namespace) -> int:
     cfg = RunConfig(factory=functools.partial(model_factory, spec), spec_text=text, spec_hash=ir.spec_hash(spec),
                     data=str(args.data), out=str(out), device=device, max_tokens_per_worker=per_worker,
                     resume=args.resume, compile=args.compile, profile=args.profile, log_every=args.log_every,
-                    stop_at=args.stop_at, time_limit=args.time_limit, fused_loss=not args.plain_loss)
+                    stop_at=args.stop_at, time_limit=args.time_limit, fused_loss=not args.plain_loss,
+                    fsdp=args.fsdp)
     (out / "run.json").write_text(json.dumps({"spec": args.spec, "set": args.overrides, "data": str(args.data),
                                               "device": device, "workers_per_node": nproc, "nnodes": args.nnodes,
                                               "max_tokens_per_worker": per_worker}, indent=2) + "\n")
@@ -90,6 +93,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "gradient accumulation makes up the spec's tokens per update")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     p.add_argument("--compile", action="store_true", help="torch.compile the optimised model")
+    p.add_argument("--fsdp", action="store_true",
+                   help="shard parameters, gradients and optimiser state across workers (FSDP2) instead of DDP")
     p.add_argument("--profile", action="store_true", help="write torch.profiler traces to OUT/profile")
     p.add_argument("--plain-loss", action="store_true",
                    help="materialise the logits for the loss (default: projection and loss fused in chunks)")

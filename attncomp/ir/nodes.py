@@ -190,13 +190,10 @@ class Adam(Node):
     weight_decay: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(0.0, description="L2 penalty")
 
 
-class AdamW(Node):
+class AdamW(Adam):
     """Adam with decoupled weight decay."""
 
-    kind: Literal["adamw"] = "adamw"
-    beta1: Prob = Field(0.9, description="first-moment decay")
-    beta2: Prob = Field(0.98, description="second-moment decay")
-    eps: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(1e-9, description="denominator epsilon")
+    kind: Literal["adamw"] = "adamw"  # type: ignore[assignment]
     weight_decay: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(0.01, description="decoupled decay")
 
 

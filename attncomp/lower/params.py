@@ -103,7 +103,7 @@ def initialise(params: nn.Module, seed: int) -> None:
     if any(p.is_meta for p in params.parameters()):
         return  # shapes only (FLOP counting, very large models): nothing to fill
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    for name, module in params.named_modules():
+    for module in params.modules():
         if isinstance(module, nn.Linear):
             module.weight.copy_(nn.init.xavier_uniform_(torch.empty_like(module.weight, device="cpu"), generator=gen))
             if module.bias is not None:

@@ -48,6 +48,18 @@ def report_error(run_dir: Path, rank: int, err: AttncompError) -> None:
     (directory / f"rank{rank}.txt").write_text(f"{err.exit_code}\n{err.format()}\n")
 
 
+def report_internal_error(run_dir: Path, rank: int, err: Exception) -> None:
+    """Called in a worker on an unexpected exception: the traceback goes to a file, the gist to the user."""
+    import traceback
+
+    directory = run_dir / ERRORS
+    directory.mkdir(parents=True, exist_ok=True)
+    trace = directory / f"rank{rank}.traceback"
+    trace.write_text("".join(traceback.format_exception(err)))
+    gist = f"{type(err).__name__}: {err}".splitlines()[0][:300]
+    report_error(run_dir, rank, TrainingError(f"internal error in worker {rank}: {gist} (traceback: {trace})"))
+
+
 def _worker_errors(run_dir: Path) -> WorkerError | None:
     files = sorted((run_dir / ERRORS).glob("rank*.txt")) if (run_dir / ERRORS).is_dir() else []
     for path in files:
@@ -62,7 +74,7 @@ def launch(entrypoint: Callable[..., Any], args: tuple, nproc: int, run_dir: Pat
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
-    for stale in (run_dir / ERRORS).glob("rank*.txt") if (run_dir / ERRORS).is_dir() else []:
+    for stale in (run_dir / ERRORS).glob("rank*") if (run_dir / ERRORS).is_dir() else []:
         stale.unlink()
     standalone = nodes.nnodes == 1 and nodes.rdzv_endpoint is None
     config = LaunchConfig(

@@ -28,11 +28,10 @@ from attncomp.data.batching import Batcher, lm_batch, translation_batch
 from attncomp.data.dataset import PreparedData
 from attncomp.errors import AttncompError, DataError, TrainingError
 from attncomp.train import checkpoint as ckpt
-from attncomp.train.launch import report_error
+from attncomp.train.launch import report_error, report_internal_error
 from attncomp.train.monitor import Monitor
 from attncomp.train.schedule import learning_rate
 from attncomp.train.step import TrainStep
-from attncomp.vocab import PAD
 
 FAULT_NAN = "ATTNCOMP_FAULT_NAN_AT_STEP"  # tests: make the loss of this update NaN
 
@@ -53,6 +52,7 @@ class RunConfig:
     stop_at: int | None = None  # save and stop after this update (resume later with --resume)
     time_limit: float | None = None  # minutes: then save, average and finish as if the steps were done
     fused_loss: bool = True  # the output projection and the loss in chunks, without full logits
+    fsdp: bool = False  # shard parameters, gradients and optimiser state across workers (FSDP2)
 
 
 def check_vocab(data: PreparedData, m) -> None:
@@ -99,15 +99,20 @@ class Trainer:
         self.lm = self.spec.model.encoder is None
         torch.manual_seed(self.recipe.seed * 1000 + rank)  # dropout: a stream per worker
         self._setup_data()
+        self.step, self.position = 0, (0, 0)
+        self.train_step = TrainStep(self.model, self.recipe.loss.label_smoothing, fused_loss=cfg.fused_loss,
+                                    through_forward=cfg.fsdp)
+        self.ddp = self.train_step
+        if cfg.fsdp:
+            from torch.distributed.fsdp import fully_shard
+
+            fully_shard(self.model)  # before the optimiser: it must see the sharded parameters
+        elif world > 1:
+            ids = [self.device.index] if self.cuda else None
+            self.ddp = torch.nn.parallel.DistributedDataParallel(self.train_step, device_ids=ids)
         self.optimizer = make_optimizer(self.recipe.optimizer, self.model.parameters(), self.cuda)
         lr = learning_rate(self.recipe.schedule, self.spec.model.d_model, self.recipe.steps)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda i: lr(i + 1))
-        self.step, self.position = 0, (0, 0)
-        self.train_step = TrainStep(self.model, self.recipe.loss.label_smoothing, fused_loss=cfg.fused_loss)
-        self.ddp = self.train_step
-        if world > 1:
-            ids = [self.device.index] if self.cuda else None
-            self.ddp = torch.nn.parallel.DistributedDataParallel(self.train_step, device_ids=ids)
         self.net = torch.compile(self.ddp) if cfg.compile else self.ddp
         self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.cuda and \
             self.recipe.precision == "bf16" else contextlib.nullcontext()
@@ -153,7 +158,9 @@ class Trainer:
         totals = torch.zeros(3, device=self.device)
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
-            sync = contextlib.nullcontext() if last or self.world == 1 else self.ddp.no_sync()
+            if self.cfg.fsdp:
+                self.model.set_requires_gradient_sync(last)
+            sync = contextlib.nullcontext() if last or self.world == 1 or self.cfg.fsdp else self.ddp.no_sync()
             weight = 1.0 if len(part) else 0.0  # an empty share still joins DDP's gradient reduction
             part = part if len(part) else update.parts[0][:1]
             with sync:
@@ -164,6 +171,8 @@ class Trainer:
             totals[0] = math.nan
         clip = self.recipe.clip_norm or math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        if hasattr(grad_norm, "full_tensor"):  # FSDP: a DTensor over the shards
+            grad_norm = grad_norm.full_tensor()
         _all_reduce(totals)
         if not (torch.isfinite(totals[0]) and torch.isfinite(grad_norm)):
             raise TrainingError(f"the loss became {totals[0].item() / max(1.0, totals[2].item()):.4g} "
@@ -184,15 +193,21 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
+        """Validation loss and perplexity; every worker runs the same number of batches (FSDP's
+        forward is collective), a short share padded with zero-weighted ones."""
         if self.valid_split is None:
             return {}
         self.model.eval()
-        mine = np.array_split(np.flatnonzero(self._fits(self.valid_split)), self.world)[self.rank]
-        totals = torch.zeros(3, device=self.device)
         lengths = self.valid_split.src.lengths + self.valid_split.tgt.lengths
-        budget = max(1, self.cfg.max_tokens_per_worker // max(1, int(lengths.max(initial=1))))
-        for start in range(0, len(mine), budget):
-            totals += self._losses(self.train_step, self.valid_split, mine[start : start + budget]).float()
+        per_batch = max(1, self.cfg.max_tokens_per_worker // max(1, int(lengths.max(initial=1))))
+        shares = np.array_split(np.flatnonzero(self._fits(self.valid_split)), self.world)
+        rounds = max(math.ceil(len(share) / per_batch) for share in shares)
+        mine, totals = shares[self.rank], torch.zeros(3, device=self.device)
+        for i in range(rounds):
+            indices = mine[i * per_batch : (i + 1) * per_batch]
+            weight = 1.0 if len(indices) else 0.0
+            losses = self._losses(self.train_step, self.valid_split, indices if len(indices) else shares[0][:1])
+            totals += losses.float() * weight
         self.model.train()
         loss, nll, tokens = _all_reduce(totals).tolist()
         tokens = max(tokens, 1.0)
@@ -222,16 +237,42 @@ class Trainer:
         dist.all_gather_object(gathered, state)
         return gathered
 
+    def _states(self) -> tuple[dict, dict]:
+        """Full (unsharded) model and optimiser state dicts; collective under FSDP."""
+        if not self.cfg.fsdp:
+            return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}, self.optimizer.state_dict()
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
+        )
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return (get_model_state_dict(self.model, options=options),
+                get_optimizer_state_dict(self.model, self.optimizer, options=options))
+
+    def _load_states(self, model_state: dict, optimizer_state: dict) -> None:
+        if not self.cfg.fsdp:
+            self.model.load_state_dict(model_state)
+            self.optimizer.load_state_dict(optimizer_state)
+            return
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions, set_model_state_dict, set_optimizer_state_dict,
+        )
+
+        options = StateDictOptions(full_state_dict=True)
+        set_model_state_dict(self.model, model_state, options=options)
+        set_optimizer_state_dict(self.model, self.optimizer, optimizer_state, options=options)
+
     def save(self, metrics: dict) -> Path:
         rng = self._rng_states()
+        model_state, optimizer_state = self._states()
         path = ckpt.checkpoint_path(self.out, self.step)
         if self.rank == 0:
             payload = {
                 "format": ckpt.FORMAT, "version": ckpt.VERSION, "attncomp": __version__, "kind": "train",
                 "spec": self.cfg.spec_text, "spec_hash": self.cfg.spec_hash, "tokenizers": self._tokenizers(),
                 "data": json.dumps(self.data.manifest), "step": self.step, "position": list(self.position),
-                "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
-                "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "model": model_state, "optimizer": optimizer_state, "scheduler": self.scheduler.state_dict(),
+                "sharded": self.cfg.fsdp,
                 "rng": rng, "metrics": metrics,
             }
             ckpt.save(payload, path)
@@ -258,8 +299,10 @@ class Trainer:
         if payload["spec_hash"] != self.cfg.spec_hash:
             raise TrainingError(f"{path} was trained with spec {payload['spec_hash'][:12]}, this run's spec is "
                                 f"{self.cfg.spec_hash[:12]}; resume with the same spec and --set options")
-        self.model.load_state_dict(payload["model"])
-        self.optimizer.load_state_dict(payload["optimizer"])
+        if payload.get("sharded", False) != self.cfg.fsdp:
+            raise TrainingError(f"{path} was written {'with' if payload.get('sharded') else 'without'} --fsdp; "
+                                "resume it the same way")
+        self._load_states(payload["model"], payload["optimizer"])
         self.scheduler.load_state_dict(payload["scheduler"])
         self.step, self.position = payload["step"], tuple(payload["position"])
         if len(payload["rng"]) == self.world:
@@ -330,6 +373,10 @@ def worker(cfg: RunConfig) -> None:
         report_error(Path(cfg.out), rank, err)
         sys.stderr.flush()
         os._exit(err.exit_code)  # peers blocked in a collective are ended by the launcher
+    except Exception as err:  # a bug: keep the whole traceback where the launcher will point to it
+        report_internal_error(Path(cfg.out), rank, err)
+        sys.stderr.flush()
+        os._exit(1)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

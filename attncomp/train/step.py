@@ -15,15 +15,23 @@ from attncomp.train.loss import linear_cross_entropy, token_losses
 
 
 class TrainStep(nn.Module):
-    def __init__(self, model: nn.Module, smoothing: float, fused_loss: bool = True, chunk: int = 8192):
+    """`through_forward` (FSDP): call the model's own forward, whose hooks gather sharded parameters;
+    it returns logits, so the plain loss is used."""
+
+    def __init__(self, model: nn.Module, smoothing: float, fused_loss: bool = True, chunk: int = 8192,
+                 through_forward: bool = False):
         super().__init__()
         self.model = model
         self.smoothing, self.fused_loss, self.chunk = smoothing, fused_loss, chunk
         self.lm = model.spec.model.encoder is None
+        self.through_forward = through_forward
 
     def forward(self, batch: dict[str, torch.Tensor], dense: bool = False) -> torch.Tensor:
         """[smoothed loss, NLL, target tokens] summed over the batch."""
         m = self.model
+        if self.through_forward:
+            logits = m(batch["tokens"]) if self.lm else m(batch["src"], batch["tgt_in"])
+            return token_losses(logits, batch["tgt_out"], self.smoothing)
         if self.lm:
             hidden = m.hidden(batch["tokens"])
         else:

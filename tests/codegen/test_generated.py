@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import torch
 import attncomp
 from attncomp import ir
 from attncomp.codegen import output_path, render
-from attncomp.lower.ops import BOS, PAD
+from attncomp.lower.ops import BOS
 from tests.conftest import ROOT, SPECS, spec_id
 from tests.helpers import batch, small
 

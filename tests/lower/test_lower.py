@@ -154,4 +154,4 @@ def test_golden_graph_of_the_tiny_spec(stage):
     model = attncomp.compile(ROOT / "specs/examples/tiny.attn", passes=() if stage == "fx" else
                              attncomp.compiler.DEFAULT_PASSES, device="meta")
     for entry in model.entry_points:
-        check_golden(GOLDEN / stage / f"tiny.{entry}.py", model.graph_module(entry).code.lstrip("\n"))
+        check_golden(GOLDEN / stage / f"tiny.{entry}.fx", model.graph_module(entry).code.lstrip("\n"))

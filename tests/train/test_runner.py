@@ -152,3 +152,23 @@ def test_time_limit_finishes_early_with_an_average(sample_data, tmp_path):
     assert time.monotonic() - start < 40
     payload = ckpt.load(tmp_path / "run" / ckpt.AVERAGE)
     assert 0 < payload["step"] < 100000
+
+
+def test_fsdp_computes_the_same_updates_as_ddp_and_resumes(sample_data, tmp_path, capsys):
+    common = ["--procs", "2", "--max-tokens-per-gpu", "4096", *SHORT]
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "ddp"), *common]) == 0
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "fsdp"), "--fsdp", *common,
+                "--stop-at", "8"]) == 0
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "fsdp"), "--fsdp", *common,
+                "--resume"]) == 0
+    a, b = params(tmp_path / "ddp" / "checkpoint_00000012.pt"), params(tmp_path / "fsdp" / "checkpoint_00000012.pt")
+    noise = [k for k in a if k.endswith("k_proj.bias")]  # see the test above
+    assert max((a[k] - b[k]).abs().max().item() for k in a if k not in noise) < 2e-5
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "fsdp"), "--procs", "2",
+                *SHORT, "--resume"]) == 1  # a sharded run resumes sharded
+    assert "resume it the same way" in capsys.readouterr().err
+
+
+def test_fsdp_needs_two_workers(sample_data, tmp_path, capsys):
+    assert train(sample_data, tmp_path / "run", "--fsdp") == 2
+    assert "needs at least 2" in capsys.readouterr().err
