@@ -126,14 +126,18 @@ def _blocked(vocab: int, device) -> torch.Tensor:
 
 def beam_search(stepper: Stepper, batch: int, max_lens: list[int], beam: int, alpha: float, nbest: int = 1,
                 device: torch.device | str = "cpu", block_unk: bool = False) -> list[list[Hypothesis]]:
-    """The `nbest` best hypotheses of each of `batch` sentences (each with its own maximum length)."""
+    """The `nbest` best hypotheses of each of `batch` sentences (each with its own maximum length).
+
+    The model runs on `device`; the bookkeeping (histories, finished hypotheses) stays on the host,
+    with one transfer of the step's best candidates per step.
+    """
     nbest = min(nbest, beam)
     sentences = [_Sentence(max(1, m), []) for m in max_lens]
-    active = torch.arange(batch, device=device)  # sentence of each active group of `beam` rows
-    stepper.start(active.repeat_interleave(beam))
+    active = list(range(batch))  # the sentence of each active group of `beam` rows
+    stepper.start(torch.arange(batch, device=device).repeat_interleave(beam))
     scores = torch.full((batch, beam), -math.inf, device=device)
     scores[:, 0] = 0.0  # one live hypothesis to start with
-    history = torch.full((batch * beam, 0), PAD, dtype=torch.long, device=device)
+    history = torch.zeros((batch * beam, 0), dtype=torch.long)  # host
     last = torch.full((batch * beam,), BOS, dtype=torch.long, device=device)
     with torch.no_grad():
         for t in range(max(s.max_len for s in sentences)):
@@ -142,53 +146,49 @@ def beam_search(stepper: Stepper, batch: int, max_lens: list[int], beam: int, al
             logp[:, _blocked(vocab, logp.device)] = -math.inf
             if block_unk:
                 logp[:, UNK] = -math.inf
-            n = len(active)
-            at_end = torch.tensor([t + 1 >= sentences[i].max_len for i in active.tolist()], device=logp.device)
-            forced = at_end.repeat_interleave(beam)
-            logp[forced] = torch.where(torch.arange(vocab, device=logp.device) == EOS, logp[forced], -math.inf)
-            candidates = (scores.unsqueeze(-1) + logp.view(n, beam, vocab)).view(n, beam * vocab)
-            top, index = candidates.topk(2 * beam, dim=-1)  # (n, 2 beam): enough to keep beam live ones
-            origin, token = index // vocab, index % vocab
-            keep_rows, keep_scores, keep_tokens = [], [], []
-            still = []
-            for g, sentence_index in enumerate(active.tolist()):
+            at_end = torch.tensor([t + 1 >= sentences[i].max_len for i in active], device=logp.device)
+            not_eos = torch.arange(vocab, device=logp.device) != EOS
+            logp = logp.masked_fill(at_end.repeat_interleave(beam).unsqueeze(1) & not_eos, -math.inf)  # </s> only
+            candidates = (scores.unsqueeze(-1) + logp.view(len(active), beam, vocab)).view(len(active), -1)
+            top, index = (x.cpu() for x in candidates.topk(2 * beam, dim=-1))  # (n, 2 beam), to the host
+            keep_rows, keep_scores, keep_tokens, still = [], [], [], []
+            for g, sentence_index in enumerate(active):
                 sentence = sentences[sentence_index]
-                live = _advance(sentence, g, t, top[g], origin[g], token[g], history, beam, alpha)
+                live = _advance(sentence, g, t, top[g].tolist(), (index[g] // vocab).tolist(),
+                                (index[g] % vocab).tolist(), history, beam, alpha)
                 if sentence.done:
                     continue
                 still.append(g)
-                keep_rows += [g * beam + int(o) for o, _, _ in live]
-                keep_scores.append(torch.stack([s for _, s, _ in live]))
-                keep_tokens += [int(tok) for _, _, tok in live]
+                keep_rows += [g * beam + o for o, _, _ in live]
+                keep_scores.append([score for _, score, _ in live])
+                keep_tokens += [tok for _, _, tok in live]
             if not still:
                 break
-            rows = torch.tensor(keep_rows, device=device)
-            stepper.select(rows)
-            history = torch.cat([history.index_select(0, rows), torch.tensor(keep_tokens, device=device)
-                                 .unsqueeze(1)], 1)
-            last = history[:, -1]
-            scores = torch.stack(keep_scores)
-            active = active[torch.tensor(still, device=device)]
+            rows = torch.tensor(keep_rows)
+            stepper.select(rows.to(device))
+            history = torch.cat([history.index_select(0, rows), torch.tensor(keep_tokens).unsqueeze(1)], 1)
+            last = history[:, -1].to(device)
+            scores = torch.tensor(keep_scores, device=device)
+            active = [active[g] for g in still]
     return [sorted(s.finished, key=lambda h: -h.score)[:nbest] for s in sentences]
 
 
-def _advance(sentence: _Sentence, group: int, t: int, top, origin, token, history, beam: int, alpha: float):
+def _advance(sentence: _Sentence, group: int, t: int, top: list[float], origin: list[int], token: list[int],
+             history: torch.Tensor, beam: int, alpha: float) -> list[tuple[int, float, int]]:
     """Record finished candidates of one sentence; return its next `beam` live (origin, score, token)."""
-    live = []
+    live: list[tuple[int, float, int]] = []
     for rank, (score, o, tok) in enumerate(zip(top, origin, token)):
-        if not torch.isfinite(score):
+        if not math.isfinite(score):
             break
-        if int(tok) == EOS:
+        if tok == EOS:
             if rank < beam and len(sentence.finished) < beam:  # only an ending among the best `beam` counts
-                row = group * beam + int(o)
-                tokens = history[row].tolist()
-                sentence.finished.append(Hypothesis(tokens, float(score) / length_penalty(t + 1, alpha),
-                                                    float(score)))
+                tokens = history[group * beam + o].tolist()
+                sentence.finished.append(Hypothesis(tokens, score / length_penalty(t + 1, alpha), score))
         elif len(live) < beam:
             live.append((o, score, tok))
     if len(sentence.finished) >= beam or not live:
         sentence.done = True
         return live
     while len(live) < beam:  # fewer live candidates than beams: pad with dead ones
-        live.append((live[0][0], torch.tensor(-math.inf, device=top.device), live[0][2]))
+        live.append((live[0][0], -math.inf, live[0][2]))
     return live
