@@ -56,6 +56,7 @@ class Result:
     mfu: float
     peak_memory_gb: float
     padding: float = 0.0
+    error: str = ""
 
 
 def _sync(device: torch.device) -> None:
@@ -210,16 +211,19 @@ def main(argv=None) -> list[Result]:
 
     device = torch.device(args.device)
     configs = args.configs.split(",") if args.configs else list(CONFIGS)
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown configuration(s) {', '.join(unknown)}; choose from: {', '.join(CONFIGS)}")
     if args.no_compile:
         configs = [c for c in configs if "compile" not in c]
+    specs = [(name, ir.load(ROOT / "specs" / f"{name}.attn" if name in ("base", "big") else Path(name),
+                            TINY if args.tiny else [])) for name in args.spec or ["base", "big"]]
     rate = matmul_rate(device, torch.bfloat16 if device.type == "cuda" else torch.float32,
                        8192 if device.type == "cuda" else 512)
     print(f"device {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}; "
           f"measured matmul rate {rate / 1e12:.1f} TFLOP/s")
     results: list[Result] = []
-    for name in args.spec or ["base", "big"]:
-        path = ROOT / "specs" / f"{name}.attn" if name in ("base", "big") else Path(name)
-        spec = ir.load(path, TINY if args.tiny else [])
+    for name, spec in specs:
         vocab = spec.model.tgt_vocab
         flops = model_flops(spec, args.sentences, args.length)
         batch = make_batch(args.sentences, args.length, vocab, device)
@@ -227,14 +231,22 @@ def main(argv=None) -> list[Result]:
         for config in configs:
             results.append(_measure(spec, name, config, lambda: build(config, spec, batch, device), device, args,
                                     tokens, flops, rate))
+            _write(args.json, rate, device, results)
         if args.data:
             results.append(_measure_real(spec, name, args, device, rate))
+            _write(args.json, rate, device, results)
     _print(results)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"matmul_flops": rate, "device": str(device),
-                                               "results": [asdict(r) for r in results]}, indent=2) + "\n")
     return results
+
+
+def _write(path: str | None, rate: float, device: torch.device, results: list[Result]) -> None:
+    """The results so far (rewritten after each configuration, so a run cut short keeps them)."""
+    if not path:
+        return
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps({"matmul_flops": rate, "device": name, "torch": torch.__version__,
+                                      "results": [asdict(r) for r in results]}, indent=2) + "\n")
 
 
 def _measure(spec, name, config, make, device, args, tokens, flops, rate) -> Result:
@@ -242,7 +254,11 @@ def _measure(spec, name, config, make, device, args, tokens, flops, rate) -> Res
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     torch.manual_seed(0)
-    seconds = time_step(make(), device, args.warmup, args.steps)
+    try:
+        seconds = time_step(make(), device, args.warmup, args.steps)
+    except Exception as err:  # noqa: BLE001 - one failing configuration must not lose the others
+        print(f"  {name:6} {config:32} failed: {type(err).__name__}: {str(err).splitlines()[0][:200]}", flush=True)
+        return Result(name, config, float("nan"), 0.0, 0.0, 0.0, error=f"{type(err).__name__}: {err}"[:2000])
     peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
     result = Result(name, config, seconds * 1e3, tokens / seconds, flops / seconds / rate, peak)
     print(f"  {name:6} {config:32} {result.tokens_per_s:>12,.0f} tok/s", flush=True)
@@ -250,8 +266,12 @@ def _measure(spec, name, config, make, device, args, tokens, flops, rate) -> Res
 
 
 def _measure_real(spec, name, args, device, rate) -> Result:
-    step, padding, tokens = real_batches(spec, args.data, device, updates=args.steps + args.warmup)
-    seconds = time_step(step, device, args.warmup, args.steps)
+    try:
+        step, padding, tokens = real_batches(spec, args.data, device, updates=args.steps + args.warmup)
+        seconds = time_step(step, device, args.warmup, args.steps)
+    except Exception as err:  # noqa: BLE001 - as in _measure
+        print(f"  {name:6} real batches failed: {type(err).__name__}: {err}", flush=True)
+        return Result(name, "attncomp, real batches", float("nan"), 0.0, 0.0, 0.0, error=f"{err}"[:2000])
     return Result(name, "attncomp, real batches", seconds * 1e3, tokens / seconds, 0.0, 0.0, padding)
 
 
@@ -259,9 +279,14 @@ def _print(results: list[Result]) -> None:
     print("| spec | implementation | target tokens/s | step ms | MFU | peak memory GB | padding |")
     print("|------|----------------|-----------------|---------|-----|----------------|---------|")
     for r in results:
+        if r.error:
+            print(f"| {r.spec} | {r.config} | failed: {r.error.splitlines()[0][:80]} | | | | |")
+            continue
         print(f"| {r.spec} | {r.config} | {r.tokens_per_s:,.0f} | {r.step_ms:.1f} | {100 * r.mfu:.1f}% | "
               f"{r.peak_memory_gb:.1f} | {100 * r.padding:.1f}% |")
 
 
 if __name__ == "__main__":
-    main()
+    from bench import run_command
+
+    run_command(main)

@@ -35,12 +35,21 @@ class Update:
         return self.parts[rank * per : (rank + 1) * per]
 
 
+# Sort keys for np.lexsort (last key first): the runner's, and two others bench/padding.py compares.
+SORT_ORDERS = {
+    "longer": lambda src, tgt: (tgt, src, np.maximum(src, tgt)),  # the longer side, then source, target
+    "target": lambda src, tgt: (src, tgt),  # target length, then source length
+    "source": lambda src, tgt: (tgt, src),  # source length, then target length
+}
+
+
 class Batcher:
     """Deterministic updates for a split, given the seed; `keep` masks sentences out (too long)."""
 
     def __init__(self, src_lengths: np.ndarray, tgt_lengths: np.ndarray, tokens_per_update: int, seed: int,
-                 world: int, max_tokens_per_worker: int, keep: np.ndarray | None = None):
+                 world: int, max_tokens_per_worker: int, keep: np.ndarray | None = None, sort: str = "longer"):
         self.src_lengths, self.tgt_lengths = src_lengths, tgt_lengths
+        self.sort_key = SORT_ORDERS[sort]
         self.tokens_per_update = tokens_per_update
         self.seed, self.world, self.max_tokens = seed, world, max_tokens_per_worker
         self.indices = np.flatnonzero(keep) if keep is not None else np.arange(len(src_lengths))
@@ -52,7 +61,7 @@ class Batcher:
         rng = np.random.default_rng([self.seed, epoch])
         order = self.indices[rng.permutation(len(self.indices))]
         src, tgt = self.src_lengths[order], self.tgt_lengths[order]
-        order = order[np.lexsort((tgt, src, np.maximum(src, tgt)))]  # by the longer side, then source, target
+        order = order[np.lexsort(self.sort_key(src, tgt))]
         cuts, total = [0], 0
         for i, n in enumerate(self.tgt_lengths[order]):
             if total and total + n > self.tokens_per_update:

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Every GPU check and measurement of the project, for one call on a GPU machine:
+#
+#   bash bench/gpu_session.sh OUT STAGE...
+#
+# stages:
+#   tests     pytest -m gpu (fused vs unfused in bf16 under each SDPA backend, padding masks, training, decoding)
+#   eager     bench/throughput.py, base and big, every configuration without torch.compile, plus real batches
+#   compile   bench/throughput.py, every configuration (torch.compile included), one spec: SPEC (default base)
+#   train     `attncomp train specs/base.attn --gpus 1` on real de-en batches for TRAIN_MINUTES (default 1.5)
+#   train-compile   the same with --compile
+#   decode    `attncomp eval` of a bench/quality.py checkpoint on the de-en test set: BLEU and sentences/s
+#
+# Inputs (environment): DATA, de-en prepared with a 37000 vocabulary (`attncomp data prepare ... --vocab-size
+# 37000`); CKPT, SRC, REF for decode; ATTNCOMP, the command (default `attncomp`). Logs and JSON go to OUT.
+set -u
+out=$1
+shift
+mkdir -p "$out"
+data=${DATA:-.devdata/de-en-37k}
+attncomp=${ATTNCOMP:-attncomp}
+minutes=${TRAIN_MINUTES:-1.5}
+export PYTHONUNBUFFERED=1
+
+train() {  # train NAME EXTRA-ARGS...
+  local name=$1
+  shift
+  timeout 300 $attncomp train specs/base.attn --data "$data" --gpus 1 --out "/tmp/$name" --time-limit "$minutes" \
+    --set train.checkpoint.every=250 "$@" 2>&1 | tr '\r' '\n' | tee "$out/$name.log"
+  cp "/tmp/$name/run.json" "$out/$name.run.json" 2>/dev/null
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
+for stage in "$@"; do
+  echo "=== $stage $(date +%T)"
+  case $stage in
+    tests) timeout 300 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider 2>&1 | tee "$out/tests.log" ;;
+    eager) timeout 360 python3 bench/throughput.py --spec base --spec big --no-compile --data "$data" \
+             --json "$out/eager.json" 2>&1 | tee "$out/eager.log" ;;
+    compile) timeout "${COMPILE_LIMIT:-420}" python3 bench/throughput.py --spec "${SPEC:-base}" \
+               --json "$out/compile-${SPEC:-base}.json" 2>&1 | tee "$out/compile-${SPEC:-base}.log" ;;
+    train) train train-base ;;
+    train-compile) train train-base-compile --compile ;;
+    decode) for tokens in 6000 24000; do
+              timeout 240 $attncomp eval "$CKPT" --src "$SRC" --ref "$REF" --device cuda --json \
+                --batch-tokens $tokens --output "$out/decode.hyp" 2>&1 | tee "$out/decode-$tokens.json"
+            done ;;
+    *) echo "unknown stage $stage" ;;
+  esac
+done
+echo "=== done $(date +%T)"

@@ -1,0 +1,57 @@
+"""Padding in the runner's updates, for each sort order: a property of the data and the batching alone.
+
+    python bench/padding.py DATA [--tokens 25000]
+
+DATA is a directory made by `attncomp data prepare`. For each sort order of attncomp.data.batching
+it cuts one epoch of the training split into updates of `--tokens` target tokens and prints the
+fraction of padding (source and target together, each padded to its update's longest sentence) and
+the fraction of updates whose sources need no padding (those can run the mask-free graph).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def padding(src_lengths, tgt_lengths, updates) -> tuple[float, float]:
+    real = padded = unpadded_src = 0
+    for update in updates:
+        for lengths in (src_lengths[update], tgt_lengths[update]):
+            real += int(lengths.sum())
+            padded += int(lengths.max()) * len(update)
+        unpadded_src += bool((src_lengths[update] == src_lengths[update][0]).all())
+    return 1.0 - real / padded, unpadded_src / len(updates)
+
+
+def main(argv=None) -> dict[str, tuple[float, float]]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("data")
+    parser.add_argument("--tokens", type=int, default=25000, help="target tokens per update")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+
+    from attncomp.data.batching import SORT_ORDERS, Batcher
+    from attncomp.data.dataset import PreparedData
+
+    split = PreparedData(args.data).split("train")
+    src, tgt = split.src.lengths, split.tgt.lengths
+    print(f"{args.data}: {len(src):,} pairs, {args.tokens:,} target tokens per update")
+    print("| sort order | padding | updates without source padding |")
+    print("|------------|---------|--------------------------------|")
+    results = {}
+    for name in SORT_ORDERS:
+        updates = Batcher(src, tgt, args.tokens, args.seed, 1, 1 << 30, sort=name).epoch(0)
+        results[name] = padding(src, tgt, updates)
+        print(f"| {name} | {100 * results[name][0]:.1f}% | {100 * results[name][1]:.1f}% |")
+    return results
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    from bench import run_command
+
+    run_command(main)
