@@ -9,6 +9,7 @@
 #   compile   bench/throughput.py, every configuration (torch.compile included), one spec: SPEC (default base)
 #   train     `attncomp train specs/base.attn --gpus 1` on real de-en batches for TRAIN_MINUTES (default 1.5)
 #   train-compile   the same with --compile
+#   loss      bench/loss.py: the plain and the fused projection + loss alone, base and big widths
 #   decode    `attncomp eval` of a bench/quality.py checkpoint on the de-en test set: BLEU and sentences/s
 #
 # Inputs (environment): DATA, de-en prepared with a 37000 vocabulary (`attncomp data prepare ... --vocab-size
@@ -39,6 +40,9 @@ for stage in "$@"; do
              --json "$out/eager.json" 2>&1 | tee "$out/eager.log" ;;
     compile) timeout "${COMPILE_LIMIT:-420}" python3 bench/throughput.py --spec "${SPEC:-base}" \
                --json "$out/compile-${SPEC:-base}.json" 2>&1 | tee "$out/compile-${SPEC:-base}.log" ;;
+    loss) for d in 512 1024; do
+            timeout 120 python3 bench/loss.py --device cuda --tokens 25000 --d-model $d 2>&1 | tee "$out/loss-$d.log"
+          done ;;
     train) train train-base ;;
     train-compile) train train-base-compile --compile ;;
     decode) for tokens in 6000 24000; do

@@ -35,30 +35,55 @@ def token_losses(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -
                         real.sum().to(logp.dtype)])
 
 
+def _matmul_dtype(device: torch.device, dtype: torch.dtype) -> torch.dtype:
+    """The dtype autocast gives a matmul here (bf16 on GPU under the runner's autocast), else `dtype`."""
+    if device.type == "cuda" and torch.is_autocast_enabled("cuda"):
+        return torch.get_autocast_dtype("cuda")
+    return dtype
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
+    """Per chunk of rows, with logits l = h W^T, p = softmax(l) and eps the label smoothing:
+
+        loss = (1 - eps) (lse - l_t) + eps (lse - mean(l)),  lse = l_max - log p_max (exact: p_max >= 1/V)
+        d loss / d l = p - (1 - eps) onehot(t) - eps / V
+
+    Only p is a (chunk x V) tensor in float32 (one softmax kernel), cast once to the matmul dtype. The
+    one-hot and the uniform parts of the gradient are applied after the matmuls, exactly: -(1 - eps) W[t]
+    and -(eps / V) sum(W) for the hidden states, -(1 - eps) h into the rows t and -(eps / V) sum(h) for
+    the weight. Padding rows are zeroed in h (weight gradient) and in the hidden-state gradient.
+    """
+
     @staticmethod
     def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float,
                 chunk: int, needs_grad: bool) -> torch.Tensor:
-        compute, wide = hidden.dtype, _wide(hidden.dtype)
-        w = weight.to(compute)
+        wide = _wide(hidden.dtype)
+        mm = _matmul_dtype(hidden.device, hidden.dtype)
+        w = weight.to(mm)
         grad_hidden = torch.empty_like(hidden)
         grad_weight = torch.zeros(weight.shape, dtype=_wide(weight.dtype), device=weight.device)
         totals = torch.zeros(3, dtype=wide, device=hidden.device)
         vocab = weight.shape[0]
         for start in range(0, hidden.shape[0], chunk):
             h, t = hidden[start : start + chunk], target[start : start + chunk]
-            logp = torch.log_softmax((h @ w.T).to(wide), dim=-1)  # (n, V): one chunk at a time
             real = (t != PAD).unsqueeze(-1)
-            nll = -logp.gather(-1, t.unsqueeze(-1))
-            loss = (1.0 - smoothing) * nll + smoothing * -logp.mean(dim=-1, keepdim=True)
+            logits = h.to(mm) @ w.T  # (n, V): one chunk at a time
+            p = torch.softmax(logits, dim=-1, dtype=wide)
+            top, top_index = logits.max(dim=-1, keepdim=True)
+            lse = top.to(wide) - p.gather(-1, top_index).log()
+            nll = lse - logits.gather(-1, t.unsqueeze(-1)).to(wide)
+            loss = (1.0 - smoothing) * nll + smoothing * (lse - logits.mean(dim=-1, keepdim=True, dtype=wide))
             totals += torch.stack([(loss * real).sum(), (nll * real).sum(), real.sum().to(wide)])
             if not needs_grad:  # evaluation: no gradients to prepare
                 continue
-            grad = logp.exp_()  # d loss / d logits = softmax - (1 - eps) one_hot(t) - eps / V
-            grad.scatter_add_(-1, t.unsqueeze(-1), torch.full_like(nll, -(1.0 - smoothing)))
-            grad.sub_(smoothing / vocab).mul_(real)
-            grad_hidden[start : start + chunk] = (grad.to(compute) @ w).to(hidden.dtype)
-            grad_weight += (grad.T.to(compute) @ h).to(grad_weight.dtype)
+            g = p.to(mm)  # the softmax part of d loss / d logits
+            h_real = h.to(grad_weight.dtype) * real
+            w_t = weight.index_select(0, t).to(wide)
+            gh = (g @ w).to(wide) - (1.0 - smoothing) * w_t - (smoothing / vocab) * weight.sum(0, dtype=wide)
+            grad_hidden[start : start + chunk] = (gh * real).to(hidden.dtype)
+            grad_weight += (g.T @ h_real.to(mm)).to(grad_weight.dtype)
+            grad_weight.index_add_(0, t, h_real, alpha=-(1.0 - smoothing))
+            grad_weight -= (smoothing / vocab) * h_real.sum(0)
         ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
         return totals
 

@@ -94,3 +94,21 @@ def test_throughput_benchmark_runs_on_the_gpu(tmp_path):
                                "--warmup", "1", "--sentences", "16", "--length", "16",
                                "--json", str(tmp_path / "t.json")])
     assert all(r.tokens_per_s > 0 and r.peak_memory_gb > 0 for r in results)
+
+
+def test_fused_loss_under_bf16_autocast_matches_float64():
+    from attncomp.train.loss import linear_cross_entropy, token_losses
+
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(3000, 256, dtype=torch.float64, generator=g)
+    weight = torch.randn(5000, 256, dtype=torch.float64, generator=g) / 16
+    target = torch.randint(4, 5000, (3000,), generator=g)
+    h64, w64 = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+    expected = token_losses(h64 @ w64.T, target, 0.1)
+    expected[0].backward()
+    h32, w32 = hidden.float().to(CUDA).requires_grad_(), weight.float().to(CUDA).requires_grad_()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        got = linear_cross_entropy(h32, w32, target.to(CUDA), 0.1, chunk=1024)
+    got[0].backward()
+    assert _relative(got.cpu(), expected) < 1e-2
+    assert _relative(h32.grad.cpu(), h64.grad) < 2e-2 and _relative(w32.grad.cpu(), w64.grad) < 2e-2

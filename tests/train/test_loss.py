@@ -29,6 +29,18 @@ def test_fused_loss_matches_the_plain_loss(smoothing, chunk):
     assert (g_h - e_h).abs().max() < 1e-10 and (g_w - e_w).abs().max() < 1e-10
 
 
+def test_fused_loss_is_exact_for_far_apart_logits_in_float32():
+    """Logits hundreds apart underflow most softmax entries; the loss must stay finite and right."""
+    g = torch.Generator().manual_seed(1)
+    hidden = torch.randn(12, 8, dtype=torch.float64, generator=g) * 30
+    weight = torch.randn(50, 8, dtype=torch.float64, generator=g)
+    target = torch.randint(5, 50, (12,), generator=g)
+    expected = token_losses(hidden @ weight.T, target, 0.1)
+    got = linear_cross_entropy(hidden.float(), weight.float(), target, 0.1, chunk=5)
+    assert torch.isfinite(got).all()
+    assert torch.allclose(got.double(), expected, rtol=1e-5)
+
+
 def test_train_step_fused_and_plain_agree_on_a_tied_model():
     spec = small(ir.load(ROOT / "specs/base.attn"))
     model = compile_spec(spec, dtype=torch.float64)
