@@ -13,6 +13,7 @@ Configurations:
     attncomp unfused            the lowered graph, explicit attention, plain loss, padding masks
     attncomp                    all passes, fused projection + loss, mask-free graph (no padding here)
     attncomp + compile          the same under torch.compile
+    attncomp + compile + CUDA graphs   torch.compile(mode="reduce-overhead"): the step replayed as CUDA graphs
     attncomp - fuse_qkv         ablations: each one optimisation taken out of "attncomp"
     attncomp - fused loss
     attncomp - dense graph
@@ -41,9 +42,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-CONFIGS = ["attncomp unfused", "attncomp", "attncomp + compile", "attncomp - fuse_qkv", "attncomp - fused loss",
-           "attncomp - dense graph", "naive", "nn.Transformer", "nn.Transformer + compile",
-           "nn.Transformer + loss compiled"]
+CONFIGS = ["attncomp unfused", "attncomp", "attncomp + compile", "attncomp + compile + CUDA graphs",
+           "attncomp - fuse_qkv", "attncomp - fused loss", "attncomp - dense graph", "naive", "nn.Transformer",
+           "nn.Transformer + compile", "nn.Transformer + loss compiled"]
 TINY = ["model.d_model=64", "model.heads=4", "model.d_ff=128", "model.layers=2", "model.vocab=shared(300)"]
 
 
@@ -129,7 +130,9 @@ def build(config: str, spec, batch: dict, device: torch.device) -> Callable[[], 
         fused_loss = config not in ("attncomp unfused", "attncomp - fused loss")
         dense = config not in ("attncomp unfused", "attncomp - dense graph")
         step_module = TrainStep(model, eps, fused_loss=fused_loss)
-        run = torch.compile(step_module) if config.endswith("compile") else step_module
+        run = step_module
+        if "compile" in config:
+            run = torch.compile(step_module, mode="reduce-overhead" if config.endswith("CUDA graphs") else None)
         return _trainer(model, model.parameters(), lambda: run(batch, dense)[0] / batch["tgt_out"].numel(), device)
     from bench.naive import NaiveTransformer
     from bench.reference import Reference
