@@ -38,7 +38,7 @@ for stage in "$@"; do
     tests) timeout 300 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider 2>&1 | tee "$out/tests.log" ;;
     eager) timeout 360 python3 bench/throughput.py --spec base --spec big --no-compile --data "$data" \
              --json "$out/eager.json" 2>&1 | tee "$out/eager.log" ;;
-    compile) timeout "${COMPILE_LIMIT:-420}" python3 bench/throughput.py --spec "${SPEC:-base}" \
+    compile) timeout "${COMPILE_LIMIT:-540}" python3 bench/throughput.py --spec "${SPEC:-base}" \
                --json "$out/compile-${SPEC:-base}.json" 2>&1 | tee "$out/compile-${SPEC:-base}.log" ;;
     loss) for d in 512 1024; do
             timeout 120 python3 bench/loss.py --device cuda --tokens 25000 --d-model $d 2>&1 | tee "$out/loss-$d.log"
