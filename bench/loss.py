@@ -23,11 +23,6 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def losses(tokens: int, d_model: int, vocab: int, chunk: int, device: torch.device) -> dict:
     from attncomp.train.loss import linear_cross_entropy, token_losses
 
@@ -42,6 +37,8 @@ def losses(tokens: int, d_model: int, vocab: int, chunk: int, device: torch.devi
 
 
 def time_one(fn, leaves, device: torch.device, reps: int) -> tuple[float, float]:
+    from bench.throughput import _sync
+
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     times = []
     if device.type == "cuda":

@@ -5,13 +5,16 @@
 DATA is a directory made by `attncomp data prepare`. For each sort order of attncomp.data.batching
 it cuts one epoch of the training split into updates of `--tokens` target tokens and prints the
 fraction of padding (source and target together, each padded to its update's longest sentence) and
-the fraction of updates whose sources need no padding (those can run the mask-free graph).
+the fraction of updates whose sources need no padding (those can run the mask-free graph); then
+the time to turn one update into padded tensors on this CPU (the runner's collation, mean over 100
+updates), which a GPU waits for between updates.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +50,20 @@ def main(argv=None) -> dict[str, tuple[float, float]]:
         updates = Batcher(src, tgt, args.tokens, args.seed, 1, 1 << 30, sort=name).epoch(0)
         results[name] = padding(src, tgt, updates)
         print(f"| {name} | {100 * results[name][0]:.1f}% | {100 * results[name][1]:.1f}% |")
+    print(f"collating one update into tensors: {collate_ms(split, args.tokens, args.seed):.1f} ms")
     return results
+
+
+def collate_ms(split, tokens: int, seed: int, updates: int = 100) -> float:
+    from attncomp.data.batching import Batcher, translation_batch
+
+    batcher = Batcher(split.src.lengths, split.tgt.lengths, tokens, seed, 1, 32768)
+    plan = batcher.epoch(0)[:updates]
+    start = time.perf_counter()
+    for update in plan:
+        for part in batcher.parts(update):
+            translation_batch(split, part)
+    return (time.perf_counter() - start) / len(plan) * 1e3
 
 
 if __name__ == "__main__":

@@ -164,23 +164,20 @@ def model_flops(spec, sentences: int, length: int) -> float:
     return counter.get_total_flops()
 
 
-def real_batches(spec, data_dir: str, device: torch.device, updates: int) -> tuple[Callable, float]:
-    """A step over the runner's real, length-bucketed updates; and their padding fraction."""
+def real_batches(spec, data_dir: str, device: torch.device, updates: int) -> tuple[Callable, float, float]:
+    """A step over the runner's real, length-bucketed updates; their padding fraction and target tokens."""
     import numpy as np
 
     from attncomp.compiler import compile_spec
     from attncomp.data.batching import Batcher, translation_batch
     from attncomp.data.dataset import PreparedData
     from attncomp.train.step import TrainStep
+    from bench.padding import padding as padding_of
 
     split = PreparedData(data_dir).split("train")
     batcher = Batcher(split.src.lengths, split.tgt.lengths, spec.train.batch.count, 1, 1, 1 << 20)
     plan = batcher.epoch(0)[:updates]
-    real = padded = 0
-    for update in plan:
-        for src_or_tgt in (split.src.lengths[update], split.tgt.lengths[update]):
-            real += int(src_or_tgt.sum())
-            padded += int(src_or_tgt.max()) * len(update)
+    padding, _ = padding_of(split.src.lengths, split.tgt.lengths, plan)
     model = compile_spec(spec, device=device).train()
     step_module = TrainStep(model, spec.train.loss.label_smoothing)
     batches = [{k: v.to(device) for k, v in translation_batch(split, u).items()} for u in plan]
@@ -191,7 +188,7 @@ def real_batches(spec, data_dir: str, device: torch.device, updates: int) -> tup
         i = next(counter) % len(batches)
         return step_module(batches[i], dense[i])[0] / batches[i]["tgt_out"].numel()
 
-    return _trainer(model, model.parameters(), loss, device), 1.0 - real / padded if padded else 0.0, \
+    return _trainer(model, model.parameters(), loss, device), padding, \
         float(np.mean([int(split.tgt.lengths[u].sum()) for u in plan]))
 
 

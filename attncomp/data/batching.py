@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attncomp.data.dataset import Split
+from attncomp.data.dataset import Side, Split
 from attncomp.vocab import BOS, PAD, SEP
 
 
@@ -97,19 +97,32 @@ class Batcher:
 # --- turning sentence indices into tensors ----------------------------------------------------
 
 
-def _pad(rows: list[np.ndarray]) -> torch.Tensor:
-    width = max(len(r) for r in rows)
-    out = np.full((len(rows), width), PAD, dtype=np.int64)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = r
-    return torch.from_numpy(out)
+def _place(side: Side, indices: np.ndarray, cols: np.ndarray, first: np.ndarray, count: np.ndarray):
+    """Each sentence's first `count` tokens laid out from column `first` (one gather from the memory map):
+    (tokens, where they are); elsewhere the tokens are meaningless."""
+    inside = (cols >= first[:, None]) & (cols < (first + count)[:, None])
+    positions = np.where(inside, side.offsets[indices][:, None] + cols - first[:, None], 0)
+    return side.tokens[positions].astype(np.int64), inside
+
+
+def _padded(side: Side, indices: np.ndarray) -> np.ndarray:
+    lengths = side.lengths[indices]
+    tokens, inside = _place(side, indices, np.arange(int(lengths.max(initial=0))), np.zeros_like(lengths), lengths)
+    return np.where(inside, tokens, PAD)
+
+
+def _shifted(rows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """<s> + each row without its last token: the decoder's input for the targets `rows`."""
+    out = np.concatenate((np.full((len(rows), 1), BOS, dtype=np.int64), rows[:, :-1]), axis=1)
+    out[np.arange(rows.shape[1]) >= lengths[:, None]] = PAD
+    return out
 
 
 def translation_batch(split: Split, indices: np.ndarray) -> dict[str, torch.Tensor]:
     """src (ends in </s>), tgt_in (<s> + target without its last token), tgt_out (target + </s>)."""
-    src = [split.src[i] for i in indices]
-    tgt = [split.tgt[i] for i in indices]
-    return {"src": _pad(src), "tgt_in": _pad([np.concatenate(([BOS], t[:-1])) for t in tgt]), "tgt_out": _pad(tgt)}
+    tgt = _padded(split.tgt, indices)
+    return {"src": torch.from_numpy(_padded(split.src, indices)),
+            "tgt_in": torch.from_numpy(_shifted(tgt, split.tgt.lengths[indices])), "tgt_out": torch.from_numpy(tgt)}
 
 
 def lm_sequence(src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
@@ -118,5 +131,11 @@ def lm_sequence(src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
 
 
 def lm_batch(split: Split, indices: np.ndarray) -> dict[str, torch.Tensor]:
-    seqs = [lm_sequence(split.src[i], split.tgt[i]) for i in indices]
-    return {"tokens": _pad([np.concatenate(([BOS], s[:-1])) for s in seqs]), "tgt_out": _pad(seqs)}
+    """lm_sequence of each pair, right-padded (tgt_out), and its shifted input (tokens)."""
+    src_lengths, tgt_lengths = split.src.lengths[indices], split.tgt.lengths[indices]
+    lengths = src_lengths + tgt_lengths
+    cols = np.arange(int(lengths.max(initial=0)))
+    src, from_src = _place(split.src, indices, cols, np.zeros_like(src_lengths), src_lengths - 1)  # no </s>
+    tgt, from_tgt = _place(split.tgt, indices, cols, src_lengths, tgt_lengths)
+    seq = np.select([from_src, cols == src_lengths[:, None] - 1, from_tgt], [src, SEP, tgt], PAD)
+    return {"tokens": torch.from_numpy(_shifted(seq, lengths)), "tgt_out": torch.from_numpy(seq)}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
-from attncomp.data.batching import Batcher, lm_batch, translation_batch
+from attncomp.data.batching import Batcher, lm_batch, lm_sequence, translation_batch
 from attncomp.data.dataset import PreparedData
 from attncomp.vocab import BOS, EOS, PAD, SEP
 
@@ -87,3 +88,26 @@ def test_batches_are_right_padded_and_shifted(sample_data):
     lm = lm_batch(split, np.array([0]))
     seq = lm["tgt_out"][0]
     assert (seq == SEP).sum() == 1 and seq[-1] == EOS and lm["tokens"][0, 0] == BOS
+
+
+def _one_by_one(rows: list[np.ndarray]) -> torch.Tensor:
+    """The obvious way: pad each row in turn (what the vectorised collation must equal)."""
+    out = torch.full((len(rows), max(len(r) for r in rows)), PAD, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.from_numpy(np.asarray(r, dtype=np.int64))
+    return out
+
+
+def test_collation_equals_padding_each_sentence_in_turn(sample_data):
+    split = PreparedData(sample_data).split("train")
+    rng = np.random.default_rng(0)
+    for size in (1, 2, 7, 64):
+        indices = rng.choice(len(split), size, replace=False)
+        src, tgt = [split.src[i] for i in indices], [split.tgt[i] for i in indices]
+        batch = translation_batch(split, indices)
+        assert torch.equal(batch["src"], _one_by_one(src)) and torch.equal(batch["tgt_out"], _one_by_one(tgt))
+        assert torch.equal(batch["tgt_in"], _one_by_one([np.concatenate(([BOS], t[:-1])) for t in tgt]))
+        seqs = [lm_sequence(s, t) for s, t in zip(src, tgt)]
+        lm = lm_batch(split, indices)
+        assert torch.equal(lm["tgt_out"], _one_by_one(seqs))
+        assert torch.equal(lm["tokens"], _one_by_one([np.concatenate(([BOS], q[:-1])) for q in seqs]))
