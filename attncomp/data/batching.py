@@ -125,13 +125,9 @@ def translation_batch(split: Split, indices: np.ndarray) -> dict[str, torch.Tens
             "tgt_in": torch.from_numpy(_shifted(tgt, split.tgt.lengths[indices])), "tgt_out": torch.from_numpy(tgt)}
 
 
-def lm_sequence(src: np.ndarray, tgt: np.ndarray) -> np.ndarray:
-    """A decoder-only model reads `source <sep> target </s>`."""
-    return np.concatenate((src[:-1], [SEP], tgt))
-
-
 def lm_batch(split: Split, indices: np.ndarray) -> dict[str, torch.Tensor]:
-    """lm_sequence of each pair, right-padded (tgt_out), and its shifted input (tokens)."""
+    """A decoder-only model reads `source <sep> target </s>` (the source's </s> becomes <sep>): those
+    sequences right-padded (tgt_out), and the same shifted right by <s> (tokens)."""
     src_lengths, tgt_lengths = split.src.lengths[indices], split.tgt.lengths[indices]
     lengths = src_lengths + tgt_lengths
     cols = np.arange(int(lengths.max(initial=0)))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attncomp.data.batching import Batcher, lm_batch, lm_sequence, translation_batch
+from attncomp.data.batching import Batcher, lm_batch, translation_batch
 from attncomp.data.dataset import PreparedData
 from attncomp.vocab import BOS, EOS, PAD, SEP
 
@@ -107,7 +107,7 @@ def test_collation_equals_padding_each_sentence_in_turn(sample_data):
         batch = translation_batch(split, indices)
         assert torch.equal(batch["src"], _one_by_one(src)) and torch.equal(batch["tgt_out"], _one_by_one(tgt))
         assert torch.equal(batch["tgt_in"], _one_by_one([np.concatenate(([BOS], t[:-1])) for t in tgt]))
-        seqs = [lm_sequence(s, t) for s, t in zip(src, tgt)]
+        seqs = [np.concatenate((s[:-1], [SEP], t)) for s, t in zip(src, tgt)]  # source <sep> target </s>
         lm = lm_batch(split, indices)
         assert torch.equal(lm["tgt_out"], _one_by_one(seqs))
         assert torch.equal(lm["tokens"], _one_by_one([np.concatenate(([BOS], q[:-1])) for q in seqs]))
