@@ -15,6 +15,7 @@
 # Inputs (environment): DATA, de-en prepared with a 37000 vocabulary (`attncomp data prepare ... --vocab-size
 # 37000`); CKPT, SRC, REF for decode; ATTNCOMP, the command (default `attncomp`). Logs and JSON go to OUT.
 set -u
+[ $# -ge 2 ] || { echo "usage: bash bench/gpu_session.sh OUT STAGE...  (stages: see the head of this file)" >&2; exit 2; }
 out=$1
 shift
 mkdir -p "$out"
@@ -49,7 +50,7 @@ for stage in "$@"; do
               timeout 240 $attncomp eval "$CKPT" --src "$SRC" --ref "$REF" --device cuda --json \
                 --batch-tokens $tokens --output "$out/decode.hyp" 2>&1 | tee "$out/decode-$tokens.json"
             done ;;
-    *) echo "unknown stage $stage" ;;
+    *) echo "unknown stage $stage (tests eager compile loss train train-compile decode)" >&2 ;;
   esac
 done
 echo "=== done $(date +%T)"
