@@ -30,7 +30,7 @@ class _NoProfiler(contextlib.nullcontext):
 class Monitor:
     def __init__(self, out: Path, total_steps: int, enabled: bool, cuda: bool):
         self.out, self.enabled, self.cuda = out, enabled, cuda
-        self.window = [0.0, 0.0, 0.0]  # loss, nll, tokens since the last log
+        self.window: torch.Tensor | float = 0.0  # loss, nll, tokens since the last log (on the device)
         self.started = time.monotonic()
         self.bar = self.writer = None
         if enabled:
@@ -48,9 +48,7 @@ class Monitor:
     def update(self, step: int, stats: torch.Tensor, lr: float, log_every: int) -> None:
         if not self.enabled:
             return
-        loss, nll, tokens, grad_norm = stats.tolist()
-        for i, value in enumerate((loss, nll, tokens)):
-            self.window[i] += value
+        self.window = stats[:3] + self.window  # on the device: read once per log_every steps
         if self.bar is not None:
             if self.bar.n == 0 and step > 1:
                 self.bar.update(step - 1)  # resumed
@@ -58,7 +56,7 @@ class Monitor:
         if step % log_every:
             return
         elapsed = max(time.monotonic() - self.started, 1e-9)
-        w_loss, w_nll, w_tokens = self.window
+        w_loss, w_nll, w_tokens, grad_norm = torch.cat([self.window, stats[3:]]).tolist()
         per_token = max(w_tokens, 1.0)
         self.last = {"train/loss": w_loss / per_token, "train/ppl": math.exp(min(w_nll / per_token, 50.0)),
                      "train/lr": lr, "train/grad_norm": grad_norm, "train/tokens_per_s": w_tokens / elapsed}
@@ -68,7 +66,7 @@ class Monitor:
             self.writer.add_scalar(key, value, step)
         if self.bar is not None:
             self.bar.set_postfix(loss=f"{self.last['train/loss']:.3f}", tok_s=f"{self.last['train/tokens_per_s']:,.0f}")
-        self.window, self.started = [0.0, 0.0, 0.0], time.monotonic()
+        self.window, self.started = 0.0, time.monotonic()
 
     def evaluation(self, step: int, metrics: dict, saved: Path) -> None:
         if not self.enabled:

@@ -36,6 +36,23 @@ from attncomp.train.step import TrainStep
 FAULT_NAN = "ATTNCOMP_FAULT_NAN_AT_STEP"  # tests: make the loss of this update NaN
 
 
+class Health:
+    """The first update whose loss or gradient norm was not finite, noted on the device without a host sync."""
+
+    def __init__(self, device: torch.device):
+        self.step = torch.zeros((), dtype=torch.long, device=device)  # 0: none yet
+        self.stats = torch.zeros(4, device=device)
+
+    def note(self, step: int, stats: torch.Tensor) -> None:
+        first = (self.step == 0) & ~torch.isfinite(stats[[0, 3]]).all()
+        self.step = torch.where(first, step, self.step)
+        self.stats = torch.where(first, stats, self.stats)
+
+    def first_bad(self) -> tuple[int, list[float]] | None:
+        step = int(self.step)
+        return (step, self.stats.tolist()) if step else None
+
+
 @dataclass
 class RunConfig:
     factory: Callable  # factory(device) -> CompiledModel; picklable (functools.partial)
@@ -100,6 +117,7 @@ class Trainer:
         torch.manual_seed(self.recipe.seed * 1000 + rank)  # dropout: a stream per worker
         self._setup_data()
         self.step, self.position = 0, (0, 0)
+        self.health = Health(self.device)
         self.train_step = TrainStep(self.model, self.recipe.loss.label_smoothing, fused_loss=cfg.fused_loss,
                                     through_forward=cfg.fsdp)
         self.ddp = self.train_step
@@ -144,7 +162,8 @@ class Trainer:
 
     def _losses(self, net, split, indices: np.ndarray) -> torch.Tensor:
         """[loss, NLL, tokens] of a micro-batch; one without source padding runs the mask-free graph."""
-        batch = {k: v.to(self.device, non_blocking=True) for k, v in self.collate(split, indices).items()}
+        batch = {k: (v.pin_memory() if self.cuda else v).to(self.device, non_blocking=True)  # pinned: no wait
+                 for k, v in self.collate(split, indices).items()}
         lengths = split.src.lengths[indices]
         dense = not self.lm and bool((lengths == lengths[0]).all())
         with self.autocast:
@@ -174,20 +193,25 @@ class Trainer:
         if hasattr(grad_norm, "full_tensor"):  # FSDP: a DTensor over the shards
             grad_norm = grad_norm.full_tensor()
         _all_reduce(totals)
-        if not (torch.isfinite(totals[0]) and torch.isfinite(grad_norm)):
-            raise TrainingError(f"the loss became {totals[0].item() / max(1.0, totals[2].item()):.4g} "
-                                f"(gradient norm {grad_norm.item():.4g}) at step {self.step + 1}; stopped before "
-                                f"that update. {self._last_good()}")
         lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
-        return torch.cat([totals, grad_norm.detach().reshape(1).to(totals)]), lr
+        stats = torch.cat([totals, grad_norm.detach().reshape(1).to(totals)])
+        self.health.note(self.step, stats)
+        return stats, lr
 
-    def _last_good(self) -> str:
-        found = ckpt.listed(self.out)
-        return f"The last good checkpoint is {found[-1][1]}." if found else "No checkpoint was written yet."
+    def check_health(self) -> None:
+        """Stop if an update since the last check was not finite (a host sync: every log_every updates and
+        before every save, so no checkpoint ever holds a bad update)."""
+        bad = self.health.first_bad()
+        if bad is not None:
+            step, (loss, _, tokens, grad_norm) = bad
+            found = ckpt.listed(self.out)
+            last = f"The last good checkpoint is {found[-1][1]}." if found else "No checkpoint was written yet."
+            raise TrainingError(f"the loss became {loss / max(1.0, tokens):.4g} (gradient norm {grad_norm:.4g}) "
+                                f"at step {step}; stopped at step {self.step} without saving. {last}")
 
     # --- evaluation and checkpoints -----------------------------------------------------------
 
@@ -213,12 +237,15 @@ class Trainer:
         tokens = max(tokens, 1.0)
         return {"loss": loss / tokens, "ppl": math.exp(min(nll / tokens, 50.0))}
 
-    def _clock(self) -> tuple[bool, bool]:
-        """(a checkpoint is due, the time limit is reached); rank 0's clock decides for everyone."""
+    def _clock(self, sync_point: bool) -> tuple[bool, bool]:
+        """(a checkpoint is due, the time limit is reached); rank 0's clock decides for everyone, read at
+        sync points only (its broadcast is a host sync), so time-based saves land on a multiple of log_every."""
         every = self.recipe.checkpoint.every
         by_time = every.kind == "time"
         if not by_time and self.cfg.time_limit is None:
             return self.step % every.steps == 0, False
+        if not sync_point:
+            return not by_time and self.step % every.steps == 0, False
         now = time.monotonic()
         flags = torch.tensor([
             now - self.last_save >= every.minutes * 60 if by_time else self.step % every.steps == 0,
@@ -331,11 +358,15 @@ class Trainer:
             for update in self.batcher.updates(*self.position):
                 self.position = (update.epoch, update.index + 1)
                 stats, lr = self.train_update(update)
+                sync_point = self.step % self.cfg.log_every == 0  # the host reads device values only here
+                if sync_point:
+                    self.check_health()
                 self.monitor.update(self.step, stats, lr, self.cfg.log_every)
                 profiler.step()
                 stopping = self.step == self.cfg.stop_at
-                due, time_up = self._clock()
+                due, time_up = self._clock(sync_point)
                 if due or self.step == self.recipe.steps or stopping or time_up:
+                    self.check_health()
                     metrics = self.evaluate()
                     saved = self.save(metrics)
                     self.monitor.evaluation(self.step, metrics, saved)

@@ -172,3 +172,14 @@ def test_fsdp_computes_the_same_updates_as_ddp_and_resumes(sample_data, tmp_path
 def test_fsdp_needs_two_workers(sample_data, tmp_path, capsys):
     assert train(sample_data, tmp_path / "run", "--fsdp") == 2
     assert "needs at least 2" in capsys.readouterr().err
+
+
+def test_health_keeps_the_first_bad_update_without_a_sync():
+    from attncomp.train.runner import Health
+
+    health = Health(torch.device("cpu"))
+    health.note(1, torch.tensor([2.0, 1.0, 10.0, 0.5]))
+    assert health.first_bad() is None
+    health.note(2, torch.tensor([2.0, 1.0, 10.0, float("inf")]))  # the gradient norm alone counts too
+    health.note(3, torch.tensor([float("nan"), 1.0, 10.0, 0.5]))
+    assert health.first_bad() == (2, [2.0, 1.0, 10.0, float("inf")])
