@@ -44,7 +44,7 @@ class Health:
         self.stats = torch.zeros(4, device=device)
 
     def note(self, step: int, stats: torch.Tensor) -> None:
-        first = (self.step == 0) & ~torch.isfinite(stats[[0, 3]]).all()
+        first = (self.step == 0) & ~(torch.isfinite(stats[0]) & torch.isfinite(stats[3]))  # loss, gradient norm
         self.step = torch.where(first, step, self.step)
         self.stats = torch.where(first, stats, self.stats)
 
