@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from attncomp.ir import nodes
-from attncomp.ir.build import fields_of
+from attncomp.ir.schema import fields_of
 from attncomp.ir.canonical import _SCALAR_WRITERS as SCALAR_FORMS
 from tests.conftest import ROOT
 

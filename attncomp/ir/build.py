@@ -12,17 +12,16 @@ Four steps, each with located errors:
 
 from __future__ import annotations
 
-import types
-import typing
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from attncomp.errors import Span, SpecError, did_you_mean
 from attncomp.ir import nodes
+from attncomp.ir.schema import Kind, fields_of, keys_of, kind_name
 from attncomp.syntax import ast
 
 COUNT_UNITS = {"K": 10**3, "k": 10**3, "M": 10**6, "G": 10**9, "B": 10**9}
@@ -41,76 +40,11 @@ class Doc:
     spans: dict[Path_, Span] = field(default_factory=dict)
 
 
-# --- reading the IR's schema ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Kind:
-    """What a field accepts: 'block', 'choice' (a kinded union), 'literal', 'bool', 'int', 'float', 'str'."""
-
-    what: str
-    members: tuple = ()  # block: (cls,); choice: member classes; literal: allowed strings
-    optional: bool = False
-
-
-def _is_node(t: Any) -> bool:
-    return isinstance(t, type) and issubclass(t, BaseModel)
-
-
-def _has_kind(cls: type) -> bool:
-    return "kind" in cls.model_fields
-
-
-def classify(annotation: Any) -> Kind:
-    """The kind of value a field with this annotation accepts."""
-    optional = False
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return classify(typing.get_args(annotation)[0])
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        optional = len(args) < len(typing.get_args(annotation))
-        args = [typing.get_args(a)[0] if typing.get_origin(a) is typing.Annotated else a for a in args]
-        if len(args) == 1:
-            inner = classify(args[0])
-            return Kind(inner.what, inner.members, optional)
-        if all(_is_node(a) and _has_kind(a) for a in args):
-            return Kind("choice", tuple(args), optional)
-        raise TypeError(f"unsupported annotation {annotation!r}")
-    if origin is Literal:
-        return Kind("literal", typing.get_args(annotation), optional)
-    if _is_node(annotation):
-        return Kind("choice" if _has_kind(annotation) else "block", (annotation,), optional)
-    names = {bool: "bool", int: "int", float: "float", str: "str"}
-    if annotation in names:
-        return Kind(names[annotation], (), optional)
-    raise TypeError(f"unsupported annotation {annotation!r}")
-
-
-def fields_of(cls: type[BaseModel]) -> dict[str, Kind]:
-    return {name: classify(f.annotation) for name, f in cls.model_fields.items() if name != "kind"}
-
-
-def _model_keys() -> dict[str, Kind]:
-    """Keys a model block accepts: its own, plus stack keys that default both stacks."""
-    own = {k: v for k, v in fields_of(nodes.Model).items() if k != "name"}
-    stack = fields_of(nodes.Decoder)
-    return {**stack, **own}
-
-
-def keys_of(cls: type[BaseModel]) -> dict[str, Kind]:
-    return _model_keys() if cls is nodes.Model else fields_of(cls)
-
-
-def _kind_name(cls: type[BaseModel]) -> str:
-    return cls.model_fields["kind"].default
-
-
 def _choice_text(cls: type[BaseModel]) -> str:
     if cls in _SCALAR_TEXT:
         return _SCALAR_TEXT[cls]
     args = [n for n in cls.model_fields if n != "kind"]
-    return f"{_kind_name(cls)}({', '.join(args)})" if args else _kind_name(cls)
+    return f"{kind_name(cls)}({', '.join(args)})" if args else kind_name(cls)
 
 
 # --- step 1: tree -> data ---------------------------------------------------------------------
@@ -215,10 +149,10 @@ class _Builder:
 
     @staticmethod
     def _kind_named(kind: Kind, name: str) -> bool:
-        return kind.what == "choice" and any(_kind_name(m) == name for m in kind.members)
+        return kind.what == "choice" and any(kind_name(m) == name for m in kind.members)
 
     def choice(self, members: tuple, raw: ast.Value, path: Path_, key: str) -> dict:
-        by_name = {_kind_name(m): m for m in members}
+        by_name = {kind_name(m): m for m in members}
         if isinstance(raw, (ast.Name, ast.Call)):
             name = raw.id if isinstance(raw, ast.Name) else raw.name
             if name not in by_name:

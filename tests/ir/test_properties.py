@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from attncomp import ir
 from attncomp.errors import SpecError
 from attncomp.ir import nodes
-from attncomp.ir.build import classify
+from attncomp.ir.schema import classify
 from tests.conftest import SPECS
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
