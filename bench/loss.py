@@ -23,7 +23,8 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def losses(tokens: int, d_model: int, vocab: int, chunk: int, device: torch.device) -> dict:
+def losses(tokens: int, d_model: int, vocab: int, chunk: int, device: torch.device) -> tuple[dict, tuple]:
+    """The two losses as closures over one random problem, and the leaves whose gradients they make."""
     from attncomp.train.loss import linear_cross_entropy, token_losses
 
     g = torch.Generator().manual_seed(0)
