@@ -58,7 +58,7 @@ def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | 
     from attncomp.train import checkpoint as ckpt
 
     payload = ckpt.load(path)
-    stored = ir.load(payload["spec"])
+    stored = ir.load_flat(payload["spec"], f"{path} (its stored spec)")
     if ir.spec_hash(stored) != payload["spec_hash"]:
         raise TrainingError(f"{path} is inconsistent: its spec does not match its recorded hash")
     if expect_spec is not None:
@@ -66,7 +66,7 @@ def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | 
         if ir.spec_hash(wanted) != payload["spec_hash"]:
             changed = ", ".join(key for key, _, _ in ir.diff(stored, wanted)[:6])
             raise TrainingError(f"{path} was trained with another spec than {expect_spec} (they differ in: {changed})")
-    spec = ir.load(payload["spec"], overrides) if overrides else stored
+    spec = ir.load_flat(payload["spec"], f"{path} (its stored spec)", overrides) if overrides else stored
     model = compile_spec(spec, device=device)
     try:
         model.load_state_dict(payload["model"])

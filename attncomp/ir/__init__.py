@@ -32,4 +32,13 @@ def load(source: str | os.PathLike, overrides: Sequence[str] = (), directory: st
     return verify(build(files, [parse_override(o) for o in overrides]))
 
 
-__all__ = ["Spec", "diff", "load", "nodes", "spec_hash", "to_json", "to_text", "verify"]
+def load_flat(text: str, origin: str, overrides: Sequence[str] = ()) -> Spec:
+    """Canonical spec text stored in an artifact (a checkpoint) -> a Spec, reading no other file:
+    `extends` is refused. `origin` names the artifact in errors."""
+    from attncomp.ir.build import build
+    from attncomp.syntax import load_flat as parse_flat, parse_override
+
+    return verify(build(parse_flat(text, origin), [parse_override(o) for o in overrides]))
+
+
+__all__ = ["Spec", "diff", "load", "load_flat", "nodes", "spec_hash", "to_json", "to_text", "verify"]

@@ -72,6 +72,16 @@ def load_path(path: str | os.PathLike) -> list[ast.File]:
     return load_chain(top, p, p.resolve().parent)
 
 
+def load_flat(text: str, path: str) -> list[ast.File]:
+    """Parse spec text that must stand alone (a checkpoint's canonical spec): `extends` is an error, so
+    loading it never reads another file."""
+    top = parse(text, path)
+    if top.extends is not None:
+        raise SpecError("a stored spec must be flat (canonical text), but it names `extends`; "
+                        "it was not written by attncomp", top.extends.span)
+    return [top]
+
+
 def load_text(text: str, path: str = "<string>", directory: str | os.PathLike | None = None) -> list[ast.File]:
     """Parse spec text (its `extends` relative to `directory`, default the working directory)."""
     top = parse(text, path)
