@@ -9,6 +9,7 @@ import torch
 
 from attncomp import ir
 from attncomp.ir import nodes
+from attncomp.ir.size import refuse_if_too_large
 from attncomp.lower import CompiledModel, lower
 from attncomp.passes import DEFAULT_PASSES, optimise
 
@@ -30,16 +31,19 @@ def compile_spec(spec: nodes.Spec, passes: Sequence[str] = DEFAULT_PASSES,
 
 def compile(source: str | os.PathLike | nodes.Spec, overrides: Sequence[str] = (), *,  # noqa: A001
             passes: Sequence[str] = DEFAULT_PASSES, device: torch.device | str | None = None,
-            dtype: torch.dtype | None = None, **keys: Any) -> CompiledModel:
+            dtype: torch.dtype | None = None, force: bool = False, **keys: Any) -> CompiledModel:
     """Compile a spec file, spec text or Spec into an nn.Module with the spec's entry points.
 
     Overrides: strings like "model.heads=4", or keywords with __ for dots: model__heads=4.
-    `passes=()` gives the unoptimised graphs (explicit attention).
+    `passes=()` gives the unoptimised graphs (explicit attention). A spec whose float32 parameters
+    exceed `ir.size.MAX_PARAM_BYTES` (4 GiB) is refused with a SpecError unless `force=True`.
     """
     if isinstance(source, nodes.Spec):
         spec = source
     else:
         spec = ir.load(source, [*overrides, *(_override_text(k, v) for k, v in keys.items())])
+    if not force:
+        refuse_if_too_large(spec)
     return compile_spec(spec, passes, device, dtype)
 
 

@@ -28,7 +28,9 @@ class Span:
         """The source line and a caret under the offending text (empty when the line is unknown)."""
         if not self.source_line:
             return ""
-        line = self.source_line.expandtabs(1).rstrip("\n")
+        # one cell per character, so the caret stays under its column: tabs and characters a terminal
+        # would not print as one cell (form feed, U+2028, ...) are shown as a space
+        line = "".join(c if c.isprintable() else " " for c in self.source_line.rstrip("\n"))
         if len(line) > 200:  # keep a minified or binary line readable around the column
             start = max(0, self.column - 80)
             line = line[start : start + 160]

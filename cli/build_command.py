@@ -9,12 +9,24 @@ from pathlib import Path
 from attncomp import ir
 from attncomp.cli.spec_commands import add_overrides, expand_specs
 from attncomp.errors import ExpectError, UsageError
+from attncomp.ir.size import estimate, refuse_if_too_large
 
 EMIT = ("ir", "fx", "fx-opt", "py")
 
 
 def _source_text(path: str) -> str:
-    return Path(path).read_text(encoding="utf-8")
+    """The spec as written, read like the spec itself (a regular file, size-limited)."""
+    from attncomp.syntax.load import read_spec_file
+
+    return read_spec_file(Path(path))
+
+
+def _load(path: str, args: argparse.Namespace):
+    """The resolved spec of `path`, refused when its parameters exceed the limit (unless --force)."""
+    spec = ir.load(Path(path), args.overrides)
+    if not args.force:
+        refuse_if_too_large(spec)
+    return spec
 
 
 def _emit(stage: str, spec, path: str, passes: list[str], entry: str | None) -> str:
@@ -38,7 +50,9 @@ def _build_one(path: str, args: argparse.Namespace) -> dict:
     from attncomp.compiler import compile_spec
     from attncomp.report import build_report, format_report
 
-    spec = ir.load(path, args.overrides)
+    spec = _load(path, args)
+    if not args.json:
+        print(f"{spec.model.name}: estimated {estimate(spec).describe()}; building", flush=True)
     report = build_report(compile_spec(spec, passes=args.passes, device="meta"))
     result = report.to_json()
     if not report.expect_ok:
@@ -66,7 +80,7 @@ def _build(args: argparse.Namespace) -> int:
     files = expand_specs(args.specs)
     if args.emit:
         for path in files:
-            print(_emit(args.emit, ir.load(path, args.overrides), path, args.passes, args.entry), end="")
+            print(_emit(args.emit, _load(path, args), path, args.passes, args.entry), end="")
         return 0
     results = [_build_one(path, args) for path in files]
     if args.json:
@@ -86,5 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"comma-separated passes to run (default: {','.join(DEFAULT_PASSES)}; '' for none)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-write", action="store_true", help="report only; write no generated module")
+    p.add_argument("--force", action="store_true",
+                   help="build even when the float32 parameters exceed the limit (4 GiB; see docs/compiler.md)")
     add_overrides(p)
     p.set_defaults(handler=_build)

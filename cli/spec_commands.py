@@ -11,6 +11,8 @@ from pathlib import Path
 
 from attncomp import ir
 from attncomp.errors import AttncompError, UsageError
+from attncomp.ir.size import MAX_PARAM_BYTES, estimate
+from attncomp.syntax.load import printable
 
 
 def add_overrides(parser: argparse.ArgumentParser) -> None:
@@ -23,11 +25,14 @@ def expand_specs(patterns: list[str]) -> list[str]:
     files: list[str] = []
     for pattern in patterns:
         if os.path.isdir(pattern):
-            files += sorted(str(p) for p in Path(pattern).rglob("*.attn"))
+            found = sorted(str(p) for p in Path(pattern).rglob("*.attn"))
+            if not found:
+                raise UsageError(f"no spec files (*.attn) in the directory {printable(pattern)}")
+            files += found
         elif any(c in pattern for c in "*?[") and not os.path.exists(pattern):
             matches = sorted(glob.glob(pattern, recursive=True))
             if not matches:
-                raise UsageError(f"no spec files match {pattern}")
+                raise UsageError(f"no spec files match {printable(pattern)}")
             files += matches
         else:
             files.append(pattern)
@@ -39,13 +44,17 @@ def _check(args: argparse.Namespace) -> int:
     files = expand_specs(args.specs)
     for path in files:
         try:
-            spec = ir.load(path, args.overrides)
+            spec = ir.load(Path(path), args.overrides)
         except AttncompError as err:
             print(err.format(), file=sys.stderr)
             worst = max(worst, err.exit_code)
             continue
+        size = estimate(spec)
         if not args.quiet:
-            print(f"ok  {path}  ({spec.model.name}, {ir.spec_hash(spec)[:12]})")
+            print(f"ok  {printable(path)}  ({spec.model.name}, {ir.spec_hash(spec)[:12]}, {size.params:,} parameters)")
+        if size.bytes > MAX_PARAM_BYTES:
+            print(f"warning: {printable(path)}: {size.describe()}, over the build limit of "
+                  f"{MAX_PARAM_BYTES >> 30} GiB: `attncomp build` refuses it without --force", file=sys.stderr)
     if len(files) > 1 and not args.quiet:
         bad = "all" if worst == 0 else "some"
         print(f"{len(files)} specs checked, {bad} {'valid' if worst == 0 else 'invalid'}", file=sys.stderr)
@@ -53,7 +62,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    spec = ir.load(args.spec, args.overrides)
+    spec = ir.load(Path(args.spec), args.overrides)
     if args.json:
         print(json.dumps(ir.to_json(spec), indent=2))
     else:
@@ -63,8 +72,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    a = ir.load(args.a, args.overrides)
-    b = ir.load(args.b, args.overrides)
+    a = ir.load(Path(args.a), args.overrides)
+    b = ir.load(Path(args.b), args.overrides)
     rows = ir.diff(a, b)
     if args.json:
         print(json.dumps([{"key": k, "a": va, "b": vb} for k, va, vb in rows], indent=2))

@@ -8,6 +8,7 @@ the name a spec writes: `positions = learned(max_len = 512)` is `Learned(kind="l
 from __future__ import annotations
 
 import keyword
+import re
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
@@ -145,8 +146,9 @@ class Model(Node):
     @field_validator("name")
     @classmethod
     def _identifier(cls, name: str) -> str:
-        if not name.isidentifier() or keyword.iskeyword(name) or len(name) > 64:
-            raise ValueError(f"{name!r} is not a valid model name (a Python identifier of at most 64 characters)")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name) or keyword.iskeyword(name):
+            raise ValueError(f"{name!r} is not a valid model name (ASCII letters, digits and _, at most 64, "
+                             "not starting with a digit, not a Python keyword)")
         return name
 
     @property

@@ -1,12 +1,16 @@
 """Follow `extends` chains: a spec file -> the list of files it is made of, base first.
 
 Paths in `extends` are relative to the file that names them. A missing file, a directory, a cycle
-or an absurdly long chain is an error located at the `extends` line that caused it.
+or an absurdly long chain is an error located at the `extends` line that caused it. A spec may read
+only regular files of at most MAX_BYTES bytes: a named pipe, a device (/dev/zero, /dev/urandom) or a
+socket is refused before it is read, and the limit holds on the bytes actually read.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 from attncomp.errors import Span, SpecError
@@ -17,28 +21,82 @@ MAX_CHAIN = 32
 MAX_BYTES = 1 << 20  # a spec is a few lines; a megabyte is certainly the wrong file
 
 
+def printable(text: str) -> str:
+    """`text` with every non-printable character escaped, so a hostile name stays on one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _display(path: Path) -> str:
     try:
-        return os.path.relpath(path)
-    except ValueError:  # another drive on Windows
-        return str(path)
+        shown = os.path.relpath(path)
+    except ValueError:  # another drive on Windows, or a NUL byte
+        shown = str(path)
+    return printable(shown)
+
+
+def _check_path(path: Path, shown: str, span: Span | None) -> None:
+    if "\x00" in str(path):
+        raise SpecError(f"the spec path {shown} contains a NUL byte", span)
+
+
+def _read_regular(path: Path, shown: str, span: Span | None) -> bytes:
+    """The bytes of a regular file, read without blocking and at most MAX_BYTES of them."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise SpecError(f"no such spec file: {shown}", span) from None
+    except OSError as err:
+        raise SpecError(f"cannot read {shown}: {_reason(err)}", span) from None
+    if stat.S_ISDIR(mode):
+        raise SpecError(f"{shown} is a directory, not a spec file", span)
+    if not stat.S_ISREG(mode):
+        raise SpecError(f"{shown} is not a regular file (a pipe, device or socket); a spec must be a file", span)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as err:
+        raise SpecError(f"cannot read {shown}: {_reason(err)}", span) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between stat and open
+            raise SpecError(f"{shown} is not a regular file; a spec must be a file", span)
+        chunks, size = [], 0
+        while size <= MAX_BYTES:
+            chunk = os.read(fd, MAX_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as err:
+        raise SpecError(f"cannot read {shown}: {_reason(err)}", span) from None
+    finally:
+        os.close(fd)
+    if size > MAX_BYTES:
+        raise SpecError(f"{shown} is larger than {MAX_BYTES} bytes; a spec is expected to be small text", span)
+    return b"".join(chunks)
+
+
+def _reason(err: OSError) -> str:
+    if err.errno == errno.ENAMETOOLONG:
+        return "the path is too long"
+    return (err.strerror or str(err)).lower()
 
 
 def read_spec_file(path: Path, span: Span | None = None) -> str:
     """The text of a spec file, or a located error saying why it cannot be read."""
+    path = Path(path)
     shown = _display(path)
-    if not path.exists():
-        raise SpecError(f"no such spec file: {shown}", span)
-    if path.is_dir():
-        raise SpecError(f"{shown} is a directory, not a spec file", span)
+    _check_path(path, shown, span)
+    return decode_source(_read_regular(path, shown, span), shown)
+
+
+def _resolve(directory: Path, name: str, span: Span) -> Path:
+    shown = printable(name)
+    if "\x00" in name:
+        raise SpecError(f'the extends path "{shown}" contains a NUL byte', span)
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise SpecError(f"{shown} is {size} bytes; a spec is expected to be small text", span)
-        data = path.read_bytes()
-    except OSError as err:
-        raise SpecError(f"cannot read {shown}: {err.strerror}", span) from None
-    return decode_source(data, shown)
+        return (directory / name).resolve()
+    except (OSError, RuntimeError) as err:  # ENAMETOOLONG, a symlink loop
+        reason = _reason(err) if isinstance(err, OSError) else "a symbolic link loop"
+        raise SpecError(f'cannot resolve the extends path "{shown}": {reason}', span) from None
 
 
 def load_chain(top: ast.File, top_file: Path | None, directory: Path | None) -> list[ast.File]:
@@ -50,7 +108,7 @@ def load_chain(top: ast.File, top_file: Path | None, directory: Path | None) -> 
         ext = current.extends
         if directory is None:
             directory = Path.cwd()
-        target = (directory / ext.path).resolve()
+        target = _resolve(directory, ext.path, ext.span)
         if target in seen:
             names = " -> ".join(_display(p) for p in [*seen, target])
             raise SpecError(f"extends cycle: {names}", ext.span)
@@ -69,7 +127,11 @@ def load_path(path: str | os.PathLike) -> list[ast.File]:
     p = Path(path)
     text = read_spec_file(p)
     top = parse(text, _display(p))
-    return load_chain(top, p, p.resolve().parent)
+    try:
+        resolved = p.resolve()
+    except (OSError, RuntimeError) as err:
+        raise SpecError(f"cannot resolve {_display(p)}: {err}") from None
+    return load_chain(top, resolved, resolved.parent)
 
 
 def load_flat(text: str, path: str) -> list[ast.File]:

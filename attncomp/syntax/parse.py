@@ -32,12 +32,23 @@ def _parser() -> Lark:
     return Lark(grammar, parser="lalr", start=["start", "override"], maybe_placeholders=False)
 
 
+def normalise_newlines(text: str) -> str:
+    """The one definition of a line: it ends at "\n", "\r\n" or a lone "\r" (as in Python's tokenizer).
+
+    Nothing else ends a line: form feed, \v, \x1c-\x1e, U+0085, U+2028 and U+2029 are characters of
+    the line they are on (inside a comment they are part of it; elsewhere they are unexpected, and the
+    error points at them). The parser counts lines and columns on the normalised text, and the error
+    printer cuts its source lines from the same text, so the two always agree.
+    """
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 class _Source:
-    """The text being parsed, so spans can carry their source line."""
+    """The text being parsed (newlines normalised), so spans can carry their source line."""
 
     def __init__(self, path: str, text: str):
         self.path = path
-        self.lines = text.splitlines() or [""]
+        self.lines = text.split("\n")
 
     def span(self, line: int, column: int, width: int = 1) -> Span:
         text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
@@ -171,11 +182,14 @@ def _located(err: UnexpectedInput, source: _Source) -> SpecError:
                          source.at(token))
     expected = set(getattr(err, "expected", ()) or ())
     last = len(source.lines)
-    span = source.span(last, len(source.lines[-1]) + 1)
+    if last > 1 and not source.lines[-1]:  # the file ends with a newline: point after the last line
+        last -= 1
+    span = source.span(last, len(source.lines[last - 1]) + 1)
     return SpecError(f"unexpected end of file; expected {_describe(expected)}", span)
 
 
 def _run(text: str, path: str, start: str):
+    text = normalise_newlines(text)
     source = _Source(path, text)
     try:
         tree = _parser().parse(text, start=start)
@@ -200,9 +214,8 @@ def decode_source(data: bytes, path: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        before = data[: err.start]
-        line = before.count(b"\n") + 1
-        column = err.start - (before.rfind(b"\n") + 1) + 1
+        before = normalise_newlines(data[: err.start].decode("utf-8")).split("\n")
+        line, column = len(before), len(before[-1]) + 1
         raise SpecError(
             f"the file is not UTF-8 text (byte 0x{data[err.start]:02x} cannot start a character)",
             Span(path, line, column),

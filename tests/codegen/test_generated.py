@@ -107,7 +107,7 @@ def test_dropout_follows_train_and_eval(tmp_path):
 
 
 HOSTILE = '''# """ ; import os ; os.system("echo pwned") ; """
-#\rimport os; os.system("echo pwned")
+#\u2028import os; os.system("echo pwned")\x85import os
 # \x00 \x0b \x0c \u2028 end
 model m {  # ''\' ) ] } {{ }} {% raw %}
   decoder { layers = 1 }
@@ -124,4 +124,4 @@ def test_spec_text_cannot_inject_code(tmp_path):
     kinds = {type(node).__name__ for node in tree.body}
     assert kinds <= {"Expr", "Import", "ImportFrom", "Assign", "FunctionDef", "ClassDef"}
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "os"]
-    assert "\r" not in text and "\x00" not in text
+    assert "\r" not in text and "\x00" not in text and "\u2028" not in text

@@ -1,0 +1,119 @@
+"""What a spec will cost before anything is built: its exact parameter count and their memory.
+
+Counted from the IR alone, term by term as `attncomp/lower/params.py` creates the tensors (tied
+weights once), so `check` and `build` can refuse a spec whose parameters alone would not fit before
+spending minutes and gigabytes on it. Biases are counted in one place, `_biases`: a new bias key
+changes only that function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attncomp.errors import SpecError
+from attncomp.ir import nodes
+
+FLOAT32_BYTES = 4
+MAX_PARAM_BYTES = 4 << 30  # 4 GiB of float32 parameters (1 Gi parameters); `--force` / force=True passes it
+
+
+@dataclass(frozen=True)
+class Size:
+    """A spec's parameters: the count, and bytes as float32 (weights only; training with Adam needs
+    about four times as much, plus activations)."""
+
+    params: int
+
+    @property
+    def bytes(self) -> int:
+        return self.params * FLOAT32_BYTES
+
+    def describe(self) -> str:
+        return f"{self.params:,} parameters, {_bytes(self.bytes)} as float32"
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _bias(model: nodes.Model, site: str, width: int) -> int:
+    """The bias terms of one projection of `width` outputs at `site` ("attention" or "ffn"): the one
+    place biases are counted (today one key, `model.bias`, switches both sites)."""
+    return width if model.bias else 0
+
+
+def _linear(model: nodes.Model, site: str, d_in: int, d_out: int) -> int:
+    return d_in * d_out + _bias(model, site, d_out)
+
+
+def _attention(model: nodes.Model, stack: nodes.Stack, d_memory: int, kind: str) -> int:
+    h, d = stack.heads, stack.d_model
+    count = _linear(model, "attention", d, h * stack.d_k)  # q_proj
+    count += _linear(model, "attention", d_memory, h * stack.d_k)  # k_proj
+    count += _linear(model, "attention", d_memory, h * stack.d_v)  # v_proj
+    count += _linear(model, "attention", h * stack.d_v, d)  # o_proj
+    if kind == "additive":
+        count += h * stack.d_k  # energy, v_a per head
+    return count
+
+
+def _layer(model: nodes.Model, stack: nodes.Stack, d_memory: int | None) -> int:
+    d, norm = stack.d_model, 2 * stack.d_model  # a LayerNorm: weight and bias
+    count = _attention(model, stack, d, stack.attention.kind) + norm
+    if d_memory is not None:
+        count += _attention(model, stack, d_memory, stack.cross_attention.kind) + norm  # type: ignore[attr-defined]
+    count += _linear(model, "ffn", d, stack.d_ff) + _linear(model, "ffn", stack.d_ff, d)  # ffn.fc1, ffn.fc2
+    count += norm  # ffn_norm
+    return count
+
+
+def _stack(model: nodes.Model, stack: nodes.Stack, d_memory: int | None) -> int:
+    count = stack.layers * _layer(model, stack, d_memory)
+    if isinstance(model.positions, nodes.Learned):
+        count += model.positions.max_len * stack.d_model
+    if stack.norm == "pre":
+        count += 2 * stack.d_model
+    return count
+
+
+def _embeddings(model: nodes.Model) -> int:
+    enc, dec = model.encoder, model.decoder
+    if model.tie == "all":
+        return model.tgt_vocab * model.d_model
+    count = 0
+    if enc is not None:
+        count += model.src_vocab * enc.d_model
+    if dec is not None:
+        count += model.tgt_vocab * dec.d_model
+    if model.tie == "none":
+        count += model.d_model * model.tgt_vocab  # the output projection, no bias
+    return count
+
+
+def parameter_count(spec: nodes.Spec) -> int:
+    """The exact number of trainable parameters the compiled model will have (tied weights once)."""
+    model = spec.model
+    count = _embeddings(model)
+    if model.encoder is not None:
+        count += _stack(model, model.encoder, None)
+    if model.decoder is not None:
+        d_memory = model.encoder.d_model if model.encoder is not None else None
+        count += _stack(model, model.decoder, d_memory)
+    return count
+
+
+def estimate(spec: nodes.Spec) -> Size:
+    return Size(parameter_count(spec))
+
+
+def refuse_if_too_large(spec: nodes.Spec, limit: int = MAX_PARAM_BYTES) -> Size:
+    """The spec's size, or a SpecError (at `model`) when its float32 parameters exceed `limit` bytes."""
+    size = estimate(spec)
+    if size.bytes > limit:
+        raise SpecError(f"model {spec.model.name} has {size.describe()}, over the limit of {_bytes(limit)}; "
+                        "building it would take very long and very much memory",
+                        spec.span("model"), hint="pass --force (attncomp.compile(..., force=True)) to build it anyway")
+    return size
