@@ -99,6 +99,12 @@ class UsageError(AttncompError):
     exit_code = 2
 
 
+def printable(text: str) -> str:
+    """`text` with every non-printable character escaped as in repr(), so a hostile file name or value
+    stays on one line of an error message."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """' (did you mean "x"?)' for the closest choice, or '' when nothing is close."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from attncomp import ir
 from attncomp.cli.spec_commands import add_overrides, expand_specs
-from attncomp.errors import ExpectError, UsageError
+from attncomp.errors import ExpectError, UsageError, printable
 from attncomp.ir.size import estimate, refuse_if_too_large
 
 EMIT = ("ir", "fx", "fx-opt", "py")
@@ -25,7 +25,7 @@ def _load(path: str, args: argparse.Namespace):
     """The resolved spec of `path`, refused when its parameters exceed the limit (unless --force)."""
     spec = ir.load(Path(path), args.overrides)
     if not args.force:
-        refuse_if_too_large(spec)
+        refuse_if_too_large(spec, printable(path))
     return spec
 
 

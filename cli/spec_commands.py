@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 from attncomp import ir
-from attncomp.errors import AttncompError, UsageError
-from attncomp.ir.size import MAX_PARAM_BYTES, estimate
-from attncomp.syntax.load import printable
+from attncomp.errors import AttncompError, UsageError, printable
+from attncomp.ir import size as ir_size
 
 
 def add_overrides(parser: argparse.ArgumentParser) -> None:
@@ -49,12 +48,12 @@ def _check(args: argparse.Namespace) -> int:
             print(err.format(), file=sys.stderr)
             worst = max(worst, err.exit_code)
             continue
-        size = estimate(spec)
+        size = ir_size.estimate(spec)
         if not args.quiet:
             print(f"ok  {printable(path)}  ({spec.model.name}, {ir.spec_hash(spec)[:12]}, {size.params:,} parameters)")
-        if size.bytes > MAX_PARAM_BYTES:
+        if size.bytes > ir_size.MAX_PARAM_BYTES:
             print(f"warning: {printable(path)}: {size.describe()}, over the build limit of "
-                  f"{MAX_PARAM_BYTES >> 30} GiB: `attncomp build` refuses it without --force", file=sys.stderr)
+                  f"{ir_size.limit_text()}: `attncomp build` refuses it without --force", file=sys.stderr)
     if len(files) > 1 and not args.quiet:
         bad = "all" if worst == 0 else "some"
         print(f"{len(files)} specs checked, {bad} {'valid' if worst == 0 else 'invalid'}", file=sys.stderr)

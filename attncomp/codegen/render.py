@@ -28,7 +28,7 @@ from pathlib import Path
 import jinja2
 
 from attncomp import __version__, ir
-from attncomp.errors import SpecError, UsageError
+from attncomp.errors import SpecError, UsageError, printable
 from attncomp.ir import nodes
 from attncomp.lower.params import embedding_names
 from attncomp.syntax.parse import normalise_newlines
@@ -49,7 +49,7 @@ def _environment() -> jinja2.Environment:
 
 def comment_safe(line: str) -> str:
     """Text for a `#` comment: every character printable, so nothing can end the comment."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+    return printable(line)
 
 
 def _identifier(name: str) -> str:

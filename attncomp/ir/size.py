@@ -32,8 +32,12 @@ class Size:
         return f"{self.params:,} parameters, {_bytes(self.bytes)} as float32"
 
 
+def limit_text() -> str:
+    return _bytes(MAX_PARAM_BYTES)
+
+
 def _bytes(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
@@ -109,11 +113,14 @@ def estimate(spec: nodes.Spec) -> Size:
     return Size(parameter_count(spec))
 
 
-def refuse_if_too_large(spec: nodes.Spec, limit: int = MAX_PARAM_BYTES) -> Size:
-    """The spec's size, or a SpecError (at `model`) when its float32 parameters exceed `limit` bytes."""
+def refuse_if_too_large(spec: nodes.Spec, origin: str | None = None, limit: int | None = None) -> Size:
+    """The spec's size, or a SpecError when its float32 parameters exceed `limit` bytes (default
+    MAX_PARAM_BYTES). `origin` (the spec's file) starts the message."""
+    limit = MAX_PARAM_BYTES if limit is None else limit
     size = estimate(spec)
     if size.bytes > limit:
-        raise SpecError(f"model {spec.model.name} has {size.describe()}, over the limit of {_bytes(limit)}; "
-                        "building it would take very long and very much memory",
-                        spec.span("model"), hint="pass --force (attncomp.compile(..., force=True)) to build it anyway")
+        where = f"{origin}: " if origin else ""
+        raise SpecError(f"{where}model {spec.model.name} has {size.describe()}, over the limit of {_bytes(limit)} "
+                        "(building it would take very long and very much memory); --force (or "
+                        "attncomp.compile(..., force=True)) builds it anyway")
     return size

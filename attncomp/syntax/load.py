@@ -13,17 +13,12 @@ import os
 import stat
 from pathlib import Path
 
-from attncomp.errors import Span, SpecError
+from attncomp.errors import Span, SpecError, printable
 from attncomp.syntax import ast
 from attncomp.syntax.parse import decode_source, parse
 
 MAX_CHAIN = 32
 MAX_BYTES = 1 << 20  # a spec is a few lines; a megabyte is certainly the wrong file
-
-
-def printable(text: str) -> str:
-    """`text` with every non-printable character escaped, so a hostile name stays on one line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _display(path: Path) -> str:
