@@ -65,7 +65,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(ir.to_json(spec), indent=2))
     else:
-        print(f"# {args.spec} resolved; sha256 {ir.spec_hash(spec)}")
+        print(f"# {printable(args.spec)} resolved; sha256 {ir.spec_hash(spec)}")
         print(ir.to_text(spec), end="")
     return 0
 
