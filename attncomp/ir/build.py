@@ -12,6 +12,7 @@ Four steps, each with located errors:
 
 from __future__ import annotations
 
+import keyword
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -476,8 +477,10 @@ def validate(doc: Doc, where: Span) -> nodes.Spec:
 def spec_name(path: str) -> str:
     """A model name from a file name: specs/table3/A1.attn -> A1 (made an identifier if needed)."""
     stem = Path(path).stem if not path.startswith("<") else "model"
-    clean = "".join(c if c.isalnum() or c == "_" else "_" for c in stem) or "model"
-    return clean if not clean[0].isdigit() else f"m_{clean}"
+    clean = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in stem) or "model"
+    clean = clean if not clean[0].isdigit() else f"m_{clean}"
+    clean = clean[:64]
+    return f"{clean[:63]}_" if keyword.iskeyword(clean) else clean
 
 
 def _yield_stack_keys(base: Doc, over: Doc) -> None:

@@ -130,7 +130,7 @@ class Dropout(Node):
 class Model(Node):
     """The architecture."""
 
-    name: str = Field("model", description="the model's name (a Python identifier)")
+    name: str = Field("model", description="the model's name (an ASCII identifier)")
     vocab: Vocab = Field(Shared(size=37000), description="vocabulary: shared(size) or separate(src, tgt)")
     tie: Literal["none", "decoder", "all"] = Field(
         "all", description="share weights: none; decoder (target embedding = output); all three"

@@ -166,3 +166,14 @@ def test_build_into_a_read_only_folder_is_one_line(tmp_path, capsys):
         assert "permission denied" in build_error(tmp_path / "sub", capsys)
     finally:
         tmp_path.chmod(0o700)
+
+
+@pytest.mark.parametrize("name", ["é(coding=raw_unicode_escape).attn", "class.attn", "1x\u2028y.attn", "z" * 90 + ".attn"])
+def test_a_model_named_after_a_hostile_file_gets_an_ascii_name(name, tmp_path):
+    path = tmp_path / name
+    path.write_text(MODEL.format().replace("model m", "model"))
+    spec = ir.load(path)
+    assert spec.model.name.isascii() and spec.model.name.isidentifier() and len(spec.model.name) <= 64
+    from attncomp.codegen import render
+
+    assert render(spec, path.read_text(), str(path)).startswith(HEADER)
