@@ -35,7 +35,19 @@ def expand_specs(patterns: list[str]) -> list[str]:
             files += matches
         else:
             files.append(pattern)
-    return files
+    return _unique(files)
+
+
+def _unique(files: list[str]) -> list[str]:
+    """Each file once, however many names reach it (a `**` glob follows symbolic links round a loop)."""
+    seen: set[str] = set()
+    kept = []
+    for path in files:
+        real = os.path.realpath(path)
+        if real not in seen:
+            seen.add(real)
+            kept.append(path)
+    return kept
 
 
 def _check(args: argparse.Namespace) -> int:

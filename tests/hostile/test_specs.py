@@ -195,3 +195,11 @@ def test_a_directory_without_specs_is_an_error(command, tmp_path, capsys):
 def test_a_glob_without_matches_is_an_error(command, tmp_path, capsys):
     assert run([command, str(tmp_path / "*.attn")]) == 2
     assert "no spec files match" in capsys.readouterr().err
+
+
+def test_a_glob_through_a_symlink_loop_checks_each_spec_once(tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "up").symlink_to("..")
+    (tmp_path / "a" / "m.attn").write_text(TINY)
+    assert run(["check", str(tmp_path / "**" / "*.attn")]) == 0
+    assert capsys.readouterr().out.count("ok  ") == 1
