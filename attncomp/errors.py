@@ -22,7 +22,7 @@ class Span:
     width: int = field(default=1, repr=False, compare=False)
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.column}"
+        return f"{printable(self.path)}:{self.line}:{self.column}"
 
     def caret(self) -> str:
         """The source line and a caret under the offending text (empty when the line is unknown)."""
@@ -63,16 +63,16 @@ class SpecError(AttncompError):
 
     def format(self) -> str:
         where = f"{self.span}: " if self.span else ""
-        parts = [f"{where}error: {self.message}"]
+        parts = [f"{where}error: {printable(self.message)}"]
         if self.span and self.span.caret():
             parts.append(self.span.caret())
         if self.hint:
-            parts.append(f"    hint: {self.hint}")
+            parts.append(f"    hint: {printable(self.hint)}")
         return "\n".join(parts)
 
     def __str__(self) -> str:
         where = f"{self.span}: " if self.span else ""
-        return f"{where}{self.message}"
+        return f"{where}{printable(self.message)}"
 
 
 class ExpectError(AttncompError):

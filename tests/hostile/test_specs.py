@@ -203,3 +203,11 @@ def test_a_glob_through_a_symlink_loop_checks_each_spec_once(tmp_path, capsys):
     (tmp_path / "a" / "m.attn").write_text(TINY)
     assert run(["check", str(tmp_path / "**" / "*.attn")]) == 0
     assert capsys.readouterr().out.count("ok  ") == 1
+
+
+@pytest.mark.parametrize("text", ['model m { d_model = "\x1b[2J\u2028x" }', 'model m { } "\x1b[2J\x85"',
+                                  'extends "a\x1b]0;t\x07\x85.attn"\nmodel m { }'])
+def test_error_messages_escape_terminal_controls_and_line_breaks(text):
+    shown = error_of(text).format()
+    assert all(c.isprintable() or c == "\n" for c in shown)
+    assert len(shown.splitlines()) == 3
