@@ -28,7 +28,7 @@ from pathlib import Path
 import jinja2
 
 from attncomp import __version__, ir
-from attncomp.errors import SpecError, UsageError, printable
+from attncomp.errors import AttncompError, SpecError, UsageError, printable
 from attncomp.ir import nodes
 from attncomp.lower.params import embedding_names
 from attncomp.syntax.parse import normalise_newlines
@@ -71,9 +71,10 @@ def _source_lines(source: str) -> list[str]:
 def _checked(text: str) -> str:
     """The rendered module, after checking what the module docstring promises."""
     if not text.startswith(HEADER):
-        raise AssertionError("generated module does not start with the fixed header")
+        raise AttncompError("internal error: the generated module does not start with the fixed header")
     if any(not (c.isprintable() or c == "\n") for c in text):
-        raise AssertionError("generated module has a character that is neither printable nor a newline")
+        raise AttncompError("internal error: the generated module has a character that is neither "
+                            "printable nor a newline; nothing was written")
     return text
 
 
