@@ -209,6 +209,8 @@ def write_atomically(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_dir():
             raise UsageError(f"cannot write {shown}: a directory is in the way")
+        if path.exists() and not path.is_file():  # never rename over a device or a pipe (as root: /dev/null)
+            raise UsageError(f"cannot write {shown}: it is not a regular file (a device, pipe or socket)")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as err:

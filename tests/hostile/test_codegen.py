@@ -150,6 +150,12 @@ def test_build_with_a_directory_in_the_way_is_one_line(tmp_path, capsys):
     assert "a directory is in the way" in build_error(tmp_path, capsys)
 
 
+def test_build_never_replaces_a_pipe_or_device(tmp_path, capsys):
+    os.mkfifo(tmp_path / "tiny.py")
+    assert "not a regular file" in build_error(tmp_path, capsys)
+    assert not (tmp_path / "tiny.py").is_file()
+
+
 def test_build_without_permission_is_one_line(tmp_path, capsys, monkeypatch):
     def refuse(*args):
         raise PermissionError(13, "Permission denied", str(args[1]))
