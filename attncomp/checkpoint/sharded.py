@@ -1,0 +1,99 @@
+"""Sharded checkpoints (`--fsdp`) with torch.distributed.checkpoint (DCP).
+
+A sharded checkpoint is a directory `checkpoint_NNNNNNNN/`:
+
+    header.pt                 the typed header, scheduler and RNG states (written by rank 0)
+    .metadata, __R_0.distcp   DCP: {"model": ..., "optimizer": ...}, each rank writing its own shard
+
+It is written as `checkpoint_NNNNNNNN.tmp/` and renamed into place by rank 0 after every rank has
+written, so a killed save leaves no directory that looks whole. Reading reshards: any number of
+workers (or one process without a process group) loads it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+from attncomp.checkpoint.schema import Checkpoint, CheckpointError
+
+HEADER = "header.pt"
+METADATA = ".metadata"
+
+
+def _barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def save(checkpoint: Checkpoint, states: dict[str, Any], path: Path, rank: int, write_file) -> None:
+    """Collective: every rank writes its shard of `states` ({"model", "optimizer"} sharded state dicts);
+    rank 0 writes the header (`write_file(payload, path)`, atomic) and renames the directory into place."""
+    import torch.distributed.checkpoint as dcp
+
+    tmp = path.with_name(path.name + ".tmp")
+    if rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    _barrier()
+    dcp.save(states, checkpoint_id=str(tmp))
+    if rank == 0:
+        header = {k: v for k, v in checkpoint.payload().items() if k not in ("model", "optimizer")}
+        write_file(header, tmp / HEADER)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    _barrier()
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_metadata(path: Path) -> None:
+    """The DCP index of a sharded checkpoint is present and readable."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    if not (path / METADATA).is_file():
+        raise CheckpointError(f"{path}: its shard index {METADATA} is missing")
+    try:
+        FileSystemReader(str(path)).read_metadata()
+    except Exception as err:  # truncated or foreign
+        raise CheckpointError(f"{path}: its shard index {METADATA} is unreadable ({type(err).__name__})") from None
+
+
+def read_full(path: Path, keys: set[str]) -> dict[str, Any]:
+    """The whole (unsharded) tensors under `keys` in one process, without any collective."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+
+    state: dict[str, Any] = {}
+    try:
+        dcp.load(state, storage_reader=FileSystemReader(str(path)), planner=_EmptyStateDictLoadPlanner(keys=keys),
+                 no_dist=True)
+    except Exception as err:  # a missing or torn shard file
+        gist = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"{path}: its shards are unreadable ({gist})") from None
+    return state
+
+
+def load_into(path: Path, states: dict[str, Any]) -> None:
+    """Collective under a process group: fill `states` ({"model", "optimizer"}, sharded or whole) in place,
+    resharding to however many workers this run has."""
+    import torch.distributed.checkpoint as dcp
+
+    try:
+        dcp.load(states, checkpoint_id=str(path), no_dist=not dist.is_initialized())
+    except Exception as err:
+        gist = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"{path}: its shards do not load into this run's model ({gist})") from None
