@@ -1,0 +1,67 @@
+"""Never lose a good checkpoint: unreadable ones are skipped, not counted, and named; torn saves are cleaned up."""
+
+from __future__ import annotations
+
+import pytest
+
+from attncomp import checkpoint as ckpt
+from attncomp.cli.main import run
+from tests.conftest import ROOT
+from tests.train.test_checkpoint import train_checkpoint
+
+TINY = str(ROOT / "specs/examples/tiny.attn")
+SHORT = ["--set", "train.steps=12", "--set", "train.checkpoint.every=4", "--set", "train.batch=tokens(600)"]
+
+
+def run_dir(tmp_path, steps=(4, 8, 12), bad=(16,)):
+    tmp_path.mkdir(exist_ok=True)
+    for step in steps:
+        ckpt.save(train_checkpoint(step, step=step), ckpt.checkpoint_path(tmp_path, step))
+    for step in bad:
+        ckpt.checkpoint_path(tmp_path, step).write_bytes(b"PK\x03\x04 torn")
+    return tmp_path
+
+
+def test_pruning_counts_and_deletes_only_readable_checkpoints(tmp_path):
+    run_dir(tmp_path)
+    gone = ckpt.prune(tmp_path, keep=2)
+    assert [p.name for p in gone] == ["checkpoint_00000004.pt"]
+    assert [s for s, _ in ckpt.listed(tmp_path)] == [8, 12, 16]  # two good ones kept; the bad one left to inspect
+
+
+def test_resume_and_average_skip_an_unreadable_newest_checkpoint_and_say_which(tmp_path):
+    run_dir(tmp_path)
+    notes = []
+    assert ckpt.latest_readable(tmp_path, warn=notes.append).header.step == 12
+    last = ckpt.last_readable(tmp_path, 2, warn=notes.append)
+    assert [p.name for p in last] == ["checkpoint_00000008.pt", "checkpoint_00000012.pt"]
+    averaged = ckpt.average([*last, tmp_path / "checkpoint_00000016.pt"], warn=notes.append)
+    assert averaged.header.averaged == ("checkpoint_00000008.pt", "checkpoint_00000012.pt")
+    assert len(notes) == 3 and all("checkpoint_00000016.pt" in n and n.startswith("skipping") for n in notes)
+    with pytest.raises(ckpt.CheckpointError, match="checkpoint_00000016.pt"):  # named explicitly: an error
+        ckpt.average([*last, tmp_path / "checkpoint_00000016.pt"])
+
+
+def test_average_command_skips_unreadable_checkpoints_of_a_run(tmp_path, capsys):
+    run_dir(tmp_path / "run")
+    assert run(["average", str(tmp_path / "run"), "--last", "2", "-o", str(tmp_path / "avg.pt")]) == 0
+    err = capsys.readouterr().err
+    assert "skipping" in err and "checkpoint_00000016.pt" in err and "averaged 2 checkpoint(s)" in err
+    assert run(["average", str(tmp_path / "run"), "-o", str(tmp_path / "nowhere" / "avg.pt")]) == 2
+    assert "cannot write" in capsys.readouterr().err
+
+
+def test_a_run_never_loses_a_good_checkpoint_to_an_unreadable_one(sample_data, tmp_path, capfd):
+    out = tmp_path / "run"
+    base = ["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", *SHORT]
+    assert run([*base, "--stop-at", "8"]) == 0
+    (out / "checkpoint_00000010.pt").write_bytes(b"PK\x03\x04 torn")  # an unreadable newest checkpoint
+    (out / "checkpoint_00000012.pt.tmp").write_bytes(b"half")  # a save killed halfway
+    assert run([*base, "--resume"]) == 0
+    log = capfd.readouterr().err  # the worker's notes
+    assert "removed" in log and "checkpoint_00000012.pt.tmp" in log
+    assert "skipping" in log and "checkpoint_00000010.pt" in log and "resumed from" in log
+    assert not (out / "checkpoint_00000012.pt.tmp").exists()
+    # keep = 3 readable ones: 4, 8, 12 (the old pruning counted the bad one and deleted step 4)
+    assert [s for s, _ in ckpt.listed(out)] == [4, 8, 10, 12]
+    assert ckpt.load(out / ckpt.AVERAGE).header.averaged == ("checkpoint_00000008.pt", "checkpoint_00000012.pt")
