@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -73,14 +74,16 @@ def check_metadata(path: Path) -> None:
 
 def read_full(path: Path, keys: set[str]) -> dict[str, Any]:
     """The whole (unsharded) tensors under `keys` in one process, without any collective."""
-    import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint import FileSystemReader
     from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
-    state: dict[str, Any] = {}
-    try:
-        dcp.load(state, storage_reader=FileSystemReader(str(path)), planner=_EmptyStateDictLoadPlanner(keys=keys),
-                 no_dist=True)
+    state: dict[str, Any] = {}  # filled from the shards' metadata (what _load_state_dict_from_keys does, minus
+    try:  # its collectives: the runner's final average reads shards on rank 0 alone)
+        with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
+            warnings.simplefilter("ignore", UserWarning)
+            _load_state_dict(state, storage_reader=FileSystemReader(str(path)), no_dist=True,
+                             planner=_EmptyStateDictLoadPlanner(keys=keys))
     except Exception as err:  # a missing or torn shard file
         gist = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
         raise CheckpointError(f"{path}: its shards are unreadable ({gist})") from None
@@ -93,7 +96,9 @@ def load_into(path: Path, states: dict[str, Any]) -> None:
     import torch.distributed.checkpoint as dcp
 
     try:
-        dcp.load(states, checkpoint_id=str(path), no_dist=not dist.is_initialized())
+        with warnings.catch_warnings():  # one process without a process group: "assuming the intent..."
+            warnings.simplefilter("ignore", UserWarning)
+            dcp.load(states, checkpoint_id=str(path), no_dist=not dist.is_initialized())
     except Exception as err:
         gist = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
         raise CheckpointError(f"{path}: its shards do not load into this run's model ({gist})") from None
