@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from attncomp import checkpoint as ckpt
 from attncomp.cli.main import run
@@ -65,3 +66,24 @@ def test_a_run_never_loses_a_good_checkpoint_to_an_unreadable_one(sample_data, t
     # keep = 3 readable ones: 4, 8, 12 (the old pruning counted the bad one and deleted step 4)
     assert [s for s, _ in ckpt.listed(out)] == [4, 8, 10, 12]
     assert ckpt.load(out / ckpt.AVERAGE).header.averaged == ("checkpoint_00000008.pt", "checkpoint_00000012.pt")
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("nan", "field 'model': layer.bias has 1 non-finite value(s)"),
+    ("no tokenizers", "field 'tokenizers' is missing"),
+    ("step text", "field 'step' should be a non-negative integer, found str"),
+])
+def test_decoding_a_bad_checkpoint_is_one_clear_line(tmp_path, capsys, fault, message):
+    bad = train_checkpoint().payload()
+    if fault == "nan":
+        bad["model"]["layer.bias"][0] = float("nan")
+    elif fault == "no tokenizers":
+        del bad["tokenizers"]
+    else:
+        bad["step"] = "4"
+    torch.save(bad, tmp_path / "bad.pt")
+    (tmp_path / "in.txt").write_text("a b c\n")
+    for command in (["translate", "--input"], ["eval", "--ref", str(tmp_path / "in.txt"), "--src"]):
+        assert run([command[0], str(tmp_path / "bad.pt"), *command[1:], str(tmp_path / "in.txt")]) == 1
+        err = capsys.readouterr().err
+        assert err == f"error: {tmp_path / 'bad.pt'}: {message}" + err.split(message, 1)[1] and err.count("\n") == 1, err
