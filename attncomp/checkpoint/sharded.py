@@ -45,10 +45,12 @@ def save(checkpoint: Checkpoint, states: dict[str, Any], path: Path, rank: int, 
     if rank == 0:
         header = {k: v for k, v in checkpoint.payload().items() if k not in ("model", "optimizer")}
         write_file(header, tmp / HEADER)
+        old = path.with_name(path.name + ".old.tmp")  # a checkpoint of the same step (an unreadable one)
         if path.exists():
-            shutil.rmtree(path)
+            os.replace(path, old)
         os.replace(tmp, path)
         _fsync_dir(path.parent)
+        shutil.rmtree(old, ignore_errors=True)
     _barrier()
 
 

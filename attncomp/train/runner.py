@@ -12,7 +12,6 @@ import contextlib
 import json
 import math
 import os
-import random
 import sys
 import time
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from attncomp.data.batching import Batcher, lm_batch, translation_batch
 from attncomp.data.dataset import PreparedData
 from attncomp.errors import AttncompError, DataError, TrainingError
 from attncomp.train.launch import report_error, report_internal_error
+from attncomp.train import states
 from attncomp.train.monitor import Monitor
 from attncomp.train.schedule import learning_rate
 from attncomp.train.step import TrainStep
@@ -255,55 +255,6 @@ class Trainer:
             dist.broadcast(flags, 0)
         return bool(flags[0]), bool(flags[1])
 
-    def _rng_states(self) -> list[dict]:
-        state = {"torch": torch.get_rng_state(), "python": random.getstate(),
-                 "cuda": torch.cuda.get_rng_state(self.device) if self.cuda else None}
-        if not dist.is_initialized():
-            return [state]
-        gathered: list = [None] * self.world
-        dist.all_gather_object(gathered, state)
-        return gathered
-
-    def _states(self) -> dict[str, dict]:
-        """{"model", "optimizer"} state dicts: whole and on the CPU (a single-file checkpoint), or under FSDP
-        this worker's shards for DCP; collective under FSDP."""
-        if not self.cfg.fsdp:
-            return {"model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
-                    "optimizer": self.optimizer.state_dict()}
-        return self._state_dicts()
-
-    def _state_dicts(self) -> dict[str, dict]:
-        """The model and optimiser state dicts keyed by parameter name (sharded under FSDP, whole otherwise);
-        the optimiser's state is created if no update was made yet, so DCP can load into it."""
-        from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
-
-        return {"model": get_model_state_dict(self.model),
-                "optimizer": get_optimizer_state_dict(self.model, self.optimizer)}
-
-    def _load_states(self, found: ckpt.Checkpoint) -> None:
-        """Model and optimiser state from a checkpoint; a sharded one reshards to this run's workers."""
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions, set_model_state_dict, set_optimizer_state_dict,
-        )
-
-        if found.header.sharded:
-            states = self._state_dicts()
-            ckpt.sharded.load_into(found.path, states)
-            set_model_state_dict(self.model, states["model"])
-            set_optimizer_state_dict(self.model, self.optimizer, states["optimizer"])
-            return
-        whole = ckpt.load(found.path)  # the weights, checked
-        by_index = all(isinstance(p, int) for g in whole.optimizer["param_groups"] for p in g["params"])
-        if not self.cfg.fsdp and by_index:  # written by a DDP or single-worker run
-            self.model.load_state_dict(whole.model)
-            self.optimizer.load_state_dict(whole.optimizer)
-            return
-        if by_index:
-            raise TrainingError(f"{found.path} was written without --fsdp; resume it without --fsdp")
-        options = StateDictOptions(full_state_dict=True)  # a consolidated or version-1 FSDP checkpoint
-        set_model_state_dict(self.model, whole.model, options=options)
-        set_optimizer_state_dict(self.model, self.optimizer, whole.optimizer, options=options)
-
     def _header(self, metrics: dict) -> ckpt.Header:
         return ckpt.Header(attncomp=__version__, kind="train", spec=self.cfg.spec_text, spec_hash=self.cfg.spec_hash,
                            tokenizers=self._tokenizers(), data=json.dumps(self.data.manifest), step=self.step,
@@ -311,13 +262,13 @@ class Trainer:
 
     def save(self, metrics: dict) -> Path:
         """A checkpoint: one file written by rank 0, or under FSDP a directory of DCP shards, one per worker."""
-        rng = self._rng_states()
-        states = self._states()
+        rng = states.rng_states(self.device, self.cuda, self.world)
+        tensors = states.for_checkpoint(self.model, self.optimizer, self.cfg.fsdp)
         path = ckpt.checkpoint_path(self.out, self.step, sharded_dir=self.cfg.fsdp)
-        saved = ckpt.Checkpoint(self._header(metrics), model=states["model"],
-                                optimizer=states["optimizer"], scheduler=self.scheduler.state_dict(), rng=rng)
+        saved = ckpt.Checkpoint(self._header(metrics), model=tensors["model"], optimizer=tensors["optimizer"],
+                                scheduler=self.scheduler.state_dict(), rng=rng)
         if self.cfg.fsdp:
-            ckpt.sharded.save(saved, states, path, self.rank, ckpt.write_file)
+            ckpt.sharded.save(saved, tensors, path, self.rank, ckpt.write_file)
         elif self.rank == 0:
             ckpt.save(saved, path)
         if self.rank == 0:
@@ -348,15 +299,11 @@ class Trainer:
         if header.spec_hash != self.cfg.spec_hash:
             raise TrainingError(f"{path} was trained with spec {header.spec_hash[:12]}, this run's spec is "
                                 f"{self.cfg.spec_hash[:12]}; resume with the same spec and --set options")
-        self._load_states(found)
+        states.load(self.model, self.optimizer, self.cfg.fsdp, found)
         self.scheduler.load_state_dict(found.scheduler)
         self.step, self.position = header.step, tuple(header.position)
         if len(found.rng) == self.world:
-            mine = found.rng[self.rank]
-            torch.set_rng_state(mine["torch"])
-            random.setstate(mine["python"])
-            if self.cuda and mine["cuda"] is not None:
-                torch.cuda.set_rng_state(mine["cuda"], self.device)
+            states.set_rng_state(found.rng[self.rank], self.device, self.cuda)
         else:
             self.monitor.note(f"{path} was written by {len(found.rng)} workers, this run has {self.world}: "
                               "dropout continues from fresh random streams")
