@@ -11,7 +11,6 @@ from tests.conftest import ROOT
 from tests.train.test_checkpoint import train_checkpoint
 
 TINY = str(ROOT / "specs/examples/tiny.attn")
-SHORT = ["--set", "train.steps=12", "--set", "train.checkpoint.every=4", "--set", "train.batch=tokens(600)"]
 
 
 def run_dir(tmp_path, steps=(4, 8, 12), bad=(16,)):
@@ -54,18 +53,19 @@ def test_average_command_skips_unreadable_checkpoints_of_a_run(tmp_path, capsys)
 
 def test_a_run_never_loses_a_good_checkpoint_to_an_unreadable_one(sample_data, tmp_path, capfd):
     out = tmp_path / "run"
-    base = ["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", *SHORT]
-    assert run([*base, "--stop-at", "8"]) == 0
-    (out / "checkpoint_00000010.pt").write_bytes(b"PK\x03\x04 torn")  # an unreadable newest checkpoint
-    (out / "checkpoint_00000012.pt.tmp").write_bytes(b"half")  # a save killed halfway
+    base = ["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", "--set", "train.steps=8",
+            "--set", "train.checkpoint.every=4", "--set", "train.checkpoint.keep=2", "--set", "train.batch=tokens(600)"]
+    assert run([*base, "--stop-at", "4"]) == 0
+    (out / "checkpoint_00000006.pt").write_bytes(b"PK\x03\x04 torn")  # an unreadable newest checkpoint
+    (out / "checkpoint_00000008.pt.tmp").write_bytes(b"half")  # a save killed halfway
     assert run([*base, "--resume"]) == 0
     log = capfd.readouterr().err  # the worker's notes
-    assert "removed" in log and "checkpoint_00000012.pt.tmp" in log
-    assert "skipping" in log and "checkpoint_00000010.pt" in log and "resumed from" in log
-    assert not (out / "checkpoint_00000012.pt.tmp").exists()
-    # keep = 3 readable ones: 4, 8, 12 (the old pruning counted the bad one and deleted step 4)
-    assert [s for s, _ in ckpt.listed(out)] == [4, 8, 10, 12]
-    assert ckpt.load(out / ckpt.AVERAGE).header.averaged == ("checkpoint_00000008.pt", "checkpoint_00000012.pt")
+    assert "removed" in log and "checkpoint_00000008.pt.tmp" in log and not (out / "checkpoint_00000008.pt.tmp").exists()
+    assert "skipping" in log and "checkpoint_00000006.pt" in log and "resumed from" in log
+    # keep = 2 readable ones, 4 and 8 (the old pruning counted the bad one and deleted step 4) ...
+    assert [s for s, _ in ckpt.listed(out)] == [4, 6, 8]
+    # ... and average_last = 2 readable ones (the old average failed on the bad one)
+    assert ckpt.load(out / ckpt.AVERAGE).header.averaged == ("checkpoint_00000004.pt", "checkpoint_00000008.pt")
 
 
 @pytest.mark.parametrize("fault, message", [
