@@ -152,20 +152,20 @@ def check_tag(path: Path, payload: Any) -> int:
 def header_from(path: Path, payload: Any) -> Header:
     """A typed header from a stored dict, every field checked (version 1 may omit `sharded`, `averaged`)."""
     version = check_tag(path, payload)
-    if version == 1:
-        payload = {**V1_DEFAULTS, **payload}
+    if version == 1:  # its `sharded` meant "written with --fsdp"; its tensors are always whole, in the file
+        payload = {**V1_DEFAULTS, **payload, "sharded": False}
     values = {name: check_field(path, payload, name, test, what) for name, (test, what) in FIELDS.items()}
     values["position"] = tuple(values["position"])
     values["averaged"] = tuple(values["averaged"])
     return Header(**values, version=version)
 
 
-def check_model(path: Path, model: Any) -> dict[str, torch.Tensor]:
-    """A state dict of tensors whose floating-point values are all finite."""
+def check_model(path: Path, model: Any, values: bool = True) -> dict[str, torch.Tensor]:
+    """A state dict of tensors; with `values`, their floating-point values are all finite (this reads them)."""
     if not isinstance(model, dict) or not model or not all(
             isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in model.items()):
         raise CheckpointError(f"{path}: field 'model' should be a non-empty dict of parameter names to tensors")
-    for name, tensor in model.items():
+    for name, tensor in model.items() if values else ():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             bad = int((~torch.isfinite(tensor)).sum())
             raise CheckpointError(f"{path}: field 'model': {name} has {bad} non-finite value(s) (NaN or inf); "
@@ -174,7 +174,8 @@ def check_model(path: Path, model: Any) -> dict[str, torch.Tensor]:
 
 
 def from_payload(path: Path, payload: Any, *, model: bool = True) -> Checkpoint:
-    """The whole single-file checkpoint, checked; `model=False` checks the header and training state only."""
+    """The whole single-file checkpoint, checked; `model=False` leaves the weights' values unread (their
+    names and types are still checked) and the model out of the result."""
     header = header_from(path, payload)
     found = Checkpoint(header, path=path)
     if header.kind == "train":
@@ -182,6 +183,7 @@ def from_payload(path: Path, payload: Any, *, model: bool = True) -> Checkpoint:
             if not (name == "optimizer" and header.sharded):  # a sharded one's optimiser state is in its shards
                 check_field(path, payload, name, test, what)
         found.optimizer, found.scheduler, found.rng = (payload.get(k) for k in TRAINING)
-    if model and not header.sharded:
-        found.model = check_model(path, payload.get("model"))
+    if not header.sharded:
+        checked = check_model(path, payload.get("model"), values=model)
+        found.model = checked if model else {}
     return found

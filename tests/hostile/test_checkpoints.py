@@ -51,6 +51,25 @@ def test_average_command_skips_unreadable_checkpoints_of_a_run(tmp_path, capsys)
     assert "cannot write" in capsys.readouterr().err
 
 
+def test_stale_files_and_directories_of_killed_saves_are_removed(tmp_path):
+    run_dir(tmp_path, bad=())
+    (tmp_path / "checkpoint_00000016.tmp").mkdir()  # a sharded save killed before its rename
+    (tmp_path / "checkpoint_00000016.tmp" / "__0_0.distcp").write_bytes(b"x")
+    (tmp_path / "checkpoint_avg.pt.tmp").write_bytes(b"x")
+    (tmp_path / "notes.tmp").write_bytes(b"mine")  # not attncomp's
+    removed = ckpt.remove_stale(tmp_path)
+    assert sorted(p.name for p in removed) == ["checkpoint_00000016.tmp", "checkpoint_avg.pt.tmp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "checkpoint_00000004.pt", "checkpoint_00000008.pt", "checkpoint_00000012.pt", "notes.tmp"]
+
+
+def test_average_counts_are_at_least_one(tmp_path, capsys):
+    run_dir(tmp_path / "run")
+    for last in ("0", "-1"):
+        assert run(["average", str(tmp_path / "run"), "--last", last, "-o", str(tmp_path / "avg.pt")]) == 2
+        assert "--last must be at least 1" in capsys.readouterr().err
+
+
 def test_a_run_never_loses_a_good_checkpoint_to_an_unreadable_one(sample_data, tmp_path, capfd):
     out = tmp_path / "run"
     base = ["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", "--set", "train.steps=8",

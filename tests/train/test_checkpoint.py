@@ -45,14 +45,15 @@ def test_a_checkpoint_saves_and_loads_typed(tmp_path):
     assert ckpt.stored_spec(found).model.name == "tiny"
 
 
-def test_a_version_1_checkpoint_written_the_old_way_loads(tmp_path):
+@pytest.mark.parametrize("fsdp", [{}, {"sharded": True}])  # version 1 wrote `sharded` for --fsdp runs, whole tensors
+def test_a_version_1_checkpoint_written_the_old_way_loads(tmp_path, fsdp):
     old = {  # as attncomp/train/checkpoint.py wrote it: no `sharded` on average ones, no `averaged` on train ones
         "format": "attncomp-checkpoint", "version": 1, "attncomp": "0.1.0", "kind": "train", "spec": TEXT,
         "spec_hash": HASH, "tokenizers": {"src": torch.ones(3, dtype=torch.uint8), "tgt": torch.ones(3, dtype=torch.uint8)},
         "data": json.dumps({"pairs": 1}), "step": 8, "position": [1, 2], "model": model_state(),
         "optimizer": {"state": {}, "param_groups": [{"params": [0]}]}, "scheduler": {}, "rng": [
             {"torch": torch.get_rng_state(), "python": None, "cuda": None}], "metrics": {}}
-    torch.save(old, tmp_path / "v1.pt")
+    torch.save({**old, **fsdp}, tmp_path / "v1.pt")
     found = ckpt.load(tmp_path / "v1.pt")
     assert (found.header.version, found.header.step, found.header.position, found.header.sharded) == (1, 8, (1, 2), False)
 
