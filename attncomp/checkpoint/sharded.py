@@ -63,15 +63,27 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def check_metadata(path: Path) -> None:
-    """The DCP index of a sharded checkpoint is present and readable."""
+    """The DCP index of a sharded checkpoint is readable and every shard file it names is whole (present
+    and long enough), without reading the shards."""
     from torch.distributed.checkpoint import FileSystemReader
 
     if not (path / METADATA).is_file():
         raise CheckpointError(f"{path}: its shard index {METADATA} is missing")
     try:
-        FileSystemReader(str(path)).read_metadata()
+        metadata = FileSystemReader(str(path)).read_metadata()
     except Exception as err:  # truncated or foreign
         raise CheckpointError(f"{path}: its shard index {METADATA} is unreadable ({type(err).__name__})") from None
+    needed: dict[str, int] = {}
+    for info in (metadata.storage_data or {}).values():
+        name = getattr(info, "relative_path", None)
+        if name is not None:
+            needed[name] = max(needed.get(name, 0), info.offset + info.length)
+    for name, size in sorted(needed.items()):
+        shard = path / name
+        have = shard.stat().st_size if shard.is_file() else -1
+        if have < size:
+            what = "is missing" if have < 0 else f"has {have} bytes of {size}"
+            raise CheckpointError(f"{path}: shard {name} {what}")
 
 
 def read_full(path: Path, keys: set[str]) -> dict[str, Any]:

@@ -50,3 +50,6 @@ def test_fsdp_saves_shards_that_resume_on_one_and_four_workers_and_read_everywhe
     (tmp_path / "in.txt").write_text("a b c\n")
     assert run(["translate", str(step4), "--input", str(tmp_path / "in.txt"), "--beam", "1",
                 "--output", str(tmp_path / "out.txt")]) == 0
+    (step4 / "__1_0.distcp").write_bytes(b"torn")  # a damaged shard: not readable, so never counted or averaged
+    assert not ckpt.readable(step4) and ckpt.last_readable(tmp_path / "two", 2, warn=print) == [
+        tmp_path / "two" / "checkpoint_00000008"]
