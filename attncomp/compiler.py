@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import torch
 
-from attncomp import ir
+from attncomp import checkpoint, ir
 from attncomp.ir import nodes
 from attncomp.ir.size import refuse_if_too_large
 from attncomp.lower import CompiledModel, lower
@@ -53,28 +53,24 @@ def model_factory(spec: nodes.Spec, device: torch.device | str | None = None) ->
 
 
 def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | str | None = None,
-                    expect_spec: str | os.PathLike | None = None) -> tuple[CompiledModel, dict]:
-    """A trained model from a checkpoint, compiled from the spec stored in it (+ overrides).
-
-    With `expect_spec`, the checkpoint must have been trained with exactly that spec.
+                    expect_spec: str | os.PathLike | None = None) -> tuple[CompiledModel, checkpoint.Checkpoint]:
+    """A trained model from a checkpoint (file or sharded directory), compiled from the spec stored in it
+    (+ overrides). With `expect_spec`, the checkpoint must have been trained with exactly that spec.
     """
-    from attncomp.errors import TrainingError
-    from attncomp.train import checkpoint as ckpt
-
-    payload = ckpt.load(path)
-    stored = ir.load_flat(payload["spec"], f"{path} (its stored spec)")
-    if ir.spec_hash(stored) != payload["spec_hash"]:
-        raise TrainingError(f"{path} is inconsistent: its spec does not match its recorded hash")
+    found = checkpoint.load(path)  # every field checked, the spec parsed alone and its hash verified
+    stored = checkpoint.stored_spec(found)
     if expect_spec is not None:
         wanted = ir.load(expect_spec)
-        if ir.spec_hash(wanted) != payload["spec_hash"]:
+        if ir.spec_hash(wanted) != found.header.spec_hash:
             changed = ", ".join(key for key, _, _ in ir.diff(stored, wanted)[:6])
-            raise TrainingError(f"{path} was trained with another spec than {expect_spec} (they differ in: {changed})")
-    spec = ir.load_flat(payload["spec"], f"{path} (its stored spec)", overrides) if overrides else stored
+            raise checkpoint.CheckpointError(f"{path} was trained with another spec than {expect_spec} "
+                                             f"(they differ in: {changed})")
+    spec = ir.load_flat(found.header.spec, f"{path} (its stored spec)", overrides) if overrides else stored
     model = compile_spec(spec, device=device)
     try:
-        model.load_state_dict(payload["model"])
+        model.load_state_dict(found.model)
     except RuntimeError as err:
         first = str(err).splitlines()[1].strip() if len(str(err).splitlines()) > 1 else str(err)
-        raise TrainingError(f"{path} does not fit the model of its spec with these --set options: {first}") from None
-    return model.eval(), payload
+        raise checkpoint.CheckpointError(f"{path} does not fit the model of its spec with these --set options: "
+                                         f"{first}") from None
+    return model.eval(), found

@@ -50,10 +50,9 @@ def _ours(spec: Path, data: Path, out: Path, minutes: float, src: Path, ref: Pat
                              "--ref", str(ref), "--json", "--device", "cpu", "--output", str(out / "attncomp.hyp")],
                             check=True, capture_output=True, text=True)
     scores = json.loads(result.stdout)
-    from attncomp.train import checkpoint as ckpt
+    from attncomp import checkpoint as ckpt
 
-    payload = ckpt.load(run_dir / "checkpoint_avg.pt")
-    scores["steps"] = payload["step"]
+    scores["steps"] = ckpt.load(run_dir / ckpt.AVERAGE, model=False).header.step
     return scores
 
 

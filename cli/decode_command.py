@@ -44,11 +44,11 @@ def _translator(args: argparse.Namespace):
     from attncomp.decode.translate import Translator
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model, payload = load_checkpoint(args.checkpoint, args.overrides, device=device, expect_spec=args.spec)
+    model, found = load_checkpoint(args.checkpoint, args.overrides, device=device, expect_spec=args.spec)
     decode = model.spec.decode
     if args.beam is not None and args.beam < 1:
         raise UsageError("--beam must be at least 1")
-    tokenizers = {side: Tokenizer(payload["tokenizers"][side].numpy().tobytes()) for side in ("src", "tgt")}
+    tokenizers = {side: Tokenizer(found.header.tokenizers[side].numpy().tobytes()) for side in ("src", "tgt")}
     return Translator(model, tokenizers["src"], tokenizers["tgt"], beam=args.beam or decode.beam,
                       alpha=decode.length_penalty if args.alpha is None else args.alpha, max_len=decode.max_len,
                       nbest=max(1, args.nbest), batch_tokens=args.batch_tokens, device=device)

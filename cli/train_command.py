@@ -1,4 +1,4 @@
-"""`attncomp train` and `attncomp average`."""
+"""`attncomp train`, `attncomp average` and `attncomp consolidate`."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _devices(args: argparse.Namespace) -> tuple[str, int]:
 def _train(args: argparse.Namespace) -> int:
     from attncomp.compiler import model_factory
     from attncomp.data.dataset import PreparedData
-    from attncomp.train import checkpoint as ckpt
+    from attncomp import checkpoint as ckpt
     from attncomp.train.launch import Nodes, launch
     from attncomp.train.runner import RunConfig, check_vocab, worker
 
@@ -67,18 +67,53 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _average(args: argparse.Namespace) -> int:
-    from attncomp.train import checkpoint as ckpt
+    from attncomp import checkpoint as ckpt
 
     paths = [Path(p) for p in args.checkpoints]
-    if len(paths) == 1 and paths[0].is_dir():
-        found = [p for _, p in ckpt.listed(paths[0])]
-        if not found:
-            raise UsageError(f"{paths[0]} has no checkpoints")
-        paths = found[-args.last:]
-    averaged = ckpt.average(paths)
-    ckpt.save(averaged, Path(args.output))
-    print(f"averaged {len(paths)} checkpoint(s) into {args.output}", file=sys.stderr)
+    if args.last < 1:
+        raise UsageError(f"--last must be at least 1, not {args.last}")
+    warn = None
+    if len(paths) == 1 and paths[0].is_dir() and not ckpt.is_checkpoint_dir(paths[0]):
+        warn = _warn  # in a run directory, an unreadable checkpoint is skipped and named
+        paths = ckpt.last_readable(paths[0], args.last, warn=warn)
+        if not paths:
+            raise UsageError(f"{args.checkpoints[0]} has no readable checkpoints")
+    averaged = ckpt.average(paths, warn=warn)
+    _write(ckpt.save, averaged, Path(args.output))
+    print(f"averaged {len(averaged.header.averaged)} checkpoint(s) into {args.output}", file=sys.stderr)
     return 0
+
+
+def _consolidate(args: argparse.Namespace) -> int:
+    from attncomp import checkpoint as ckpt
+
+    source = Path(args.source)
+    if source.is_dir() and not ckpt.is_checkpoint_dir(source):  # a run directory: its newest checkpoint
+        found = ckpt.latest_readable(source, warn=_warn)
+        if found is None:
+            raise UsageError(f"{source} has no readable checkpoints")
+        source = found.path
+    whole = ckpt.read(source)
+    _write(ckpt.save, whole, Path(args.output))
+    print(f"wrote {source} as one file {args.output} (step {whole.header.step}, {whole.header.kind})",
+          file=sys.stderr)
+    return 0
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _write(save, checkpoint, path: Path) -> None:
+    """Save, or one clear line when the output cannot be written there."""
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot write {path}: {path.parent} is not a directory")
+    if path.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory")
+    try:
+        save(checkpoint, path)
+    except OSError as err:
+        raise UsageError(f"cannot write {path}: {err.strerror or err}") from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -113,5 +148,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("average", help="average checkpoints (files, or the last K of a run directory)")
     p.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT")
     p.add_argument("-o", "--output", required=True, metavar="FILE")
-    p.add_argument("--last", type=int, default=5, metavar="K", help="with a run directory: how many (default 5)")
+    p.add_argument("--last", type=int, default=5, metavar="K",
+                   help="with a run directory: the last K readable checkpoints (default 5)")
     p.set_defaults(handler=_average)
+
+    p = sub.add_parser("consolidate", help="write a checkpoint (a sharded --fsdp one, or a run's newest) as one file")
+    p.add_argument("source", metavar="RUN_OR_CHECKPOINT")
+    p.add_argument("-o", "--output", required=True, metavar="FILE")
+    p.set_defaults(handler=_consolidate)

@@ -12,7 +12,6 @@ import contextlib
 import json
 import math
 import os
-import random
 import sys
 import time
 from dataclasses import dataclass
@@ -24,11 +23,12 @@ import torch
 import torch.distributed as dist
 
 from attncomp import __version__
+from attncomp import checkpoint as ckpt
 from attncomp.data.batching import Batcher, lm_batch, translation_batch
 from attncomp.data.dataset import PreparedData
 from attncomp.errors import AttncompError, DataError, TrainingError
-from attncomp.train import checkpoint as ckpt
 from attncomp.train.launch import report_error, report_internal_error
+from attncomp.train import states
 from attncomp.train.monitor import Monitor
 from attncomp.train.schedule import learning_rate
 from attncomp.train.step import TrainStep
@@ -255,54 +255,23 @@ class Trainer:
             dist.broadcast(flags, 0)
         return bool(flags[0]), bool(flags[1])
 
-    def _rng_states(self) -> list[dict]:
-        state = {"torch": torch.get_rng_state(), "python": random.getstate(),
-                 "cuda": torch.cuda.get_rng_state(self.device) if self.cuda else None}
-        if not dist.is_initialized():
-            return [state]
-        gathered: list = [None] * self.world
-        dist.all_gather_object(gathered, state)
-        return gathered
-
-    def _states(self) -> tuple[dict, dict]:
-        """Full (unsharded) model and optimiser state dicts; collective under FSDP."""
-        if not self.cfg.fsdp:
-            return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}, self.optimizer.state_dict()
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
-        )
-
-        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        return (get_model_state_dict(self.model, options=options),
-                get_optimizer_state_dict(self.model, self.optimizer, options=options))
-
-    def _load_states(self, model_state: dict, optimizer_state: dict) -> None:
-        if not self.cfg.fsdp:
-            self.model.load_state_dict(model_state)
-            self.optimizer.load_state_dict(optimizer_state)
-            return
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions, set_model_state_dict, set_optimizer_state_dict,
-        )
-
-        options = StateDictOptions(full_state_dict=True)
-        set_model_state_dict(self.model, model_state, options=options)
-        set_optimizer_state_dict(self.model, self.optimizer, optimizer_state, options=options)
+    def _header(self, metrics: dict) -> ckpt.Header:
+        return ckpt.Header(attncomp=__version__, kind="train", spec=self.cfg.spec_text, spec_hash=self.cfg.spec_hash,
+                           tokenizers=self._tokenizers(), data=json.dumps(self.data.manifest), step=self.step,
+                           position=tuple(self.position), metrics=metrics, sharded=self.cfg.fsdp)
 
     def save(self, metrics: dict) -> Path:
-        rng = self._rng_states()
-        model_state, optimizer_state = self._states()
-        path = ckpt.checkpoint_path(self.out, self.step)
+        """A checkpoint: one file written by rank 0, or under FSDP a directory of DCP shards, one per worker."""
+        rng = states.rng_states(self.device, self.cuda, self.world)
+        tensors = states.for_checkpoint(self.model, self.optimizer, self.cfg.fsdp)
+        path = ckpt.checkpoint_path(self.out, self.step, sharded_dir=self.cfg.fsdp)
+        saved = ckpt.Checkpoint(self._header(metrics), model=tensors["model"], optimizer=tensors["optimizer"],
+                                scheduler=self.scheduler.state_dict(), rng=rng)
+        if self.cfg.fsdp:
+            ckpt.sharded.save(saved, tensors, path, self.rank, ckpt.write_file)
+        elif self.rank == 0:
+            ckpt.save(saved, path)
         if self.rank == 0:
-            payload = {
-                "format": ckpt.FORMAT, "version": ckpt.VERSION, "attncomp": __version__, "kind": "train",
-                "spec": self.cfg.spec_text, "spec_hash": self.cfg.spec_hash, "tokenizers": self._tokenizers(),
-                "data": json.dumps(self.data.manifest), "step": self.step, "position": list(self.position),
-                "model": model_state, "optimizer": optimizer_state, "scheduler": self.scheduler.state_dict(),
-                "sharded": self.cfg.fsdp,
-                "rng": rng, "metrics": metrics,
-            }
-            ckpt.save(payload, path)
             ckpt.prune(self.out, self.recipe.checkpoint.keep)
         if dist.is_initialized():
             dist.barrier()
@@ -315,37 +284,36 @@ class Trainer:
 
         return {"src": blob("src"), "tgt": blob("tgt")}
 
+    def _remove_stale(self) -> None:
+        for path in ckpt.remove_stale(self.out):
+            self.monitor.note(f"removed {path}, left behind by a save that was interrupted")
+
     def restore(self) -> None:
-        found = ckpt.latest(self.out, warn=self.monitor.note)
+        found = ckpt.latest_readable(self.out, warn=self.monitor.note)
         if found is None:
             self.monitor.note(f"no checkpoint in {self.out}; starting from step 0")
             return
-        path, payload = found
-        if payload.get("kind") != "train":
+        path, header = found.path, found.header
+        if header.kind != "train":
             raise TrainingError(f"{path} is an averaged checkpoint; training resumes from a train checkpoint")
-        if payload["spec_hash"] != self.cfg.spec_hash:
-            raise TrainingError(f"{path} was trained with spec {payload['spec_hash'][:12]}, this run's spec is "
+        if header.spec_hash != self.cfg.spec_hash:
+            raise TrainingError(f"{path} was trained with spec {header.spec_hash[:12]}, this run's spec is "
                                 f"{self.cfg.spec_hash[:12]}; resume with the same spec and --set options")
-        if payload.get("sharded", False) != self.cfg.fsdp:
-            raise TrainingError(f"{path} was written {'with' if payload.get('sharded') else 'without'} --fsdp; "
-                                "resume it the same way")
-        self._load_states(payload["model"], payload["optimizer"])
-        self.scheduler.load_state_dict(payload["scheduler"])
-        self.step, self.position = payload["step"], tuple(payload["position"])
-        if len(payload["rng"]) == self.world:
-            mine = payload["rng"][self.rank]
-            torch.set_rng_state(mine["torch"])
-            random.setstate(mine["python"])
-            if self.cuda and mine["cuda"] is not None:
-                torch.cuda.set_rng_state(mine["cuda"], self.device)
+        states.load(self.model, self.optimizer, self.cfg.fsdp, found)
+        self.scheduler.load_state_dict(found.scheduler)
+        self.step, self.position = header.step, tuple(header.position)
+        if len(found.rng) == self.world:
+            states.set_rng_state(found.rng[self.rank], self.device, self.cuda)
         else:
-            self.monitor.note(f"{path} was written by {len(payload['rng'])} workers, this run has {self.world}: "
+            self.monitor.note(f"{path} was written by {len(found.rng)} workers, this run has {self.world}: "
                               "dropout continues from fresh random streams")
         self.monitor.note(f"resumed from {path} at step {self.step}")
 
     # --- the loop -----------------------------------------------------------------------------
 
     def run(self) -> None:
+        if self.rank == 0:
+            self._remove_stale()
         if self.cfg.resume:
             self.restore()
         if self.step >= self.recipe.steps:
@@ -382,9 +350,9 @@ class Trainer:
 
     def finish(self, metrics: dict) -> None:
         if self.rank == 0:
-            last = [p for _, p in ckpt.listed(self.out)][-self.recipe.checkpoint.average_last:]
+            last = ckpt.last_readable(self.out, self.recipe.checkpoint.average_last, warn=self.monitor.note)
             if last:
-                ckpt.save(ckpt.average(last), self.out / ckpt.AVERAGE)
+                ckpt.save(ckpt.average(last, warn=self.monitor.note), self.out / ckpt.AVERAGE)
                 self.monitor.note(f"averaged {len(last)} checkpoint(s) into {self.out / ckpt.AVERAGE}")
         self.monitor.close()
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attncomp.cli.main import run
-from attncomp.train import checkpoint as ckpt
+from attncomp import checkpoint as ckpt
 from tests.conftest import ROOT
 
 BLEU_THRESHOLD = 40.0  # held-out sample sentences, 300 CPU training steps (about 20 s)

@@ -1,0 +1,199 @@
+"""The checkpoint: a typed, versioned artifact, and the only code that knows its fields.
+
+A checkpoint is one file `checkpoint_NNNNNNNN.pt` (what `torch.load(weights_only=True)` accepts:
+tensors and plain values), or under `--fsdp` a directory `checkpoint_NNNNNNNN/` of DCP shards
+beside its header (see attncomp.checkpoint.sharded). Its fields are in attncomp.checkpoint.schema;
+`load` checks every one of them, the stored spec (parsed alone, never following `extends`, and its
+hash) and the model's tensors (present, finite), and fails with one line naming file and field.
+
+Saving writes `NAME.tmp` and renames it over `NAME`, so a crash mid-write leaves the previous
+checkpoint intact; a leftover `.tmp` is never read, and `remove_stale` deletes it at the next start.
+Pruning and averaging count only checkpoints that load, so an unreadable one never pushes out a
+good one; averaging streams, holding one checkpoint and a float64 running sum at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import signal
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from attncomp.checkpoint import sharded
+from attncomp.checkpoint.average import average
+from attncomp.checkpoint.schema import (
+    FORMAT, KNOWN_VERSIONS, VERSION, Checkpoint, CheckpointError, Header, check_model, from_payload,
+)
+
+PATTERN = re.compile(r"checkpoint_(\d+)(\.pt)?$")
+AVERAGE = "checkpoint_avg.pt"
+FAULT = "ATTNCOMP_FAULT_KILL_IN_SAVE"  # tests: SIGKILL this process halfway through the Nth save
+
+__all__ = ["AVERAGE", "FORMAT", "KNOWN_VERSIONS", "VERSION", "Checkpoint", "CheckpointError", "Header",
+           "average", "checkpoint_path", "is_checkpoint_dir", "last_readable", "latest_readable", "listed", "load", "prune", "read", "readable",
+           "remove_stale", "save", "sharded", "stored_spec", "write_file"]
+
+_saves = 0
+_specs: dict[str, Any] = {}  # canonical text -> Spec, so a run's checkpoints parse their spec once
+
+
+def checkpoint_path(directory: Path, step: int, sharded_dir: bool = False) -> Path:
+    return directory / (f"checkpoint_{step:08d}" + ("" if sharded_dir else ".pt"))
+
+
+def write_file(payload: dict, path: Path) -> None:
+    """torch.save to a temporary file, flushed to disk, then renamed into place."""
+    global _saves
+    _saves += 1
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        torch.save(payload, f)
+        if os.environ.get(FAULT) == str(_saves):
+            f.flush()
+            f.truncate(f.tell() // 2)
+            os.fsync(f.fileno())
+            os.kill(os.getpid(), signal.SIGKILL)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save(checkpoint: Checkpoint, path: Path) -> None:
+    """The single-file form, atomically."""
+    write_file(checkpoint.payload(), path)
+
+
+def _torch_load(path: Path) -> Any:
+    """The stored dict, memory-mapped (tensors are read when touched), with weights_only."""
+    try:
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as err:
+            if "mmap" not in str(err):
+                raise
+            return torch.load(path, map_location="cpu", weights_only=True)  # the legacy (non-zip) format
+    except Exception as err:  # truncated zip, pickle of foreign objects, not a torch file at all
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"{path} is not a readable attncomp checkpoint ({reason[:160]})") from None
+
+
+def stored_spec(checkpoint: Checkpoint):
+    """The checkpoint's spec (an ir Spec), parsed alone; its hash must be the recorded one."""
+    from attncomp import ir
+
+    text = checkpoint.header.spec
+    if text not in _specs:
+        _specs[text] = ir.load_flat(text, f"{checkpoint.path} (its stored spec)")
+    if ir.spec_hash(_specs[text]) != checkpoint.header.spec_hash:
+        raise CheckpointError(f"{checkpoint.path}: field 'spec_hash' does not match its stored spec")
+    return _specs[text]
+
+
+def load(path: str | Path, *, model: bool = True) -> Checkpoint:
+    """A checked checkpoint (file or sharded directory); `model=False` leaves its weights unread."""
+    path = Path(path)
+    if path.is_dir():
+        header = path / sharded.HEADER
+        if not header.is_file():
+            raise CheckpointError(f"{path} is a directory without {sharded.HEADER}: not a sharded checkpoint")
+        found = from_payload(path, _torch_load(header), model=False)
+        if not found.header.sharded:
+            raise CheckpointError(f"{path}: field 'sharded' is false in a sharded checkpoint's header")
+        sharded.check_metadata(path)
+        if model:
+            found.model = check_model(path, sharded.read_full(path, {"model"}).get("model"))
+    elif path.is_file():
+        found = from_payload(path, _torch_load(path), model=model)
+        if found.header.sharded:
+            raise CheckpointError(f"{path}: field 'sharded' is true in a single-file checkpoint")
+    else:
+        raise CheckpointError(f"no checkpoint {path}")
+    found.path = path
+    stored_spec(found)
+    return found
+
+
+def read(path: str | Path) -> Checkpoint:
+    """The whole checkpoint in single-file form: a sharded one's model and optimiser are gathered."""
+    found = load(path)
+    if found.header.sharded:
+        if found.header.kind == "train":
+            found.optimizer = sharded.read_full(found.path, {"optimizer"}).get("optimizer")
+        found.header = dataclasses.replace(found.header, sharded=False)
+    return found
+
+
+def readable(path: Path) -> bool:
+    try:
+        load(path, model=False)
+        return True
+    except CheckpointError:
+        return False
+
+
+def is_checkpoint_dir(path: Path) -> bool:
+    """A sharded checkpoint (rather than a run directory)."""
+    return path.is_dir() and (path / sharded.HEADER).exists()
+
+
+def listed(directory: Path) -> list[tuple[int, Path]]:
+    """Training checkpoints in a run directory (files and sharded directories), oldest first."""
+    if not directory.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := PATTERN.search(p.name))]
+    return sorted(found)
+
+
+def latest_readable(directory: Path, warn: Callable[[str], Any] = print) -> Checkpoint | None:
+    """The newest checkpoint whose header loads (its weights unread); unreadable newer ones are reported."""
+    for _, path in reversed(listed(directory)):
+        try:
+            return load(path, model=False)
+        except CheckpointError as err:
+            warn(f"skipping {err}")
+    return None
+
+
+def last_readable(directory: Path, count: int, warn: Callable[[str], Any] = print) -> list[Path]:
+    """The newest `count` checkpoints that load, oldest first; the unreadable ones among them are reported."""
+    found: list[Path] = []
+    for _, path in reversed(listed(directory)):
+        if len(found) == count:
+            break
+        try:
+            load(path, model=False)
+            found.append(path)
+        except CheckpointError as err:
+            warn(f"skipping {err}")
+    return found[::-1]
+
+
+def _delete(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def prune(directory: Path, keep: int) -> list[Path]:
+    """Delete all but the newest `keep` readable checkpoints; unreadable ones are neither counted nor deleted."""
+    good = [p for _, p in listed(directory) if readable(p)]
+    gone = good[:-keep] if keep > 0 else []
+    for path in gone:
+        _delete(path)
+    return gone
+
+
+def remove_stale(directory: Path) -> list[Path]:
+    """Delete the `*.tmp` files and directories a killed save left behind."""
+    if not directory.is_dir():
+        return []
+    stale = [p for p in directory.iterdir() if p.name.startswith("checkpoint_") and p.name.endswith(".tmp")]
+    for path in stale:
+        _delete(path)
+    return stale
