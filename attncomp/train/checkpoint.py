@@ -103,9 +103,10 @@ def average(paths: list[Path]) -> dict:
         raise TrainingError("no checkpoints to average")
     payloads = [load(p) for p in paths]
     first = payloads[0]
-    for p, payload in zip(paths, payloads):
-        if payload["spec_hash"] != first["spec_hash"]:
-            raise TrainingError(f"{p} was trained with another spec than {paths[0]}; they cannot be averaged")
+    shapes = {k: v.shape for k, v in first["model"].items()}
+    for p, payload in zip(paths, payloads):  # a run extended with --resume changes the spec, not the model
+        if {k: v.shape for k, v in payload["model"].items()} != shapes:
+            raise TrainingError(f"{p} holds another model than {paths[0]}; they cannot be averaged")
     state = {}
     for key, value in payloads[-1]["model"].items():
         if value.is_floating_point():

@@ -15,7 +15,8 @@ import os
 import random
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
@@ -28,7 +29,8 @@ from attncomp.data.batching import Batcher, lm_batch, translation_batch
 from attncomp.data.dataset import PreparedData
 from attncomp.errors import AttncompError, DataError, TrainingError
 from attncomp.train import checkpoint as ckpt
-from attncomp.train.launch import report_error, report_internal_error
+from attncomp.train import cluster
+from attncomp.train.launch import clear_errors, report_error, report_internal_error
 from attncomp.train.monitor import Monitor
 from attncomp.train.schedule import learning_rate
 from attncomp.train.step import TrainStep
@@ -70,6 +72,9 @@ class RunConfig:
     time_limit: float | None = None  # minutes: then save, average and finish as if the steps were done
     fused_loss: bool = True  # the output projection and the loss in chunks, without full logits
     fsdp: bool = False  # shard parameters, gradients and optimiser state across workers (FSDP2)
+    timeout: float = 600.0  # seconds a collective may wait for a peer before the run stops
+    # resume_check(stored spec text, checkpoint name) -> the allowed changes ("key: old -> new"), or raises
+    resume_check: Callable[[str, str], list[str]] | None = None
 
 
 def check_vocab(data: PreparedData, m) -> None:
@@ -100,8 +105,9 @@ def _all_reduce(t: torch.Tensor) -> torch.Tensor:
 
 
 class Trainer:
-    def __init__(self, cfg: RunConfig, rank: int, world: int, local_rank: int):
-        self.cfg, self.rank, self.world = cfg, rank, world
+    def __init__(self, cfg: RunConfig, rank: int, world: int, local_rank: int, stop: cluster.StopFlag | None = None):
+        self.cfg, self.rank, self.world, self.local_rank = cfg, rank, world, local_rank
+        self.stop = stop or cluster.StopFlag()
         self.cuda = cfg.device == "cuda"
         self.device = torch.device(f"cuda:{local_rank}") if self.cuda else torch.device("cpu")
         if self.cuda:
@@ -237,23 +243,21 @@ class Trainer:
         tokens = max(tokens, 1.0)
         return {"loss": loss / tokens, "ppl": math.exp(min(nll / tokens, 50.0))}
 
-    def _clock(self, sync_point: bool) -> tuple[bool, bool]:
-        """(a checkpoint is due, the time limit is reached); rank 0's clock decides for everyone, read at
-        sync points only (its broadcast is a host sync), so time-based saves land on a multiple of log_every."""
+    def _clock(self, sync_point: bool) -> tuple[bool, bool, bool]:
+        """(a checkpoint is due, the time limit is reached, a stop signal came); rank 0's clock decides for
+        everyone, and a signal on any rank stops all. Read at sync points only (the agreement is a host sync),
+        so time-based saves and stops land on a multiple of log_every."""
         every = self.recipe.checkpoint.every
-        by_time = every.kind == "time"
-        if not by_time and self.cfg.time_limit is None:
-            return self.step % every.steps == 0, False
+        by_steps = every.kind != "time" and self.step % every.steps == 0
         if not sync_point:
-            return not by_time and self.step % every.steps == 0, False
-        now = time.monotonic()
-        flags = torch.tensor([
-            now - self.last_save >= every.minutes * 60 if by_time else self.step % every.steps == 0,
-            self.cfg.time_limit is not None and now - self.started >= self.cfg.time_limit * 60,
-        ], device=self.device)
-        if dist.is_initialized():
-            dist.broadcast(flags, 0)
-        return bool(flags[0]), bool(flags[1])
+            return by_steps, False, False
+        now, mine = time.monotonic(), self.rank == 0
+        due, time_up, stop = cluster.agree([
+            mine and (by_steps if every.kind != "time" else now - self.last_save >= every.minutes * 60),
+            mine and self.cfg.time_limit is not None and now - self.started >= self.cfg.time_limit * 60,
+            self.stop.signal is not None,
+        ], self.device)
+        return bool(due), bool(time_up), bool(stop)
 
     def _rng_states(self) -> list[dict]:
         state = {"torch": torch.get_rng_state(), "python": random.getstate(),
@@ -315,17 +319,57 @@ class Trainer:
 
         return {"src": blob("src"), "tgt": blob("tgt")}
 
+    def _agreed_checkpoint(self) -> tuple[Path, dict] | None:
+        """Rank 0 picks the checkpoint to resume from and tells the others; every rank reads that one, and if
+        any cannot, every rank stops with the same message."""
+        found = ckpt.latest(self.out, warn=self.monitor.note) if self.rank == 0 else None
+        if not dist.is_initialized():
+            return found
+        choice = [str(found[0]) if found else None]
+        dist.broadcast_object_list(choice, 0)
+        if choice[0] is None:
+            return None
+        problem = None
+        if self.rank != 0:
+            try:
+                found = (Path(choice[0]), ckpt.load(choice[0]))
+            except AttncompError as err:
+                problem = str(err)
+        problems: list = [None] * self.world
+        dist.all_gather_object(problems, problem)
+        failed = {r: p for r, p in enumerate(problems) if p is not None}
+        if failed:
+            first = min(failed)
+            raise TrainingError(f"rank(s) {', '.join(map(str, failed))} cannot read {choice[0]}, the checkpoint rank 0 "
+                                f"resumes from (rank {first}: {failed[first]}); every machine must see the same "
+                                "--out on shared storage")
+        return found
+
+    def _check_spec(self, path: Path, payload: dict) -> None:
+        """The same spec, or one that only changes how long the run goes (recorded in the log and run.json)."""
+        if payload["spec_hash"] == self.cfg.spec_hash:
+            return
+        if self.cfg.resume_check is None:
+            raise TrainingError(f"{path} was trained with another spec; resume with the same spec and --set options")
+        changes = self.cfg.resume_check(payload["spec"], str(path))
+        self.monitor.note(f"extending the run from step {payload['step']}: {'; '.join(changes)}")
+        if self.rank == 0:
+            record = self.out / "run.json"
+            data = json.loads(record.read_text()) if record.is_file() else {}
+            data.setdefault("extended", []).append({"from": path.name, "step": payload["step"], "changes": changes})
+            tmp = record.with_name(record.name + ".tmp")
+            tmp.write_text(json.dumps(data, indent=2) + "\n")
+            os.replace(tmp, record)
+
     def restore(self) -> None:
-        found = ckpt.latest(self.out, warn=self.monitor.note)
+        found = self._agreed_checkpoint()
         if found is None:
             self.monitor.note(f"no checkpoint in {self.out}; starting from step 0")
             return
         path, payload = found
         if payload.get("kind") != "train":
             raise TrainingError(f"{path} is an averaged checkpoint; training resumes from a train checkpoint")
-        if payload["spec_hash"] != self.cfg.spec_hash:
-            raise TrainingError(f"{path} was trained with spec {payload['spec_hash'][:12]}, this run's spec is "
-                                f"{self.cfg.spec_hash[:12]}; resume with the same spec and --set options")
+        self._check_spec(path, payload)
         if payload.get("sharded", False) != self.cfg.fsdp:
             raise TrainingError(f"{path} was written {'with' if payload.get('sharded') else 'without'} --fsdp; "
                                 "resume it the same way")
@@ -345,7 +389,8 @@ class Trainer:
 
     # --- the loop -----------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self) -> dict | None:
+        """Train; returns {"stopped": SIGNAL, "step": N, "checkpoint": PATH} when a signal stopped it."""
         if self.cfg.resume:
             self.restore()
         if self.step >= self.recipe.steps:
@@ -358,18 +403,24 @@ class Trainer:
             for update in self.batcher.updates(*self.position):
                 self.position = (update.epoch, update.index + 1)
                 stats, lr = self.train_update(update)
+                cluster.maybe_fault(self.step, self.local_rank)
                 sync_point = self.step % self.cfg.log_every == 0  # the host reads device values only here
                 if sync_point:
                     self.check_health()
                 self.monitor.update(self.step, stats, lr, self.cfg.log_every)
                 profiler.step()
                 stopping = self.step == self.cfg.stop_at
-                due, time_up = self._clock(sync_point)
-                if due or self.step == self.recipe.steps or stopping or time_up:
+                due, time_up, signalled = self._clock(sync_point)
+                if due or self.step == self.recipe.steps or stopping or time_up or signalled:
                     self.check_health()
                     metrics = self.evaluate()
                     saved = self.save(metrics)
                     self.monitor.evaluation(self.step, metrics, saved)
+                if signalled:
+                    name = self.stop.signal or "a signal to another worker"
+                    self.monitor.note(f"{name}: saved {saved.name} at step {self.step}; continue with --resume")
+                    self.monitor.close()
+                    return {"stopped": name, "step": self.step, "checkpoint": str(saved)}
                 if stopping:
                     self.monitor.note(f"stopped at step {self.step} as asked; continue with --resume")
                     return self.monitor.close()
@@ -389,23 +440,34 @@ class Trainer:
         self.monitor.close()
 
 
-def worker(cfg: RunConfig) -> None:
-    """The entry point of each worker process (started by attncomp.train.launch)."""
+def worker(cfg: RunConfig) -> dict | None:
+    """The entry point of each worker process (started by attncomp.train.launch). After an elastic
+    restart it resumes from the last checkpoint by itself."""
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_rank, out = int(os.environ.get("LOCAL_RANK", 0)), Path(cfg.out)
+    stop, heartbeat = cluster.StopFlag().install(), None
+    clear_errors(out, rank)
+    if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0:
+        cfg = replace(cfg, resume=True)
     try:
         if world > 1:
-            backend = "nccl" if cfg.device == "cuda" else "gloo"
             if cfg.device == "cuda":
                 torch.cuda.set_device(local_rank)
-            dist.init_process_group(backend=backend)
-        Trainer(cfg, rank, world, local_rank).run()
+            dist.init_process_group(backend="nccl" if cfg.device == "cuda" else "gloo",
+                                    timeout=timedelta(seconds=cfg.timeout))
+            heartbeat = cluster.Heartbeat(rank, world)
+            heartbeat.start()
+            cluster.check_shared_storage(out, rank, world)
+        return Trainer(cfg, rank, world, local_rank, stop).run()
     except AttncompError as err:
-        report_error(Path(cfg.out), rank, err)
+        report_error(out, rank, err)
         sys.stderr.flush()
         os._exit(err.exit_code)  # peers blocked in a collective are ended by the launcher
-    except Exception as err:  # a bug: keep the whole traceback where the launcher will point to it
-        report_internal_error(Path(cfg.out), rank, err)
+    except Exception as err:
+        if world > 1 and cluster.is_collective_failure(err):  # a consequence: name the peers that went away
+            report_error(out, rank, cluster.peer_failure(err, rank, heartbeat, cfg.timeout), peer=True)
+        else:  # a bug: keep the whole traceback where the launcher will point to it
+            report_internal_error(out, rank, err)
         sys.stderr.flush()
         os._exit(1)
     finally:
