@@ -13,8 +13,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -25,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from attncomp.errors import TrainingError
-from attncomp.train.launch import STOP_SIGNALS
+from attncomp.train.launch import STOP_SIGNALS, mark_ended
 
 STORAGE_WAIT = 3.0  # seconds rank 0 keeps looking for the other ranks' tokens (slow network file systems)
 BEAT = 1.0  # seconds between heartbeats
@@ -98,44 +100,71 @@ class Heartbeat(threading.Thread):
         prefix = f"attncomp-alive/{os.environ.get('TORCHELASTIC_RUN_ID', '')}/" \
                  f"{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
         self.store = dist.PrefixStore(prefix, dist.TCPStore(*self.address, is_master=False,
-                                                            timeout=timedelta(seconds=10)))
-        self.store.set(str(rank), "0")
+                                                            timeout=timedelta(seconds=5)))
+        self.me = f"{socket.gethostname()} {os.getpid()}"
+        self.store.set(str(rank), f"0 {self.me}")
 
     def run(self) -> None:
         beat = 0
         while True:
             beat += 1
             try:
-                self.store.set(str(self.rank), str(beat))
+                self.store.set(str(self.rank), f"{beat} {self.me}")
             except Exception:  # the store's host is gone; peer_failure will say so
                 return
             time.sleep(BEAT)
 
-    def silent(self) -> list[int] | None:
-        """Ranks whose stamp did not move over 2.5 beats (None: the store itself is unreachable)."""
+    def silent(self) -> dict[int, tuple[str, int]] | None:
+        """{rank: (host, pid)} of the ranks whose stamp did not move over 2.5 beats (None: the store itself
+        is unreachable)."""
         try:
             before = self._stamps()
             time.sleep(2.5 * BEAT)
             after = self._stamps()
         except Exception:
             return None
-        return [r for r in range(self.world) if r != self.rank and after[r] == before[r]]
+        found = {}
+        for r in range(self.world):
+            if r != self.rank and after[r] == before[r]:
+                _, host, pid = (after[r] or b"0 ? 0").decode().split(" ")
+                found[r] = (host, int(pid))
+        return found
 
     def _stamps(self) -> list[bytes | None]:
         return [self.store.get(str(r)) if self.store.check([str(r)]) else None for r in range(self.world)]
 
 
-def peer_failure(err: Exception, rank: int, heartbeat: Heartbeat | None, timeout: float) -> TrainingError:
-    """A collective failed on this rank: name the workers that stopped responding."""
+def _end_if_frozen(out: Path, rank: int, host: str, pid: int) -> bool:
+    """A silent worker on this machine that is still there (stopped, hung) is ended now rather than after
+    the launcher's 30 s grace; a dead one (gone, or a zombie) is left for the launcher to report."""
+    if host != socket.gethostname():
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    if state in ("Z", "X"):
+        return False
+    mark_ended(out, rank)
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def peer_failure(err: Exception, out: Path, rank: int, heartbeat: Heartbeat | None,
+                 timeout: float) -> TrainingError:
+    """A collective failed on this rank: name the workers that stopped responding (and end the frozen
+    ones on this machine)."""
     gist = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-    silent = heartbeat.silent() if heartbeat is not None else []
+    silent = heartbeat.silent() if heartbeat is not None else {}
     if silent is None:
         host, port = heartbeat.address
         who = (f"the run's store at {host}:{port} (on the machine of rank 0) is unreachable too: that machine "
                "stopped or lost the network")
     elif silent:
-        who = (f"worker(s) {', '.join(map(str, silent))} stopped responding (no heartbeat): frozen, killed, or their "
-               "machine is down")
+        ended = [r for r, (host, pid) in silent.items() if _end_if_frozen(out, r, host, pid)]
+        who = "; ".join(f"worker {r} (rank {r}, pid {pid} on {host}) stopped responding (no heartbeat)"
+                        f"{': frozen, ended it' if r in ended else ''}" for r, (host, pid) in sorted(silent.items()))
     else:
         who = "every worker still answers; see the other workers' errors"
     return TrainingError(f"worker {rank}: a collective operation failed ({gist}); {who}. Collectives wait at most "

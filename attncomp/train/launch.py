@@ -30,7 +30,7 @@ from attncomp.errors import AttncompError, TrainingError, UsageError
 ERRORS = "errors"
 PREEMPTED = 75  # exit code after a signal: a checkpoint was saved, continue with --resume (sysexits EX_TEMPFAIL)
 INTERRUPTED = 130  # exit code after SIGINT, SIGHUP or SIGQUIT: workers ended without saving
-SHUTDOWN_SECONDS = 5  # after a failure, surviving local workers get SIGTERM, then SIGKILL this much later
+SHUTDOWN_SECONDS = 15  # when the agent stops its workers: SIGTERM, then SIGKILL this much later
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
@@ -99,6 +99,14 @@ def clear_errors(run_dir: Path, rank: int) -> None:
     """Called in a worker at start (also after a restart): forget this rank's earlier failure."""
     for peer in (False, True):
         _error_file(run_dir, rank, peer).unlink(missing_ok=True)
+    (run_dir / ERRORS / f"rank{rank}.ended").unlink(missing_ok=True)
+
+
+def mark_ended(run_dir: Path, rank: int) -> None:
+    """Called in a worker before it ends a frozen peer: that death is a consequence, not the cause."""
+    path = run_dir / ERRORS / f"rank{rank}.ended"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
 
 
 def report_error(run_dir: Path, rank: int, err: AttncompError, peer: bool = False) -> None:
@@ -147,7 +155,7 @@ def explain_failure(run_dir: Path, failures: dict) -> AttncompError:
     if primary:
         return primary[min(primary)]
     for rank, failure in sorted(failures.items()):
-        if rank not in peer:
+        if rank not in peer and not (run_dir / ERRORS / f"rank{rank}.ended").exists():
             return TrainingError(f"worker {rank} (rank {rank}, pid {failure.pid}) died: "
                                  f"{how_it_ended(failure.exitcode)}; the last complete checkpoint in {run_dir} is "
                                  "intact (continue with --resume)")
@@ -204,7 +212,7 @@ def launch(entrypoint: Callable[..., Any], args: tuple, nproc: int, run_dir: Pat
     local workers' return values and the stop signal received here (None without one)."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.elastic.rendezvous.api import RendezvousError
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousError
     from torch.distributed.launcher.api import elastic_launch
 
     for name in ("torch.distributed.elastic", "torch.multiprocessing"):
@@ -212,6 +220,7 @@ def launch(entrypoint: Callable[..., Any], args: tuple, nproc: int, run_dir: Pat
     for stale in (run_dir / ERRORS).glob("rank*") if (run_dir / ERRORS).is_dir() else []:
         stale.unlink(missing_ok=True)
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # workers: no C++ stack dumps when a peer goes away
     try:
         with _SignalForwarder() as forwarder:
             values = elastic_launch(_config(nproc, nodes), entrypoint)(*args)
@@ -222,7 +231,13 @@ def launch(entrypoint: Callable[..., Any], args: tuple, nproc: int, run_dir: Pat
         raise Stopped(f"{err.sigval.name}: the workers were ended without saving; the last complete checkpoint in "
                       f"{run_dir} is intact (continue with --resume)", code) from None
     except RendezvousError as err:
+        if _reported(run_dir, peer=False) or _reported(run_dir, peer=True):  # lost mid-run: the workers know more
+            raise explain_failure(run_dir, {}) from None
+        if isinstance(err, RendezvousConnectionError):
+            raise TrainingError(f"lost the connection to the rendezvous at {nodes.rdzv_endpoint}: the machine "
+                                "hosting it stopped or lost the network (or it was never reachable)") from None
         gist = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-        raise TrainingError(f"the rendezvous at {nodes.rdzv_endpoint} failed: {gist} (are all {nodes.nnodes} "
-                            "machines started with the same --rdzv-endpoint and --rdzv-id?)") from None
+        raise TrainingError(f"the rendezvous at {nodes.rdzv_endpoint} failed: {gist} (were all {nodes.nnodes} "
+                            "machines started with the same --rdzv-endpoint and --rdzv-id, and is the machine at "
+                            "that address still up?)") from None
     return [values[k] for k in sorted(values)], forwarder.received

@@ -465,7 +465,7 @@ def worker(cfg: RunConfig) -> dict | None:
         os._exit(err.exit_code)  # peers blocked in a collective are ended by the launcher
     except Exception as err:
         if world > 1 and cluster.is_collective_failure(err):  # a consequence: name the peers that went away
-            report_error(out, rank, cluster.peer_failure(err, rank, heartbeat, cfg.timeout), peer=True)
+            report_error(out, rank, cluster.peer_failure(err, out, rank, heartbeat, cfg.timeout), peer=True)
         else:  # a bug: keep the whole traceback where the launcher will point to it
             report_internal_error(out, rank, err)
         sys.stderr.flush()
