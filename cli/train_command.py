@@ -62,7 +62,8 @@ def _train(args: argparse.Namespace) -> int:
     from attncomp.data.dataset import PreparedData
     from attncomp.train import checkpoint as ckpt
     from attncomp.train.launch import Stopped, launch
-    from attncomp.train.runner import RunConfig, check_vocab, worker
+    from attncomp.train.runner import RunConfig, check_vocab
+    from attncomp.train.worker import worker
 
     spec = ir.load(args.spec, args.overrides)
     nodes = _nodes(args)

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -26,7 +27,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from attncomp.errors import TrainingError
+from attncomp.errors import AttncompError, TrainingError
+from attncomp.train import checkpoint as ckpt
 from attncomp.train.launch import STOP_SIGNALS, mark_ended
 
 STORAGE_WAIT = 3.0  # seconds rank 0 keeps looking for the other ranks' tokens (slow network file systems)
@@ -79,6 +81,43 @@ def check_shared_storage(out: Path, rank: int, world: int) -> None:
                            "machine of a run must see the same --out on shared storage (NFS, Lustre, ...), because "
                            "the checkpoints rank 0 writes are what every rank resumes from; give each machine the "
                            "same path on a shared file system")
+
+
+def agree_on_checkpoint(out: Path, rank: int, world: int, warn) -> tuple[Path, dict] | None:
+    """Rank 0 picks the checkpoint to resume from and tells the others; every rank reads that one, and if
+    any cannot, every rank stops with the same message."""
+    found = ckpt.latest(out, warn=warn) if rank == 0 else None
+    if not dist.is_initialized():
+        return found
+    choice = [str(found[0]) if found else None]
+    dist.broadcast_object_list(choice, 0)
+    if choice[0] is None:
+        return None
+    problem = None
+    if rank != 0:
+        try:
+            found = (Path(choice[0]), ckpt.load(choice[0]))
+        except AttncompError as err:
+            problem = str(err)
+    problems: list = [None] * world
+    dist.all_gather_object(problems, problem)
+    failed = {r: p for r, p in enumerate(problems) if p is not None}
+    if failed:
+        first = min(failed)
+        raise TrainingError(f"rank(s) {', '.join(map(str, failed))} cannot read {choice[0]}, the checkpoint rank 0 "
+                            f"resumes from (rank {first}: {failed[first]}); every machine must see the same --out "
+                            "on shared storage")
+    return found
+
+
+def record_extension(out: Path, path: Path, step: int, changes: list[str]) -> None:
+    """Append a resumed run's changed keys to run.json (atomically)."""
+    record = out / "run.json"
+    data = json.loads(record.read_text()) if record.is_file() else {}
+    data.setdefault("extended", []).append({"from": path.name, "step": step, "changes": changes})
+    tmp = record.with_name(record.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, record)
 
 
 def agree(values: list[float], device: torch.device) -> list[float]:

@@ -13,10 +13,8 @@ import json
 import math
 import os
 import random
-import sys
 import time
-from dataclasses import dataclass, replace
-from datetime import timedelta
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -27,10 +25,9 @@ import torch.distributed as dist
 from attncomp import __version__
 from attncomp.data.batching import Batcher, lm_batch, translation_batch
 from attncomp.data.dataset import PreparedData
-from attncomp.errors import AttncompError, DataError, TrainingError
+from attncomp.errors import DataError, TrainingError
 from attncomp.train import checkpoint as ckpt
 from attncomp.train import cluster
-from attncomp.train.launch import clear_errors, report_error, report_internal_error
 from attncomp.train.monitor import Monitor
 from attncomp.train.schedule import learning_rate
 from attncomp.train.step import TrainStep
@@ -319,32 +316,6 @@ class Trainer:
 
         return {"src": blob("src"), "tgt": blob("tgt")}
 
-    def _agreed_checkpoint(self) -> tuple[Path, dict] | None:
-        """Rank 0 picks the checkpoint to resume from and tells the others; every rank reads that one, and if
-        any cannot, every rank stops with the same message."""
-        found = ckpt.latest(self.out, warn=self.monitor.note) if self.rank == 0 else None
-        if not dist.is_initialized():
-            return found
-        choice = [str(found[0]) if found else None]
-        dist.broadcast_object_list(choice, 0)
-        if choice[0] is None:
-            return None
-        problem = None
-        if self.rank != 0:
-            try:
-                found = (Path(choice[0]), ckpt.load(choice[0]))
-            except AttncompError as err:
-                problem = str(err)
-        problems: list = [None] * self.world
-        dist.all_gather_object(problems, problem)
-        failed = {r: p for r, p in enumerate(problems) if p is not None}
-        if failed:
-            first = min(failed)
-            raise TrainingError(f"rank(s) {', '.join(map(str, failed))} cannot read {choice[0]}, the checkpoint rank 0 "
-                                f"resumes from (rank {first}: {failed[first]}); every machine must see the same "
-                                "--out on shared storage")
-        return found
-
     def _check_spec(self, path: Path, payload: dict) -> None:
         """The same spec, or one that only changes how long the run goes (recorded in the log and run.json)."""
         if payload["spec_hash"] == self.cfg.spec_hash:
@@ -354,15 +325,10 @@ class Trainer:
         changes = self.cfg.resume_check(payload["spec"], str(path))
         self.monitor.note(f"extending the run from step {payload['step']}: {'; '.join(changes)}")
         if self.rank == 0:
-            record = self.out / "run.json"
-            data = json.loads(record.read_text()) if record.is_file() else {}
-            data.setdefault("extended", []).append({"from": path.name, "step": payload["step"], "changes": changes})
-            tmp = record.with_name(record.name + ".tmp")
-            tmp.write_text(json.dumps(data, indent=2) + "\n")
-            os.replace(tmp, record)
+            cluster.record_extension(self.out, path, payload["step"], changes)
 
     def restore(self) -> None:
-        found = self._agreed_checkpoint()
+        found = cluster.agree_on_checkpoint(self.out, self.rank, self.world, self.monitor.note)
         if found is None:
             self.monitor.note(f"no checkpoint in {self.out}; starting from step 0")
             return
@@ -438,38 +404,3 @@ class Trainer:
                 ckpt.save(ckpt.average(last), self.out / ckpt.AVERAGE)
                 self.monitor.note(f"averaged {len(last)} checkpoint(s) into {self.out / ckpt.AVERAGE}")
         self.monitor.close()
-
-
-def worker(cfg: RunConfig) -> dict | None:
-    """The entry point of each worker process (started by attncomp.train.launch). After an elastic
-    restart it resumes from the last checkpoint by itself."""
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    local_rank, out = int(os.environ.get("LOCAL_RANK", 0)), Path(cfg.out)
-    stop, heartbeat = cluster.StopFlag().install(), None
-    clear_errors(out, rank)
-    if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0:
-        cfg = replace(cfg, resume=True)
-    try:
-        if world > 1:
-            if cfg.device == "cuda":
-                torch.cuda.set_device(local_rank)
-            dist.init_process_group(backend="nccl" if cfg.device == "cuda" else "gloo",
-                                    timeout=timedelta(seconds=cfg.timeout))
-            heartbeat = cluster.Heartbeat(rank, world)
-            heartbeat.start()
-            cluster.check_shared_storage(out, rank, world)
-        return Trainer(cfg, rank, world, local_rank, stop).run()
-    except AttncompError as err:
-        report_error(out, rank, err)
-        sys.stderr.flush()
-        os._exit(err.exit_code)  # peers blocked in a collective are ended by the launcher
-    except Exception as err:
-        if world > 1 and cluster.is_collective_failure(err):  # a consequence: name the peers that went away
-            report_error(out, rank, cluster.peer_failure(err, out, rank, heartbeat, cfg.timeout), peer=True)
-        else:  # a bug: keep the whole traceback where the launcher will point to it
-            report_internal_error(out, rank, err)
-        sys.stderr.flush()
-        os._exit(1)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
