@@ -20,6 +20,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,8 @@ PREEMPTED = 75  # exit code after a signal: a checkpoint was saved, continue wit
 INTERRUPTED = 130  # exit code after SIGINT, SIGHUP or SIGQUIT: workers ended without saving
 SHUTDOWN_SECONDS = 15  # when the agent stops its workers: SIGTERM, then SIGKILL this much later
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+# the agent's queues of killed workers are left to multiprocessing's resource tracker, which warns at exit
+QUIET_TRACKER = "ignore::UserWarning:multiprocessing.resource_tracker"
 
 
 @dataclass
@@ -185,11 +188,12 @@ class _SignalForwarder:
         from torch.distributed.elastic.multiprocessing.api import SignalException
 
         name = signal.Signals(signum).name
-        if self.received is not None:
-            raise SignalException(f"second {name}", sigval=signal.Signals(signum))
-        self.received = name
+        second = self.received is not None
+        self.received = self.received or name
         for child in multiprocessing.active_children():
-            os.kill(child.pid, signum)
+            os.kill(child.pid, signal.SIGKILL if second else signum)
+        if second:
+            raise SignalException(f"second {name}", sigval=signal.Signals(signum))
 
 
 def _config(nproc: int, nodes: Nodes):
@@ -221,6 +225,8 @@ def launch(entrypoint: Callable[..., Any], args: tuple, nproc: int, run_dir: Pat
         stale.unlink(missing_ok=True)
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # workers: no C++ stack dumps when a peer goes away
+    if QUIET_TRACKER not in sys.warnoptions:  # read when the resource tracker process starts
+        sys.warnoptions.append(QUIET_TRACKER)
     try:
         with _SignalForwarder() as forwarder:
             values = elastic_launch(_config(nproc, nodes), entrypoint)(*args)

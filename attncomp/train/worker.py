@@ -42,6 +42,8 @@ def worker(cfg: RunConfig) -> dict | None:
         report_error(out, rank, err)
         sys.stderr.flush()
         os._exit(err.exit_code)  # peers blocked in a collective are ended by the launcher
+    except KeyboardInterrupt:  # Ctrl-C reaches every process of the terminal's group: end quietly
+        os._exit(130)
     except Exception as err:
         if world > 1 and cluster.is_collective_failure(err):  # a consequence: name the peers that went away
             report_error(out, rank, cluster.peer_failure(err, out, rank, heartbeat, cfg.timeout), peer=True)
