@@ -144,6 +144,9 @@ def _reported(run_dir: Path, peer: bool) -> dict[int, WorkerError]:
 
 
 def how_it_ended(exitcode: int) -> str:
+    if exitcode == -signal.SIGABRT:  # NCCL's watchdog aborts a worker whose collective timed out
+        return ("killed by signal 6 (SIGABRT; with NCCL, its watchdog ends a worker whose collective waited longer "
+                "than --timeout: another worker may have frozen)")
     if exitcode < 0:
         try:
             return f"killed by signal {-exitcode} ({signal.Signals(-exitcode).name})"
@@ -169,7 +172,7 @@ def explain_failure(run_dir: Path, failures: dict) -> AttncompError:
 
 class _SignalForwarder:
     """While workers run: the first SIGTERM/SIGUSR1 is passed on to them (they save and stop at the next
-    sync point); a second ends them at once through the elastic agent's own shutdown."""
+    sync point); a second ends them at once (SIGKILL), as does the first before any worker started."""
 
     def __init__(self):
         self.received: str | None = None
@@ -190,9 +193,10 @@ class _SignalForwarder:
         name = signal.Signals(signum).name
         second = self.received is not None
         self.received = self.received or name
-        for child in multiprocessing.active_children():
+        children = multiprocessing.active_children()
+        for child in children:
             os.kill(child.pid, signal.SIGKILL if second else signum)
-        if second:
+        if second or not children:  # no worker yet to save anything: stop the agent now
             raise SignalException(f"second {name}", sigval=signal.Signals(signum))
 
 
@@ -227,11 +231,16 @@ def launch(entrypoint: Callable[..., Any], args: tuple, nproc: int, run_dir: Pat
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # workers: no C++ stack dumps when a peer goes away
     if QUIET_TRACKER not in sys.warnoptions:  # read when the resource tracker process starts
         sys.warnoptions.append(QUIET_TRACKER)
+    forwarder = _SignalForwarder()
     try:
-        with _SignalForwarder() as forwarder:
+        with forwarder:
             values = elastic_launch(_config(nproc, nodes), entrypoint)(*args)
     except ChildFailedError as failure:
-        raise explain_failure(run_dir, failure.failures) from None
+        explained = explain_failure(run_dir, failure.failures)
+        if forwarder.received and not isinstance(explained, WorkerError):  # a worker still starting up
+            raise Stopped(f"{forwarder.received}: the workers ended before they could save; the last complete "
+                          f"checkpoint in {run_dir} is intact (continue with --resume)") from None
+        raise explained from None
     except SignalException as err:
         code = PREEMPTED if err.sigval in STOP_SIGNALS else INTERRUPTED
         raise Stopped(f"{err.sigval.name}: the workers were ended without saving; the last complete checkpoint in "
