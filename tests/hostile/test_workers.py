@@ -52,3 +52,21 @@ def test_bad_multi_machine_options_are_one_line(sample_data, tmp_path, args, mes
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "run").exists()
+
+
+def test_the_launcher_reports_the_cause_before_its_consequences(tmp_path):
+    from types import SimpleNamespace
+
+    from attncomp.errors import TrainingError
+    from attncomp.train.launch import explain_failure, mark_ended, parse_endpoint, report_error
+
+    killed = {1: SimpleNamespace(pid=42, exitcode=-9)}
+    report_error(tmp_path, 0, TrainingError("worker 0: a collective operation failed (...)"), peer=True)
+    assert "worker 1 (rank 1, pid 42) died: killed by signal 9 (SIGKILL)" in str(explain_failure(tmp_path, killed))
+    # the survivor was the one to fail first: its peer report, not a died message for itself
+    assert "collective operation failed" in str(explain_failure(tmp_path, {0: SimpleNamespace(pid=7, exitcode=1)}))
+    mark_ended(tmp_path, 1)  # a frozen worker that the survivor ended is a consequence too
+    assert "collective operation failed" in str(explain_failure(tmp_path, killed))
+    report_error(tmp_path, 1, TrainingError("the loss became nan at step 7"))
+    assert str(explain_failure(tmp_path, killed)) == "error: the loss became nan at step 7"
+    assert parse_endpoint("[::1]:29400") == ("::1", 29400)
