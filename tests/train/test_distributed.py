@@ -104,16 +104,26 @@ def test_killing_one_machine_ends_the_other_with_a_clear_message(sample_data, tm
     assert time.monotonic() - start < 100
 
 
-def test_sigterm_saves_and_stops_then_resume_continues_exactly(sample_data, tmp_path, straight, monkeypatch, capsys):
+def test_sigterm_saves_and_stops_resume_continues_exactly_and_extends(sample_data, tmp_path, straight, monkeypatch,
+                                                                       capfd):
     out = tmp_path / "run"
     base = ["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", "--log-every", "2", *SHORT]
     monkeypatch.setenv(FAULT_SIGNAL, "0:5:SIGTERM:parent")  # the worker signals the launcher, which forwards it
     assert run(base) == PREEMPTED
-    assert "stopped: SIGTERM: saved" in capsys.readouterr().err
+    assert "stopped: SIGTERM: saved" in capfd.readouterr().err
     assert [s for s, _ in ckpt.listed(out)] == [4, 6]  # saved at the next sync point
     monkeypatch.delenv(FAULT_SIGNAL)
     assert run([*base, "--resume"]) == 0
     assert same(params(out / "checkpoint_00000012.pt"), straight)
+    # extending the finished run: run-length keys are taken and recorded, the architecture is not
+    assert run([*base, "--resume", "--set", "model.d_ff=128", "--set", "train.steps=14"]) == 2
+    err = capfd.readouterr().err
+    assert "model.encoder.d_ff (256 -> 128)" in err and "train.steps" not in err.split("--resume may")[0]
+    assert run([*base, "--resume", "--set", "train.steps=14"]) == 0
+    assert "extending the run from step 12: train.steps: 12 -> 14" in capfd.readouterr().err  # a worker's log
+    extended = json.loads((out / "run.json").read_text())["extended"]
+    assert extended == [{"from": "checkpoint_00000012.pt", "step": 12, "changes": ["train.steps: 12 -> 14"]}]
+    assert ckpt.load(out / ckpt.AVERAGE)["step"] == 14
 
 
 def test_a_failed_worker_restarts_from_the_last_checkpoint(sample_data, tmp_path, straight, monkeypatch):
@@ -122,17 +132,3 @@ def test_a_failed_worker_restarts_from_the_last_checkpoint(sample_data, tmp_path
     assert run(["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", *SHORT,
                 "--max-restarts", "1"]) == 0
     assert same(params(out / "checkpoint_00000012.pt"), straight)
-
-
-def test_extending_a_run_is_recorded_and_other_changes_are_refused(sample_data, tmp_path, capfd):
-    out = tmp_path / "run"
-    base = ["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", *SHORT]
-    assert run([*base, "--stop-at", "4"]) == 0
-    assert run([*base, "--resume", "--set", "model.d_ff=128", "--set", "train.steps=6"]) == 2
-    err = capfd.readouterr().err
-    assert "model.encoder.d_ff (256 -> 128)" in err and "train.steps" not in err.split("--resume may")[0]
-    assert run([*base, "--resume", "--set", "train.steps=6"]) == 0
-    assert "extending the run from step 4: train.steps: 12 -> 6" in capfd.readouterr().err  # a worker's log
-    extended = json.loads((out / "run.json").read_text())["extended"]
-    assert extended == [{"from": "checkpoint_00000004.pt", "step": 4, "changes": ["train.steps: 12 -> 6"]}]
-    assert ckpt.load(out / ckpt.AVERAGE)["step"] == 6
