@@ -70,3 +70,27 @@ def test_the_launcher_reports_the_cause_before_its_consequences(tmp_path):
     report_error(tmp_path, 1, TrainingError("the loss became nan at step 7"))
     assert str(explain_failure(tmp_path, killed)) == "error: the loss became nan at step 7"
     assert parse_endpoint("[::1]:29400") == ("::1", 29400)
+
+
+def test_sigusr1_is_a_stop_request_and_the_launcher_forwards_it():
+    import multiprocessing
+    import os
+    import signal
+
+    from attncomp.train.cluster import StopFlag
+    from attncomp.train.launch import _SignalForwarder
+
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        flag = StopFlag().install()  # what a worker does
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert flag.signal == "SIGUSR1"
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
+    child.start()
+    with _SignalForwarder() as forwarder:  # what the launcher does while workers run
+        os.kill(os.getpid(), signal.SIGUSR1)
+        child.join(10)
+    assert forwarder.received == "SIGUSR1" and child.exitcode == -signal.SIGUSR1  # the child got it
+    assert signal.getsignal(signal.SIGUSR1) is before
