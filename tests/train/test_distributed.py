@@ -100,7 +100,7 @@ def test_killing_one_machine_ends_the_other_with_a_clear_message(sample_data, tm
     (code, err), (killed_code, _) = finish(survivor, killed, limit=120)
     assert killed_code == -signal.SIGKILL
     assert code == 1 and "Traceback" not in err, err
-    assert "stopped responding" in err or "unreachable" in err, err
+    assert any(s in err for s in ("stopped responding", "unreachable", "lost the connection")), err
     assert time.monotonic() - start < 100
 
 
