@@ -31,14 +31,42 @@ def _devices(args: argparse.Namespace) -> tuple[str, int]:
     return ("cuda", 1) if torch.cuda.is_available() else ("cpu", 1)
 
 
+RUN_LENGTH = ("train.steps", "train.checkpoint.", "decode.", "expect.")  # keys a resumed run may change
+
+
+def resume_changes(spec: ir.Spec, stored: str, origin: str) -> list[str]:
+    """Resuming a checkpoint trained with spec text `stored` under `spec`: the changed keys, all of which
+    must only say how long the run goes (steps, checkpoint cadence) or how it is decoded."""
+    rows = ir.diff(ir.load_flat(stored, origin), spec)
+    refused = [f"{key} ({old} -> {new})" for key, old, new in rows if not key.startswith(RUN_LENGTH)]
+    if refused:
+        raise UsageError(f"{origin} was trained with another architecture or recipe: {', '.join(refused)}; "
+                         "--resume may change only train.steps and train.checkpoint (and decode, expect); "
+                         "start a new run (another --out) for the rest")
+    return [f"{key}: {old} -> {new}" for key, old, new in rows]
+
+
+def _nodes(args: argparse.Namespace):
+    from attncomp.train.launch import Nodes, check_nodes
+
+    if args.node_rank is not None:
+        raise UsageError("--node-rank is not used: the c10d rendezvous assigns each machine's rank (see "
+                         "docs/training.md); give every machine the same --nnodes, --rdzv-endpoint and --rdzv-id")
+    nodes = Nodes(args.nnodes, args.rdzv_endpoint, args.rdzv_id, args.max_restarts, args.timeout)
+    check_nodes(nodes)
+    return nodes
+
+
 def _train(args: argparse.Namespace) -> int:
     from attncomp.compiler import model_factory
     from attncomp.data.dataset import PreparedData
     from attncomp import checkpoint as ckpt
-    from attncomp.train.launch import Nodes, launch
-    from attncomp.train.runner import RunConfig, check_vocab, worker
+    from attncomp.train.launch import Stopped, launch
+    from attncomp.train.runner import RunConfig, check_vocab
+    from attncomp.train.worker import worker
 
     spec = ir.load(args.spec, args.overrides)
+    nodes = _nodes(args)
     device, nproc = _devices(args)
     if args.fsdp and nproc * args.nnodes < 2:
         raise UsageError("--fsdp shards the model across workers: it needs at least 2 (--gpus N or --procs N)")
@@ -54,16 +82,35 @@ def _train(args: argparse.Namespace) -> int:
                     data=str(args.data), out=str(out), device=device, max_tokens_per_worker=per_worker,
                     resume=args.resume, compile=args.compile, profile=args.profile, log_every=args.log_every,
                     stop_at=args.stop_at, time_limit=args.time_limit, fused_loss=not args.plain_loss,
-                    fsdp=args.fsdp)
-    (out / "run.json").write_text(json.dumps({"spec": args.spec, "set": args.overrides, "data": str(args.data),
-                                              "device": device, "workers_per_node": nproc, "nnodes": args.nnodes,
-                                              "max_tokens_per_worker": per_worker}, indent=2) + "\n")
+                    fsdp=args.fsdp, timeout=nodes.timeout, resume_check=functools.partial(resume_changes, spec))
+    _write_run_json(out, {"spec": args.spec, "set": args.overrides, "data": str(args.data), "device": device,
+                          "workers_per_node": nproc, "nnodes": args.nnodes, "max_tokens_per_worker": per_worker,
+                          "time_limit": args.time_limit, "timeout": nodes.timeout,
+                          "max_restarts": nodes.max_restarts})
     print(f"training {spec.model.name} on {nproc * args.nnodes} {'GPU' if device == 'cuda' else 'CPU'} worker(s) "
           f"-> {out}", file=sys.stderr)
-    launch(worker, (cfg,), nproc, out, Nodes(args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_id))
+    results, received = launch(worker, (cfg,), nproc, out, nodes)
+    stopped = next((r for r in results if isinstance(r, dict) and "stopped" in r), None)
+    if stopped is not None:
+        raise Stopped(f"{received or stopped['stopped']}: saved {stopped['checkpoint']} at step {stopped['step']}; "
+                      "continue with --resume")
     average = out / ckpt.AVERAGE
     print(f"done: {average if average.exists() else out}", file=sys.stderr)
     return 0
+
+
+def _write_run_json(out: Path, options: dict) -> None:
+    """The command's options; a resumed run keeps the record of earlier extensions."""
+    path = out / "run.json"
+    try:
+        earlier = json.loads(path.read_text()).get("extended") if path.is_file() else None
+    except (OSError, ValueError):
+        earlier = None
+    if earlier:
+        options["extended"] = earlier
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(options, indent=2) + "\n")
+    tmp.replace(path)
 
 
 def _average(args: argparse.Namespace) -> int:
@@ -138,10 +185,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="train for at most this long, then save, average and finish")
     p.add_argument("--stop-at", type=int, metavar="STEP",
                    help="save and stop after update STEP (a job with a time limit); continue with --resume")
-    p.add_argument("--nnodes", type=int, default=1, help="torchrun: number of machines")
-    p.add_argument("--node-rank", type=int, default=0, help="torchrun: this machine's rank")
-    p.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun: rendezvous address (machine 0)")
-    p.add_argument("--rdzv-id", help="torchrun: a run id shared by all machines")
+    p.add_argument("--nnodes", type=int, default=1, help="number of machines (the same on all)")
+    p.add_argument("--node-rank", type=int, help=argparse.SUPPRESS)  # refused: the rendezvous assigns ranks
+    p.add_argument("--rdzv-endpoint", metavar="HOST:PORT",
+                   help="the c10d rendezvous: HOST:PORT of any one machine of the run, the same on all")
+    p.add_argument("--rdzv-id", help="a run id shared by all machines")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="how long a collective waits for a frozen or lost worker before the run stops "
+                        "(default 600; must exceed the time to save a checkpoint)")
+    p.add_argument("--max-restarts", type=int, default=0, metavar="N",
+                   help="restart the workers up to N times after a failure, from the last checkpoint")
     add_overrides(p)
     p.set_defaults(handler=_train)
 

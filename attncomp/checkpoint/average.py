@@ -57,14 +57,15 @@ def average(paths: list[Path], warn: Callable[[str], Any] | None = None) -> Chec
     """The last readable checkpoint with its model replaced by the mean over `paths` (kind "average").
 
     With `warn`, unreadable checkpoints are reported through it and skipped; without, the first one is
-    an error. Checkpoints of different specs are always an error.
+    an error. Checkpoints of different models are always an error (a run extended with --resume changes
+    only its recipe, so its checkpoints average).
     """
     from attncomp import checkpoint as ckpt
 
     if not paths:
         raise CheckpointError("no checkpoints to average")
     running, used, skipped = _Sum(), [], []
-    last, last_path = None, None
+    last, last_path, last_model = None, None, None
     for path in paths:
         try:
             found = ckpt.load(path)
@@ -74,8 +75,10 @@ def average(paths: list[Path], warn: Callable[[str], Any] | None = None) -> Chec
             warn(f"skipping {err}")
             skipped.append(path)
             continue
-        if last is not None and found.header.spec_hash != last.spec_hash:
-            raise CheckpointError(f"{path} was trained with another spec than {last_path}; they cannot be averaged")
+        model_spec = ckpt.stored_spec(found).model  # a run extended with --resume changes the recipe, not the model
+        if last is not None and model_spec != last_model:
+            raise CheckpointError(f"{path} holds another model than {last_path}; they cannot be averaged")
+        last_model = model_spec
         running.add(Path(path), found.model)
         # keep a copy of the small header tensors only: the file's memory map is released with `found`
         last = dataclasses.replace(found.header, tokenizers={k: v.clone() for k, v in found.header.tokenizers.items()})

@@ -12,7 +12,6 @@ import contextlib
 import json
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +25,8 @@ from attncomp import __version__
 from attncomp import checkpoint as ckpt
 from attncomp.data.batching import Batcher, lm_batch, translation_batch
 from attncomp.data.dataset import PreparedData
-from attncomp.errors import AttncompError, DataError, TrainingError
-from attncomp.train.launch import report_error, report_internal_error
-from attncomp.train import states
+from attncomp.errors import DataError, TrainingError
+from attncomp.train import cluster, states
 from attncomp.train.monitor import Monitor
 from attncomp.train.schedule import learning_rate
 from attncomp.train.step import TrainStep
@@ -70,6 +68,9 @@ class RunConfig:
     time_limit: float | None = None  # minutes: then save, average and finish as if the steps were done
     fused_loss: bool = True  # the output projection and the loss in chunks, without full logits
     fsdp: bool = False  # shard parameters, gradients and optimiser state across workers (FSDP2)
+    timeout: float = 600.0  # seconds a collective may wait for a peer before the run stops
+    # resume_check(stored spec text, checkpoint name) -> the allowed changes ("key: old -> new"), or raises
+    resume_check: Callable[[str, str], list[str]] | None = None
 
 
 def check_vocab(data: PreparedData, m) -> None:
@@ -100,8 +101,9 @@ def _all_reduce(t: torch.Tensor) -> torch.Tensor:
 
 
 class Trainer:
-    def __init__(self, cfg: RunConfig, rank: int, world: int, local_rank: int):
-        self.cfg, self.rank, self.world = cfg, rank, world
+    def __init__(self, cfg: RunConfig, rank: int, world: int, local_rank: int, stop: cluster.StopFlag | None = None):
+        self.cfg, self.rank, self.world, self.local_rank = cfg, rank, world, local_rank
+        self.stop = stop or cluster.StopFlag()
         self.cuda = cfg.device == "cuda"
         self.device = torch.device(f"cuda:{local_rank}") if self.cuda else torch.device("cpu")
         if self.cuda:
@@ -237,23 +239,21 @@ class Trainer:
         tokens = max(tokens, 1.0)
         return {"loss": loss / tokens, "ppl": math.exp(min(nll / tokens, 50.0))}
 
-    def _clock(self, sync_point: bool) -> tuple[bool, bool]:
-        """(a checkpoint is due, the time limit is reached); rank 0's clock decides for everyone, read at
-        sync points only (its broadcast is a host sync), so time-based saves land on a multiple of log_every."""
+    def _clock(self, sync_point: bool) -> tuple[bool, bool, bool]:
+        """(a checkpoint is due, the time limit is reached, a stop signal came); rank 0's clock decides for
+        everyone, and a signal on any rank stops all. Read at sync points only (the agreement is a host sync),
+        so time-based saves and stops land on a multiple of log_every."""
         every = self.recipe.checkpoint.every
-        by_time = every.kind == "time"
-        if not by_time and self.cfg.time_limit is None:
-            return self.step % every.steps == 0, False
+        by_steps = every.kind != "time" and self.step % every.steps == 0
         if not sync_point:
-            return not by_time and self.step % every.steps == 0, False
-        now = time.monotonic()
-        flags = torch.tensor([
-            now - self.last_save >= every.minutes * 60 if by_time else self.step % every.steps == 0,
-            self.cfg.time_limit is not None and now - self.started >= self.cfg.time_limit * 60,
-        ], device=self.device)
-        if dist.is_initialized():
-            dist.broadcast(flags, 0)
-        return bool(flags[0]), bool(flags[1])
+            return by_steps, False, False
+        now, mine = time.monotonic(), self.rank == 0
+        due, time_up, stop = cluster.agree([
+            mine and (by_steps if every.kind != "time" else now - self.last_save >= every.minutes * 60),
+            mine and self.cfg.time_limit is not None and now - self.started >= self.cfg.time_limit * 60,
+            self.stop.signal is not None,
+        ], self.device)
+        return bool(due), bool(time_up), bool(stop)
 
     def _header(self, metrics: dict) -> ckpt.Header:
         return ckpt.Header(attncomp=__version__, kind="train", spec=self.cfg.spec_text, spec_hash=self.cfg.spec_hash,
@@ -288,17 +288,26 @@ class Trainer:
         for path in ckpt.remove_stale(self.out):
             self.monitor.note(f"removed {path}, left behind by a save that was interrupted")
 
+    def _check_spec(self, path: Path, header: ckpt.Header) -> None:
+        """The same spec, or one that only changes how long the run goes (recorded in the log and run.json)."""
+        if header.spec_hash == self.cfg.spec_hash:
+            return
+        if self.cfg.resume_check is None:
+            raise TrainingError(f"{path} was trained with another spec; resume with the same spec and --set options")
+        changes = self.cfg.resume_check(header.spec, str(path))
+        self.monitor.note(f"extending the run from step {header.step}: {'; '.join(changes)}")
+        if self.rank == 0:
+            cluster.record_extension(self.out, path, header.step, changes)
+
     def restore(self) -> None:
-        found = ckpt.latest_readable(self.out, warn=self.monitor.note)
+        found = cluster.agree_on_checkpoint(self.out, self.rank, self.world, self.monitor.note)
         if found is None:
             self.monitor.note(f"no checkpoint in {self.out}; starting from step 0")
             return
         path, header = found.path, found.header
         if header.kind != "train":
             raise TrainingError(f"{path} is an averaged checkpoint; training resumes from a train checkpoint")
-        if header.spec_hash != self.cfg.spec_hash:
-            raise TrainingError(f"{path} was trained with spec {header.spec_hash[:12]}, this run's spec is "
-                                f"{self.cfg.spec_hash[:12]}; resume with the same spec and --set options")
+        self._check_spec(path, header)
         states.load(self.model, self.optimizer, self.cfg.fsdp, found)
         self.scheduler.load_state_dict(found.scheduler)
         self.step, self.position = header.step, tuple(header.position)
@@ -311,7 +320,8 @@ class Trainer:
 
     # --- the loop -----------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self) -> dict | None:
+        """Train; returns {"stopped": SIGNAL, "step": N, "checkpoint": PATH} when a signal stopped it."""
         if self.rank == 0:
             self._remove_stale()
         if self.cfg.resume:
@@ -326,18 +336,24 @@ class Trainer:
             for update in self.batcher.updates(*self.position):
                 self.position = (update.epoch, update.index + 1)
                 stats, lr = self.train_update(update)
+                cluster.maybe_fault(self.step, self.local_rank)
                 sync_point = self.step % self.cfg.log_every == 0  # the host reads device values only here
                 if sync_point:
                     self.check_health()
                 self.monitor.update(self.step, stats, lr, self.cfg.log_every)
                 profiler.step()
                 stopping = self.step == self.cfg.stop_at
-                due, time_up = self._clock(sync_point)
-                if due or self.step == self.recipe.steps or stopping or time_up:
+                due, time_up, signalled = self._clock(sync_point)
+                if due or self.step == self.recipe.steps or stopping or time_up or signalled:
                     self.check_health()
                     metrics = self.evaluate()
                     saved = self.save(metrics)
                     self.monitor.evaluation(self.step, metrics, saved)
+                if signalled:
+                    name = self.stop.signal or "a signal to another worker"
+                    self.monitor.note(f"{name}: saved {saved.name} at step {self.step}; continue with --resume")
+                    self.monitor.close()
+                    return {"stopped": name, "step": self.step, "checkpoint": str(saved)}
                 if stopping:
                     self.monitor.note(f"stopped at step {self.step} as asked; continue with --resume")
                     return self.monitor.close()
@@ -355,27 +371,3 @@ class Trainer:
                 ckpt.save(ckpt.average(last, warn=self.monitor.note), self.out / ckpt.AVERAGE)
                 self.monitor.note(f"averaged {len(last)} checkpoint(s) into {self.out / ckpt.AVERAGE}")
         self.monitor.close()
-
-
-def worker(cfg: RunConfig) -> None:
-    """The entry point of each worker process (started by attncomp.train.launch)."""
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    try:
-        if world > 1:
-            backend = "nccl" if cfg.device == "cuda" else "gloo"
-            if cfg.device == "cuda":
-                torch.cuda.set_device(local_rank)
-            dist.init_process_group(backend=backend)
-        Trainer(cfg, rank, world, local_rank).run()
-    except AttncompError as err:
-        report_error(Path(cfg.out), rank, err)
-        sys.stderr.flush()
-        os._exit(err.exit_code)  # peers blocked in a collective are ended by the launcher
-    except Exception as err:  # a bug: keep the whole traceback where the launcher will point to it
-        report_internal_error(Path(cfg.out), rank, err)
-        sys.stderr.flush()
-        os._exit(1)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()

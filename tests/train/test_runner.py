@@ -49,7 +49,8 @@ def test_stopped_and_resumed_is_bit_identical(sample_data, tmp_path):
 def test_killed_while_saving_resumes_from_the_previous_checkpoint(sample_data, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(ckpt.FAULT, "2")  # SIGKILL halfway through writing the second checkpoint
     assert train(sample_data, tmp_path / "run") == 1
-    assert "worker 0 died (signal 9)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "worker 0 (rank 0, pid" in err and "died: killed by signal 9 (SIGKILL)" in err
     run_dir = tmp_path / "run"
     assert [s for s, _ in ckpt.listed(run_dir)] == [4]
     assert (run_dir / "checkpoint_00000008.pt.tmp").exists()  # the torn write, never read

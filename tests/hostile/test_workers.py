@@ -1,0 +1,96 @@
+"""Workers that freeze or die, and bad multi-machine options: a bounded time, the worker named, one line."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from attncomp.cli.main import run
+from attncomp.train.cluster import FAULT_SIGNAL
+from tests.conftest import ROOT
+
+TINY = str(ROOT / "specs/examples/tiny.attn")
+SHORT = ["--set", "train.steps=12", "--set", "train.checkpoint.every=4", "--set", "train.batch=tokens(600)"]
+
+
+def two_workers(data, out, *extra):
+    return run(["train", TINY, "--data", str(data), "--out", str(out), "--procs", "2", *SHORT, *extra])
+
+
+def test_a_frozen_worker_ends_the_run_within_the_timeout_and_is_named(sample_data, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(FAULT_SIGNAL, "1:2:SIGSTOP")  # worker 1 stops itself after update 2
+    start = time.monotonic()
+    assert two_workers(sample_data, tmp_path / "run", "--timeout", "3") == 1
+    err = capsys.readouterr().err
+    assert "worker 1 (rank 1" in err and "stopped responding (no heartbeat): frozen, ended it" in err, err
+    assert "--timeout 3 s" in err and "Traceback" not in err
+    assert time.monotonic() - start < 120  # start-up on a loaded machine + 3 s timeout + 2.5 s heartbeat check
+
+
+def test_a_killed_worker_is_reported_not_the_survivors_collective_error(sample_data, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(FAULT_SIGNAL, "1:2:SIGKILL")
+    assert two_workers(sample_data, tmp_path / "run") == 1
+    err = capsys.readouterr().err
+    assert "error: worker 1 (rank 1, pid" in err and "died: killed by signal 9 (SIGKILL)" in err, err
+    assert "internal error" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--nnodes", "0"], "--nnodes must be at least 1, not 0"),
+    (["--nnodes", "2"], "--nnodes 2 needs --rdzv-endpoint HOST:PORT"),
+    (["--rdzv-endpoint", "node0"], "--rdzv-endpoint must be HOST:PORT with a port from 1 to 65535, not 'node0'"),
+    (["--rdzv-endpoint", "node0:99999"], "not 'node0:99999'"),
+    (["--rdzv-endpoint", ":29400"], "not ':29400'"),
+    (["--node-rank", "1"], "--node-rank is not used: the c10d rendezvous assigns each machine's rank"),
+    (["--timeout", "0"], "--timeout must be a positive number of seconds"),
+    (["--timeout", "nan"], "--timeout must be a positive number of seconds"),
+    (["--max-restarts", "-1"], "--max-restarts must be 0 or more"),
+])
+def test_bad_multi_machine_options_are_one_line(sample_data, tmp_path, args, message, capsys):
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "run"), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_launcher_reports_the_cause_before_its_consequences(tmp_path):
+    from types import SimpleNamespace
+
+    from attncomp.errors import TrainingError
+    from attncomp.train.launch import explain_failure, mark_ended, parse_endpoint, report_error
+
+    killed = {1: SimpleNamespace(pid=42, exitcode=-9)}
+    report_error(tmp_path, 0, TrainingError("worker 0: a collective operation failed (...)"), peer=True)
+    assert "worker 1 (rank 1, pid 42) died: killed by signal 9 (SIGKILL)" in str(explain_failure(tmp_path, killed))
+    # the survivor was the one to fail first: its peer report, not a died message for itself
+    assert "collective operation failed" in str(explain_failure(tmp_path, {0: SimpleNamespace(pid=7, exitcode=1)}))
+    mark_ended(tmp_path, 1)  # a frozen worker that the survivor ended is a consequence too
+    assert "collective operation failed" in str(explain_failure(tmp_path, killed))
+    report_error(tmp_path, 1, TrainingError("the loss became nan at step 7"))
+    assert str(explain_failure(tmp_path, killed)) == "error: the loss became nan at step 7"
+    assert parse_endpoint("[::1]:29400") == ("::1", 29400)
+
+
+def test_sigusr1_is_a_stop_request_and_the_launcher_forwards_it():
+    import multiprocessing
+    import os
+    import signal
+
+    from attncomp.train.cluster import StopFlag
+    from attncomp.train.launch import _SignalForwarder
+
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        flag = StopFlag().install()  # what a worker does
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert flag.signal == "SIGUSR1"
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
+    child.start()
+    with _SignalForwarder() as forwarder:  # what the launcher does while workers run
+        os.kill(os.getpid(), signal.SIGUSR1)
+        child.join(10)
+    assert forwarder.received == "SIGUSR1" and child.exitcode == -signal.SIGUSR1  # the child got it
+    assert signal.getsignal(signal.SIGUSR1) is before

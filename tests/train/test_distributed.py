@@ -1,0 +1,134 @@
+"""Several machines simulated on one host over loopback gloo, preemption, restarts and extending a run.
+
+Two `attncomp train --nnodes 2` processes with a loopback rendezvous stand for two machines; faults
+are injected with ATTNCOMP_FAULT_SIGNAL ("LOCAL_RANK:STEP:SIGNAL[:parent|:group]")."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from attncomp.cli.main import run
+from attncomp import checkpoint as ckpt
+from attncomp.train.cluster import FAULT_SIGNAL
+from attncomp.train.launch import PREEMPTED
+from tests.conftest import ROOT
+
+TINY = str(ROOT / "specs/examples/tiny.attn")
+SHORT = ["--set", "train.steps=12", "--set", "train.checkpoint.every=4", "--set", "train.batch=tokens(600)"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_node(data, out, port, procs, *extra, fault=None):
+    """One simulated machine: its own process group, so a test can kill the whole machine."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop(FAULT_SIGNAL, None)
+    if fault:
+        env[FAULT_SIGNAL] = fault
+    argv = [sys.executable, "-m", "attncomp.cli.main", "train", TINY, "--data", str(data), "--out", str(out),
+            "--procs", str(procs), "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "test",
+            *extra]
+    return subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def finish(*nodes, limit=240):
+    results = []
+    for node in nodes:
+        try:
+            _, err = node.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(node.pid, signal.SIGKILL)
+            raise
+        results.append((node.returncode, err))
+    return results
+
+
+def params(path):
+    return ckpt.load(path)["model"]
+
+
+def same(a, b) -> bool:
+    return all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.fixture(scope="module")
+def straight(sample_data, tmp_path_factory):
+    """One CPU worker, 12 updates without interruption."""
+    out = tmp_path_factory.mktemp("straight") / "run"
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", *SHORT]) == 0
+    return params(out / "checkpoint_00000012.pt")
+
+
+def test_two_machines_of_two_workers_match_one_machine_of_four(sample_data, tmp_path):
+    quick = ["--set", "train.steps=4", "--set", "train.checkpoint.every=4", "--set", "train.batch=tokens(600)"]
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "one"), "--procs", "4",
+                *quick]) == 0
+    port = free_port()
+    nodes = [start_node(sample_data, tmp_path / "two", port, 2, *quick) for _ in range(2)]
+    for code, err in finish(*nodes):
+        assert code == 0, err
+    # the same ranks compute the same micro-batches and gloo reduces 4 ranks in the same order: bit for bit
+    assert same(params(tmp_path / "one" / "checkpoint_00000004.pt"), params(tmp_path / "two" / "checkpoint_00000004.pt"))
+
+
+def test_machines_without_shared_storage_stop_at_start(sample_data, tmp_path):
+    port = free_port()
+    nodes = [start_node(sample_data, tmp_path / f"node{i}", port, 1, *SHORT) for i in range(2)]
+    for code, err in finish(*nodes):
+        assert code == 1 and "must see the same --out on shared storage" in err and "Traceback" not in err, err
+    assert not list(tmp_path.glob("node*/checkpoint_*"))
+
+
+def test_killing_one_machine_ends_the_other_with_a_clear_message(sample_data, tmp_path):
+    port = free_port()
+    start = time.monotonic()
+    survivor = start_node(sample_data, tmp_path / "run", port, 1, *SHORT, "--timeout", "20")
+    killed = start_node(sample_data, tmp_path / "run", port, 1, *SHORT, "--timeout", "20", fault="0:2:SIGKILL:group")
+    (code, err), (killed_code, _) = finish(survivor, killed, limit=120)
+    assert killed_code == -signal.SIGKILL
+    assert code == 1 and "Traceback" not in err, err
+    assert any(s in err for s in ("stopped responding", "unreachable", "lost the connection")), err
+    assert time.monotonic() - start < 100
+
+
+def test_sigterm_saves_and_stops_resume_continues_exactly_and_extends(sample_data, tmp_path, straight, monkeypatch,
+                                                                       capfd):
+    out = tmp_path / "run"
+    base = ["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", "--log-every", "2", *SHORT]
+    monkeypatch.setenv(FAULT_SIGNAL, "0:5:SIGTERM:parent")  # the worker signals the launcher, which forwards it
+    assert run(base) == PREEMPTED
+    assert "stopped: SIGTERM: saved" in capfd.readouterr().err
+    assert [s for s, _ in ckpt.listed(out)] == [4, 6]  # saved at the next sync point
+    monkeypatch.delenv(FAULT_SIGNAL)
+    assert run([*base, "--resume"]) == 0
+    assert same(params(out / "checkpoint_00000012.pt"), straight)
+    # extending the finished run: run-length keys are taken and recorded, the architecture is not
+    assert run([*base, "--resume", "--set", "model.d_ff=128", "--set", "train.steps=14"]) == 2
+    err = capfd.readouterr().err
+    assert "model.encoder.d_ff (256 -> 128)" in err and "train.steps" not in err.split("--resume may")[0]
+    assert run([*base, "--resume", "--set", "train.steps=14"]) == 0
+    assert "extending the run from step 12: train.steps: 12 -> 14" in capfd.readouterr().err  # a worker's log
+    extended = json.loads((out / "run.json").read_text())["extended"]
+    assert extended == [{"from": "checkpoint_00000012.pt", "step": 12, "changes": ["train.steps: 12 -> 14"]}]
+    assert ckpt.load(out / ckpt.AVERAGE)["step"] == 14
+
+
+def test_a_failed_worker_restarts_from_the_last_checkpoint(sample_data, tmp_path, straight, monkeypatch):
+    out = tmp_path / "run"
+    monkeypatch.setenv(FAULT_SIGNAL, "0:6:SIGKILL")  # on the first attempt only
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", *SHORT,
+                "--max-restarts", "1"]) == 0
+    assert same(params(out / "checkpoint_00000012.pt"), straight)
