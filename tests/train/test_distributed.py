@@ -57,7 +57,7 @@ def finish(*nodes, limit=240):
 
 
 def params(path):
-    return ckpt.load(path)["model"]
+    return ckpt.load(path).model
 
 
 def same(a, b) -> bool:
@@ -123,7 +123,7 @@ def test_sigterm_saves_and_stops_resume_continues_exactly_and_extends(sample_dat
     assert "extending the run from step 12: train.steps: 12 -> 14" in capfd.readouterr().err  # a worker's log
     extended = json.loads((out / "run.json").read_text())["extended"]
     assert extended == [{"from": "checkpoint_00000012.pt", "step": 12, "changes": ["train.steps: 12 -> 14"]}]
-    assert ckpt.load(out / ckpt.AVERAGE)["step"] == 14
+    assert ckpt.load(out / ckpt.AVERAGE).header.step == 14
 
 
 def test_a_failed_worker_restarts_from_the_last_checkpoint(sample_data, tmp_path, straight, monkeypatch):
