@@ -247,10 +247,10 @@ Schedule = Annotated[Union[Noam, InverseSqrt, Constant, Cosine], Field(discrimin
 
 
 class Tokens(Node):
-    """Target tokens per update, all GPUs and accumulation steps together."""
+    """At most `count` source and `count` target tokens per update, all GPUs and accumulation steps together."""
 
     kind: Literal["tokens"] = "tokens"
-    count: Annotated[int, Field(ge=1, le=1 << 30)] = Field(description="target tokens per update")
+    count: Annotated[int, Field(ge=1, le=1 << 30)] = Field(description="the cap on each side's tokens per update")
 
 
 Batch = Annotated[Union[Tokens], Field(discriminator="kind")]
