@@ -19,7 +19,7 @@
 #     loss      = cross_entropy(label_smoothing = 0.1)
 #     optimizer = adam(beta1 = 0.9, beta2 = 0.98, eps = 1e-9)
 #     schedule  = noam(warmup = 4000)
-#     batch     = tokens(25000)    # target tokens per update, all GPUs together
+#     batch     = tokens(25000)    # at most 25000 source and 25000 target tokens per update, all GPUs
 #     steps     = 100_000
 #     checkpoint { every = 10min  keep = 5  average_last = 5 }
 #   }
