@@ -45,7 +45,8 @@ def main(argv=None) -> dict[str, tuple[float, float]]:
 
     split = PreparedData(args.data).split("train")
     src, tgt = split.src.lengths, split.tgt.lengths
-    print(f"{args.data}: {len(src):,} pairs, at most {args.tokens:,} source and {args.tokens:,} target tokens per update")
+    print(f"{args.data}: {len(src):,} pairs, at most {args.tokens:,} source and {args.tokens:,} target tokens "
+          "per update")
     runner = Batcher(src, tgt, args.tokens, args.seed, 1, 1 << 30).epoch(0)
     print(f"per update (mean of {len(runner):,}): {np.mean([src[u].sum() for u in runner]):,.0f} source tokens, "
           f"{np.mean([tgt[u].sum() for u in runner]):,.0f} target tokens")
