@@ -7,9 +7,9 @@ longer side, then source, then target length (so an update holds similar lengths
 padding: 9.1% on the de-en corpus with 25,000 tokens per update, against 23.6% sorting by target
 length first; docs/performance.md), cut greedily, and the updates shuffled — all independent of
 the world size. Each update is then split into `world * accumulation` parts of similar size;
-worker r takes parts r*a .. (r+1)*a - 1, reading only its own sentences. The same update is computed whatever the world size: with the loss summed and
-divided by the update's target tokens, one process accumulating two parts and two processes with one
-part each produce the same gradient.
+worker r takes parts r*a .. (r+1)*a - 1, reading only its own sentences. The same update is
+computed whatever the world size: with the loss summed and divided by the update's target tokens,
+one process accumulating two parts and two processes with one part each produce the same gradient.
 """
 
 from __future__ import annotations
