@@ -3,7 +3,8 @@
     python bench/padding.py DATA [--tokens 25000]
 
 DATA is a directory made by `attncomp data prepare`. For each sort order of attncomp.data.batching
-it cuts one epoch of the training split into updates of `--tokens` target tokens and prints the
+it cuts one epoch of the training split into updates of at most `--tokens` source and `--tokens`
+target tokens and prints the mean source and target tokens per update (the runner's order), the
 fraction of padding (source and target together, each padded to its update's longest sentence) and
 the fraction of updates whose sources need no padding (those can run the mask-free graph); then
 the time to turn one update into padded tensors on this CPU (the runner's collation, mean over 100
@@ -33,16 +34,22 @@ def padding(src_lengths, tgt_lengths, updates) -> tuple[float, float]:
 def main(argv=None) -> dict[str, tuple[float, float]]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data")
-    parser.add_argument("--tokens", type=int, default=25000, help="target tokens per update")
+    parser.add_argument("--tokens", type=int, default=25000, help="source and target tokens per update, each")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
+
+    import numpy as np
 
     from attncomp.data.batching import SORT_ORDERS, Batcher
     from attncomp.data.dataset import PreparedData
 
     split = PreparedData(args.data).split("train")
     src, tgt = split.src.lengths, split.tgt.lengths
-    print(f"{args.data}: {len(src):,} pairs, {args.tokens:,} target tokens per update")
+    print(f"{args.data}: {len(src):,} pairs, at most {args.tokens:,} source and {args.tokens:,} target tokens "
+          "per update")
+    runner = Batcher(src, tgt, args.tokens, args.seed, 1, 1 << 30).epoch(0)
+    print(f"per update (mean of {len(runner):,}): {np.mean([src[u].sum() for u in runner]):,.0f} source tokens, "
+          f"{np.mean([tgt[u].sum() for u in runner]):,.0f} target tokens")
     print("| sort order | padding | updates without source padding |")
     print("|------------|---------|--------------------------------|")
     results = {}

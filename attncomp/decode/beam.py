@@ -2,10 +2,18 @@
 
 Scores are sums of log-probabilities; a finished hypothesis (it emitted </s>) is ranked by its
 score over the length penalty ((5 + len) / 6) ** alpha (Wu et al. 2016), len counting </s>. Each
-step looks at the best 2 * beam continuations: an ending among the best `beam` of them finishes a
-hypothesis, the best `beam` non-endings live on. A sentence is done when `beam` hypotheses have
-finished (early termination) or at its maximum length, where </s> is forced; finished sentences
-leave the batch. Beam 1 is greedy decoding.
+step looks at the best 2 * beam continuations; the best `beam` non-endings live on. At its maximum
+length a sentence is done (</s> is forced there); before that, the spec's `decode.stop` decides:
+
+    bound   tensor2tensor's rule (utils/beam_search.py, `_is_finished`), the paper's implementation:
+            every ending among the 2 * beam candidates enters the sentence's `beam` best finished
+            hypotheses, and the sentence is done only when the worst of those beats what the best
+            live hypothesis could still reach: its log-probability over the largest length
+            penalty, the one at the maximum length (log-probabilities only fall as it grows).
+    first   first-come: an ending among the best `beam` candidates finishes a hypothesis, and the
+            sentence is done as soon as `beam` have finished, though a live one might still win.
+
+Finished sentences leave the batch. Beam 1 is greedy decoding.
 
 Steppers:
     CachedStepper    the compiled model's encode / init_cache / decode_step (the key/value cache)
@@ -125,9 +133,11 @@ def _blocked(vocab: int, device) -> torch.Tensor:
 
 
 def beam_search(stepper: Stepper, batch: int, max_lens: list[int], beam: int, alpha: float, nbest: int = 1,
-                device: torch.device | str = "cpu", block_unk: bool = False) -> list[list[Hypothesis]]:
+                device: torch.device | str = "cpu", block_unk: bool = False,
+                stop: str = "bound") -> list[list[Hypothesis]]:
     """The `nbest` best hypotheses of each of `batch` sentences (each with its own maximum length).
 
+    `stop` is "bound" (tensor2tensor's rule) or "first" (first-come); see the module's docstring.
     The model runs on `device`; the bookkeeping (histories, finished hypotheses) stays on the host,
     with one transfer of the step's best candidates per step.
     """
@@ -155,7 +165,7 @@ def beam_search(stepper: Stepper, batch: int, max_lens: list[int], beam: int, al
             for g, sentence_index in enumerate(active):
                 sentence = sentences[sentence_index]
                 live = _advance(sentence, g, t, top[g].tolist(), (index[g] // vocab).tolist(),
-                                (index[g] % vocab).tolist(), history, beam, alpha)
+                                (index[g] % vocab).tolist(), history, beam, alpha, stop)
                 if sentence.done:
                     continue
                 still.append(g)
@@ -174,21 +184,33 @@ def beam_search(stepper: Stepper, batch: int, max_lens: list[int], beam: int, al
 
 
 def _advance(sentence: _Sentence, group: int, t: int, top: list[float], origin: list[int], token: list[int],
-             history: torch.Tensor, beam: int, alpha: float) -> list[tuple[int, float, int]]:
+             history: torch.Tensor, beam: int, alpha: float, stop: str) -> list[tuple[int, float, int]]:
     """Record finished candidates of one sentence; return its next `beam` live (origin, score, token)."""
     live: list[tuple[int, float, int]] = []
     for rank, (score, o, tok) in enumerate(zip(top, origin, token)):
         if not math.isfinite(score):
             break
         if tok == EOS:
-            if rank < beam and len(sentence.finished) < beam:  # only an ending among the best `beam` counts
+            if stop == "bound" or (rank < beam and len(sentence.finished) < beam):
                 tokens = history[group * beam + o].tolist()
                 sentence.finished.append(Hypothesis(tokens, score / length_penalty(t + 1, alpha), score))
         elif len(live) < beam:
             live.append((o, score, tok))
-    if len(sentence.finished) >= beam or not live:
+    if stop == "bound":
+        sentence.finished = sorted(sentence.finished, key=lambda h: -h.score)[:beam]
+    if not live or _settled(sentence, live[0][1], beam, alpha, stop):
         sentence.done = True
         return live
     while len(live) < beam:  # fewer live candidates than beams: pad with dead ones
         live.append((live[0][0], -math.inf, live[0][2]))
     return live
+
+
+def _settled(sentence: _Sentence, best_live: float, beam: int, alpha: float, stop: str) -> bool:
+    """Whether the search of a sentence that still has live hypotheses can end now."""
+    if stop == "first":
+        return len(sentence.finished) >= beam
+    if not sentence.finished:
+        return False
+    reachable = best_live / length_penalty(sentence.max_len, alpha)  # the best any live one can still score
+    return min(h.score for h in sentence.finished) > reachable

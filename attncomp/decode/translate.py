@@ -40,6 +40,7 @@ class Translator:
     device: torch.device = torch.device("cpu")
     progress: bool = True
     stepper: type = CachedStepper  # FullStepper for models without decode_step
+    stop: str | None = None  # "bound" or "first"; default: the spec's decode.stop
     truncated: int = field(default=0, init=False)
 
     @property
@@ -95,7 +96,7 @@ class Translator:
         src = src.to(self.device)
         limits = [self.output_limit(len(s) - 1) for s in ids]
         return beam_search(self.stepper(self.model, src), len(ids), limits, self.beam, self.alpha, self.nbest,
-                           device=self.device)
+                           device=self.device, stop=self.stop or self.spec.decode.stop)
 
     @torch.no_grad()
     def translate(self, lines: list[str]) -> list[list[Translation]]:

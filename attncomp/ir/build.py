@@ -311,8 +311,15 @@ _SCALAR_READERS = {
 }
 
 
+def _read_bias(raw: ast.Value, key: str) -> dict:
+    """`bias = true|false`: both kinds of bias at once (what `bias` meant before it was a block)."""
+    if isinstance(raw, ast.Name) and raw.id in ("true", "false"):
+        return {"attention": raw.id == "true", "ffn": raw.id == "true"}
+    raise SpecError(f"{key} must be true, false or a block: {key} {{ attention = false  ffn = true }}", raw.span)
+
+
 def _scalar_form(cls):
-    return {nodes.Tolerance: _read_tolerance}.get(cls)
+    return {nodes.Tolerance: _read_tolerance, nodes.Bias: _read_bias}.get(cls)
 
 
 # --- step 2: merge ----------------------------------------------------------------------------

@@ -127,6 +127,16 @@ class Dropout(Node):
     activation: Prob = Field(0.0, description="on the feed-forward activation")
 
 
+class Bias(Node):
+    """Which projections add a bias. The paper's W^Q, W^K, W^V, W^O are plain matrices and only the
+    feed-forward layer has biases (`bias { attention = false }`, as specs/base.attn writes); the
+    defaults are torch.nn.Transformer's, so a spec that never named biases keeps its meaning.
+    `bias = true` / `bias = false` set both."""
+
+    attention: bool = Field(True, description="biases in the attention projections W^Q, W^K, W^V, W^O")
+    ffn: bool = Field(True, description="biases in the feed-forward layers (the paper: b_1, b_2)")
+
+
 class Model(Node):
     """The architecture."""
 
@@ -137,7 +147,7 @@ class Model(Node):
     )
     positions: Positions = Field(Sinusoidal(), description="positional encoding")
     scale_embeddings: bool = Field(True, description="multiply embeddings by sqrt(d_model)")
-    bias: bool = Field(True, description="biases in attention and feed-forward projections")
+    bias: Bias = Field(Bias(), description="biases: bias { attention = ...  ffn = ... }, or true/false for both")
     norm_eps: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(1e-5, description="LayerNorm epsilon")
     encoder: Encoder | None = Field(None, description="the encoder stack, absent for decoder-only")
     decoder: Decoder | None = Field(None, description="the decoder stack, absent for encoder-only")
@@ -239,10 +249,10 @@ Schedule = Annotated[Union[Noam, InverseSqrt, Constant, Cosine], Field(discrimin
 
 
 class Tokens(Node):
-    """Target tokens per update, all GPUs and accumulation steps together."""
+    """At most `count` source and `count` target tokens per update, all GPUs and accumulation steps together."""
 
     kind: Literal["tokens"] = "tokens"
-    count: Annotated[int, Field(ge=1, le=1 << 30)] = Field(description="target tokens per update")
+    count: Annotated[int, Field(ge=1, le=1 << 30)] = Field(description="the cap on each side's tokens per update")
 
 
 Batch = Annotated[Union[Tokens], Field(discriminator="kind")]
@@ -315,6 +325,10 @@ class Decode(Node):
         0.6, description="alpha in ((5 + len) / 6)^alpha"
     )
     max_len: MaxLen = Field(SrcPlus(offset=50), description="longest output: src + k, or a number")
+    stop: Literal["bound", "first"] = Field(
+        "bound", description="end a sentence when no live hypothesis can beat the worst finished one "
+        "(bound: tensor2tensor's rule), or as soon as `beam` have finished (first)"
+    )
 
 
 # --- expectations -----------------------------------------------------------------------------

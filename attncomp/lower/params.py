@@ -4,8 +4,8 @@
     src_embed.weight, tgt_embed.weight   otherwise, one per side that exists
     output.weight                        the pre-softmax linear, unless tied
     encoder.pos.weight                   learned positions (likewise decoder.pos)
-    encoder.layers.N.self_attn.{q,k,v,o}_proj.{weight,bias}    (additive attention adds .energy)
-    encoder.layers.N.self_attn_norm, .ffn.fc1, .ffn.fc2, .ffn_norm
+    encoder.layers.N.self_attn.{q,k,v,o}_proj.weight (.bias with bias.attention; additive adds .energy)
+    encoder.layers.N.self_attn_norm, .ffn.fc1, .ffn.fc2 (.bias with bias.ffn), .ffn_norm
     decoder.layers.N.cross_attn.*, .cross_attn_norm             decoder only
     encoder.norm, decoder.norm           the final LayerNorm of a pre-norm stack
 
@@ -40,21 +40,21 @@ class FeedForward(nn.Module):
 
 
 class Layer(nn.Module):
-    def __init__(self, stack: nodes.Stack, d_memory: int | None, bias: bool, eps: float):
+    def __init__(self, stack: nodes.Stack, d_memory: int | None, bias: nodes.Bias, eps: float):
         super().__init__()
         d = stack.d_model
-        self.self_attn = Attention(d, d, stack.heads, stack.d_k, stack.d_v, stack.attention.kind, bias)
+        self.self_attn = Attention(d, d, stack.heads, stack.d_k, stack.d_v, stack.attention.kind, bias.attention)
         self.self_attn_norm = nn.LayerNorm(d, eps=eps)
         if d_memory is not None:
             kind = stack.cross_attention.kind  # type: ignore[attr-defined]
-            self.cross_attn = Attention(d, d_memory, stack.heads, stack.d_k, stack.d_v, kind, bias)
+            self.cross_attn = Attention(d, d_memory, stack.heads, stack.d_k, stack.d_v, kind, bias.attention)
             self.cross_attn_norm = nn.LayerNorm(d, eps=eps)
-        self.ffn = FeedForward(d, stack.d_ff, bias)
+        self.ffn = FeedForward(d, stack.d_ff, bias.ffn)
         self.ffn_norm = nn.LayerNorm(d, eps=eps)
 
 
 class Stack(nn.Module):
-    def __init__(self, stack: nodes.Stack, positions, d_memory: int | None, bias: bool, eps: float):
+    def __init__(self, stack: nodes.Stack, positions, d_memory: int | None, bias: nodes.Bias, eps: float):
         super().__init__()
         if isinstance(positions, nodes.Learned):
             self.pos = nn.Embedding(positions.max_len, stack.d_model)

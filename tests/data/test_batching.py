@@ -26,6 +26,19 @@ def test_every_sentence_once_per_epoch_within_the_token_budget():
     assert np.mean([tgt[u].sum() for u in updates]) > 450
 
 
+@pytest.mark.parametrize("longer", ["source", "target"])
+def test_both_sides_of_every_update_stay_under_the_cap(longer):
+    # "approximately 25000 source tokens and 25000 target tokens": whichever side is longer fills first
+    short, long = _lengths(seed=3)
+    long = short + long  # every sentence pair has one side longer than the other
+    src, tgt = (long, short) if longer == "source" else (short, long)
+    updates = Batcher(src, tgt, tokens_per_update=600, seed=1, world=1, max_tokens_per_worker=10_000).epoch(0)
+    assert sorted(np.concatenate(updates).tolist()) == list(range(500))
+    assert all(src[u].sum() <= 600 and tgt[u].sum() <= 600 for u in updates)
+    filled = src if longer == "source" else tgt
+    assert np.mean([filled[u].sum() for u in updates]) > 500  # the longer side fills its updates
+
+
 def test_updates_are_the_same_for_any_number_of_workers():
     src, tgt = _lengths()
     one = Batcher(src, tgt, 600, seed=1, world=1, max_tokens_per_worker=300)

@@ -21,8 +21,8 @@ V = 8
 class TableStepper(Stepper):
     """Next-token probabilities looked up by the prefix generated so far (one sentence)."""
 
-    def __init__(self, table: dict[tuple, dict[int, float]]):
-        self.table, self.calls = table, 0
+    def __init__(self, table: dict[tuple, dict[int, float]], vocab: int = V):
+        self.table, self.calls, self.vocab = table, 0, vocab
 
     def start(self, rows):
         self.prefixes = [() for _ in rows]
@@ -30,7 +30,7 @@ class TableStepper(Stepper):
     def step(self, tokens):
         self.calls += 1
         self.prefixes = [p if t == BOS else p + (int(t),) for p, t in zip(self.prefixes, tokens.tolist())]
-        logits = torch.full((len(self.prefixes), V), -1e9)
+        logits = torch.full((len(self.prefixes), self.vocab), -1e9)
         for row, prefix in enumerate(self.prefixes):
             for token, p in self.table.get(prefix, {EOS: 1.0}).items():
                 logits[row, token] = math.log(p)
@@ -67,10 +67,83 @@ def test_ranking_by_hand():
     assert hyps[0].score == pytest.approx(math.log(0.4) / (7 / 6) ** 2, abs=1e-6)
 
 
-def test_early_stop_when_beam_hypotheses_have_ended():
+def test_first_come_stops_when_beam_hypotheses_have_ended():
     stepper = TableStepper(TABLE)
-    beam_search(stepper, 1, [50], beam=2, alpha=0.6)
+    beam_search(stepper, 1, [50], beam=2, alpha=0.6, stop="first")
     assert stepper.calls == 2  # after step 2, "C" and "A" have ended: no third step, though 50 were allowed
+
+
+def test_bound_stops_when_no_live_hypothesis_can_win():
+    # After step 2 "C" (-0.835) and "A" (-0.957) have ended, but the live "A B" (log 0.15 = -1.897) could
+    # still score -1.897 / ((5 + 50) / 6)^0.6 = -0.502 at length 50. After step 3 the live "A B C"
+    # (log 0.015 = -4.20) reaches at best -1.11, below the worst finished: the search ends.
+    stepper = TableStepper(TABLE)
+    hyps = beam_search(stepper, 1, [50], beam=2, alpha=0.6, nbest=2)[0]
+    assert stepper.calls == 3
+    assert [h.tokens for h in hyps] == [[C], [A]]
+
+
+D, E = 8, 9
+# First-come ends at step 3 with "B", "C", "D" (step 2) and "A E" (step 3) finished, best "B"
+# (log 0.25 / (7/6)^0.6 = -1.264). "A E E" (p = 0.54, length 4 with </s>) scores -0.616 / 1.275 = -0.483.
+LONG_WINS = {(): {A: 0.6, B: 0.25, C: 0.1, D: 0.05}, (A,): {E: 1.0}, (A, E): {EOS: 0.1, E: 0.9},
+             (A, E, E): {EOS: 1.0}}
+
+
+def test_the_two_rules_return_different_best_hypotheses():
+    first = beam_search(TableStepper(LONG_WINS, vocab=10), 1, [10], beam=4, alpha=0.6, stop="first")[0][0]
+    bound = beam_search(TableStepper(LONG_WINS, vocab=10), 1, [10], beam=4, alpha=0.6, stop="bound")[0][0]
+    assert first.tokens == [B] and first.score == pytest.approx(math.log(0.25) / (7 / 6) ** 0.6, abs=1e-5)
+    assert bound.tokens == [A, E, E] and bound.score == pytest.approx(math.log(0.54) / 1.5**0.6, abs=1e-5)
+
+
+class RandomTreeStepper(Stepper):
+    """A random next-token distribution over `tokens` real tokens and </s> for every prefix, seeded by it."""
+
+    def __init__(self, seed: int, tokens: int):
+        self.seed, self.allowed = seed, [EOS, *range(5, 5 + tokens)]
+
+    def logp(self, prefix: tuple) -> torch.Tensor:
+        g = torch.Generator().manual_seed(hash((self.seed, prefix)) % (1 << 62))
+        logits = torch.full((5 + len(self.allowed),), -1e9)
+        logits[self.allowed] = 3 * torch.randn(len(self.allowed), generator=g)
+        return torch.log_softmax(logits, -1)
+
+    def start(self, rows):
+        self.prefixes = [() for _ in rows]
+
+    def step(self, tokens):
+        self.prefixes = [p if t == BOS else p + (int(t),) for p, t in zip(self.prefixes, tokens.tolist())]
+        return torch.stack([self.logp(p) for p in self.prefixes])
+
+    def select(self, rows):
+        self.prefixes = [self.prefixes[i] for i in rows.tolist()]
+
+
+def _exhaustive(stepper: RandomTreeStepper, max_len: int, alpha: float) -> tuple[float, list[int]]:
+    """The best (score, tokens) over every sequence of at most max_len tokens, </s> (forced last) included."""
+    best, frontier = (-math.inf, []), [((), 0.0)]
+    for length in range(1, max_len + 1):
+        grown = []
+        for prefix, logprob in frontier:
+            logp = stepper.logp(prefix)
+            end = logprob + float(logp[EOS])
+            best = max(best, (end / length_penalty(length, alpha), list(prefix)))
+            grown += [(prefix + (t,), logprob + float(logp[t])) for t in stepper.allowed[1:]]
+        frontier = grown
+    return best
+
+
+@pytest.mark.parametrize("tokens, max_len", [(3, 4), (2, 6)])
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_bound_finds_what_exhaustive_search_finds(tokens, max_len, alpha):
+    # beam 32 keeps every prefix of these trees alive (at most 27 or 32 of them), so no pruning hides
+    # the best sequence: only stopping too early could miss it.
+    for seed in range(6):
+        stepper = RandomTreeStepper(seed, tokens)
+        (hyp,) = beam_search(stepper, 1, [max_len], beam=32, alpha=alpha)[0]
+        score, best = _exhaustive(stepper, max_len, alpha)
+        assert hyp.tokens == best and hyp.score == pytest.approx(score, abs=1e-5)
 
 
 def test_end_is_forced_at_the_maximum_length():

@@ -51,10 +51,11 @@ def _copy_layer(ref, ours, cross: bool) -> None:
 
 @pytest.mark.parametrize("fused", [False, True], ids=["unfused", "fused"])
 def test_base_architecture_equals_torch_nn_transformer(fused):
-    """Post-norm, sinusoidal positions, shared embeddings scaled by sqrt(d_model), tied output."""
+    """Post-norm, sinusoidal positions, shared embeddings scaled by sqrt(d_model), tied output; attention
+    biases on, as nn.MultiheadAttention has them (the paper's projections have none)."""
     spec = ir.load(ROOT / "specs/base.attn", ["model.d_model=32", "model.heads=4", "model.d_ff=64",
                                                   "model.layers=2", "model.vocab=shared(50)",
-                                                  "model.dropout.residual=0"])
+                                                  "model.dropout.residual=0", "model.bias.attention=true"])
     ours = attncomp.compile(spec, passes=attncomp.compiler.DEFAULT_PASSES if fused else (), dtype=torch.float64)
     d = 32
     ref = nn.Transformer(d_model=d, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=64,

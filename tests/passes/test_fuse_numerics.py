@@ -21,6 +21,7 @@ EXTRA = {  # variants no shipped spec covers, as overrides on base
     "encoder_only": ["model.decoder=none", "model.tie=none"],
     "separate_vocab": ["model.vocab=separate(src = 61, tgt = 67)", "model.tie=decoder"],
     "no_bias": ["model.bias=false"],
+    "attention_bias": ["model.bias.attention=true"],  # base has the paper's form: no attention biases
 }
 
 
@@ -127,3 +128,17 @@ def test_state_dict_names_do_not_change():
         plain = attncomp.compile(path, passes=(), device="meta")
         fused = attncomp.compile(path, device="meta")
         assert list(plain.state_dict()) == list(fused.state_dict()), path
+
+
+@pytest.mark.parametrize("attention_bias", [False, True], ids=["no_bias", "bias"])
+def test_fuse_qkv_with_and_without_attention_biases(attention_bias):
+    spec = small(ir.load(ROOT / "specs/base.attn", [f"model.bias.attention={str(attention_bias).lower()}"]))
+    plain = lower(spec).double()
+    gm = plain.graph_module("forward")
+    optimised, log = run_passes(gm, ["fuse_qkv"])
+    assert log == [("fuse_qkv", True)]
+    code = optimised.code
+    assert ("q_proj.bias" in code) is attention_bias and ("k_proj.bias" in code) is attention_bias
+    src, tgt = batch(spec)
+    keep = real_positions(spec, src, tgt)
+    assert (plain(src, tgt) - optimised(src, tgt))[keep].abs().max() < TOLERANCE

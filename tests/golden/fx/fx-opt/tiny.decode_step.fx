@@ -18,11 +18,7 @@ def forward(self, tokens, cache):
     decoder_layers_0_self_attn_k_proj_weight = getattr(self.decoder.layers, "0").self_attn.k_proj.weight
     decoder_layers_0_self_attn_v_proj_weight = getattr(self.decoder.layers, "0").self_attn.v_proj.weight
     cat_4 = torch.cat((decoder_layers_0_self_attn_q_proj_weight, decoder_layers_0_self_attn_k_proj_weight, decoder_layers_0_self_attn_v_proj_weight));  decoder_layers_0_self_attn_q_proj_weight = decoder_layers_0_self_attn_k_proj_weight = decoder_layers_0_self_attn_v_proj_weight = None
-    decoder_layers_0_self_attn_q_proj_bias = getattr(self.decoder.layers, "0").self_attn.q_proj.bias
-    decoder_layers_0_self_attn_k_proj_bias = getattr(self.decoder.layers, "0").self_attn.k_proj.bias
-    decoder_layers_0_self_attn_v_proj_bias = getattr(self.decoder.layers, "0").self_attn.v_proj.bias
-    cat_5 = torch.cat((decoder_layers_0_self_attn_q_proj_bias, decoder_layers_0_self_attn_k_proj_bias, decoder_layers_0_self_attn_v_proj_bias));  decoder_layers_0_self_attn_q_proj_bias = decoder_layers_0_self_attn_k_proj_bias = decoder_layers_0_self_attn_v_proj_bias = None
-    linear_1 = torch._C._nn.linear(add_1, cat_4, cat_5);  cat_4 = cat_5 = None
+    linear_1 = torch._C._nn.linear(add_1, cat_4, None);  cat_4 = None
     split = torch.functional.split(linear_1, (64, 64, 64), -1);  linear_1 = None
     getitem_10 = split[0]
     getitem_11 = split[1]
@@ -62,12 +58,8 @@ def forward(self, tokens, cache):
     decoder_layers_1_self_attn_q_proj_weight = getattr(self.decoder.layers, "1").self_attn.q_proj.weight
     decoder_layers_1_self_attn_k_proj_weight = getattr(self.decoder.layers, "1").self_attn.k_proj.weight
     decoder_layers_1_self_attn_v_proj_weight = getattr(self.decoder.layers, "1").self_attn.v_proj.weight
-    cat_6 = torch.cat((decoder_layers_1_self_attn_q_proj_weight, decoder_layers_1_self_attn_k_proj_weight, decoder_layers_1_self_attn_v_proj_weight));  decoder_layers_1_self_attn_q_proj_weight = decoder_layers_1_self_attn_k_proj_weight = decoder_layers_1_self_attn_v_proj_weight = None
-    decoder_layers_1_self_attn_q_proj_bias = getattr(self.decoder.layers, "1").self_attn.q_proj.bias
-    decoder_layers_1_self_attn_k_proj_bias = getattr(self.decoder.layers, "1").self_attn.k_proj.bias
-    decoder_layers_1_self_attn_v_proj_bias = getattr(self.decoder.layers, "1").self_attn.v_proj.bias
-    cat_7 = torch.cat((decoder_layers_1_self_attn_q_proj_bias, decoder_layers_1_self_attn_k_proj_bias, decoder_layers_1_self_attn_v_proj_bias));  decoder_layers_1_self_attn_q_proj_bias = decoder_layers_1_self_attn_k_proj_bias = decoder_layers_1_self_attn_v_proj_bias = None
-    linear_2 = torch._C._nn.linear(decoder_layers_0_ffn_norm, cat_6, cat_7);  cat_6 = cat_7 = None
+    cat_5 = torch.cat((decoder_layers_1_self_attn_q_proj_weight, decoder_layers_1_self_attn_k_proj_weight, decoder_layers_1_self_attn_v_proj_weight));  decoder_layers_1_self_attn_q_proj_weight = decoder_layers_1_self_attn_k_proj_weight = decoder_layers_1_self_attn_v_proj_weight = None
+    linear_2 = torch._C._nn.linear(decoder_layers_0_ffn_norm, cat_5, None);  cat_5 = None
     split_1 = torch.functional.split(linear_2, (64, 64, 64), -1);  linear_2 = None
     getitem_13 = split_1[0]
     getitem_14 = split_1[1]

@@ -13,11 +13,7 @@ def forward(self, src):
     encoder_layers_0_self_attn_k_proj_weight = getattr(self.encoder.layers, "0").self_attn.k_proj.weight
     encoder_layers_0_self_attn_v_proj_weight = getattr(self.encoder.layers, "0").self_attn.v_proj.weight
     cat = torch.cat((encoder_layers_0_self_attn_q_proj_weight, encoder_layers_0_self_attn_k_proj_weight, encoder_layers_0_self_attn_v_proj_weight));  encoder_layers_0_self_attn_q_proj_weight = encoder_layers_0_self_attn_k_proj_weight = encoder_layers_0_self_attn_v_proj_weight = None
-    encoder_layers_0_self_attn_q_proj_bias = getattr(self.encoder.layers, "0").self_attn.q_proj.bias
-    encoder_layers_0_self_attn_k_proj_bias = getattr(self.encoder.layers, "0").self_attn.k_proj.bias
-    encoder_layers_0_self_attn_v_proj_bias = getattr(self.encoder.layers, "0").self_attn.v_proj.bias
-    cat_1 = torch.cat((encoder_layers_0_self_attn_q_proj_bias, encoder_layers_0_self_attn_k_proj_bias, encoder_layers_0_self_attn_v_proj_bias));  encoder_layers_0_self_attn_q_proj_bias = encoder_layers_0_self_attn_k_proj_bias = encoder_layers_0_self_attn_v_proj_bias = None
-    linear = torch._C._nn.linear(add, cat, cat_1);  cat = cat_1 = None
+    linear = torch._C._nn.linear(add, cat, None);  cat = None
     split = torch.functional.split(linear, (64, 64, 64), -1);  linear = None
     getitem = split[0]
     getitem_1 = split[1]
@@ -42,12 +38,8 @@ def forward(self, src):
     encoder_layers_1_self_attn_q_proj_weight = getattr(self.encoder.layers, "1").self_attn.q_proj.weight
     encoder_layers_1_self_attn_k_proj_weight = getattr(self.encoder.layers, "1").self_attn.k_proj.weight
     encoder_layers_1_self_attn_v_proj_weight = getattr(self.encoder.layers, "1").self_attn.v_proj.weight
-    cat_2 = torch.cat((encoder_layers_1_self_attn_q_proj_weight, encoder_layers_1_self_attn_k_proj_weight, encoder_layers_1_self_attn_v_proj_weight));  encoder_layers_1_self_attn_q_proj_weight = encoder_layers_1_self_attn_k_proj_weight = encoder_layers_1_self_attn_v_proj_weight = None
-    encoder_layers_1_self_attn_q_proj_bias = getattr(self.encoder.layers, "1").self_attn.q_proj.bias
-    encoder_layers_1_self_attn_k_proj_bias = getattr(self.encoder.layers, "1").self_attn.k_proj.bias
-    encoder_layers_1_self_attn_v_proj_bias = getattr(self.encoder.layers, "1").self_attn.v_proj.bias
-    cat_3 = torch.cat((encoder_layers_1_self_attn_q_proj_bias, encoder_layers_1_self_attn_k_proj_bias, encoder_layers_1_self_attn_v_proj_bias));  encoder_layers_1_self_attn_q_proj_bias = encoder_layers_1_self_attn_k_proj_bias = encoder_layers_1_self_attn_v_proj_bias = None
-    linear_1 = torch._C._nn.linear(encoder_layers_0_ffn_norm, cat_2, cat_3);  cat_2 = cat_3 = None
+    cat_1 = torch.cat((encoder_layers_1_self_attn_q_proj_weight, encoder_layers_1_self_attn_k_proj_weight, encoder_layers_1_self_attn_v_proj_weight));  encoder_layers_1_self_attn_q_proj_weight = encoder_layers_1_self_attn_k_proj_weight = encoder_layers_1_self_attn_v_proj_weight = None
+    linear_1 = torch._C._nn.linear(encoder_layers_0_ffn_norm, cat_1, None);  cat_1 = None
     split_1 = torch.functional.split(linear_1, (64, 64, 64), -1);  linear_1 = None
     getitem_3 = split_1[0]
     getitem_4 = split_1[1]

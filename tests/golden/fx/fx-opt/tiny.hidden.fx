@@ -13,11 +13,7 @@ def forward(self, src, tgt_in):
     encoder_layers_0_self_attn_k_proj_weight = getattr(self.encoder.layers, "0").self_attn.k_proj.weight
     encoder_layers_0_self_attn_v_proj_weight = getattr(self.encoder.layers, "0").self_attn.v_proj.weight
     cat = torch.cat((encoder_layers_0_self_attn_q_proj_weight, encoder_layers_0_self_attn_k_proj_weight, encoder_layers_0_self_attn_v_proj_weight));  encoder_layers_0_self_attn_q_proj_weight = encoder_layers_0_self_attn_k_proj_weight = encoder_layers_0_self_attn_v_proj_weight = None
-    encoder_layers_0_self_attn_q_proj_bias = getattr(self.encoder.layers, "0").self_attn.q_proj.bias
-    encoder_layers_0_self_attn_k_proj_bias = getattr(self.encoder.layers, "0").self_attn.k_proj.bias
-    encoder_layers_0_self_attn_v_proj_bias = getattr(self.encoder.layers, "0").self_attn.v_proj.bias
-    cat_1 = torch.cat((encoder_layers_0_self_attn_q_proj_bias, encoder_layers_0_self_attn_k_proj_bias, encoder_layers_0_self_attn_v_proj_bias));  encoder_layers_0_self_attn_q_proj_bias = encoder_layers_0_self_attn_k_proj_bias = encoder_layers_0_self_attn_v_proj_bias = None
-    linear = torch._C._nn.linear(add, cat, cat_1);  cat = cat_1 = None
+    linear = torch._C._nn.linear(add, cat, None);  cat = None
     split = torch.functional.split(linear, (64, 64, 64), -1);  linear = None
     getitem = split[0]
     getitem_1 = split[1]
@@ -42,12 +38,8 @@ def forward(self, src, tgt_in):
     encoder_layers_1_self_attn_q_proj_weight = getattr(self.encoder.layers, "1").self_attn.q_proj.weight
     encoder_layers_1_self_attn_k_proj_weight = getattr(self.encoder.layers, "1").self_attn.k_proj.weight
     encoder_layers_1_self_attn_v_proj_weight = getattr(self.encoder.layers, "1").self_attn.v_proj.weight
-    cat_2 = torch.cat((encoder_layers_1_self_attn_q_proj_weight, encoder_layers_1_self_attn_k_proj_weight, encoder_layers_1_self_attn_v_proj_weight));  encoder_layers_1_self_attn_q_proj_weight = encoder_layers_1_self_attn_k_proj_weight = encoder_layers_1_self_attn_v_proj_weight = None
-    encoder_layers_1_self_attn_q_proj_bias = getattr(self.encoder.layers, "1").self_attn.q_proj.bias
-    encoder_layers_1_self_attn_k_proj_bias = getattr(self.encoder.layers, "1").self_attn.k_proj.bias
-    encoder_layers_1_self_attn_v_proj_bias = getattr(self.encoder.layers, "1").self_attn.v_proj.bias
-    cat_3 = torch.cat((encoder_layers_1_self_attn_q_proj_bias, encoder_layers_1_self_attn_k_proj_bias, encoder_layers_1_self_attn_v_proj_bias));  encoder_layers_1_self_attn_q_proj_bias = encoder_layers_1_self_attn_k_proj_bias = encoder_layers_1_self_attn_v_proj_bias = None
-    linear_1 = torch._C._nn.linear(encoder_layers_0_ffn_norm, cat_2, cat_3);  cat_2 = cat_3 = None
+    cat_1 = torch.cat((encoder_layers_1_self_attn_q_proj_weight, encoder_layers_1_self_attn_k_proj_weight, encoder_layers_1_self_attn_v_proj_weight));  encoder_layers_1_self_attn_q_proj_weight = encoder_layers_1_self_attn_k_proj_weight = encoder_layers_1_self_attn_v_proj_weight = None
+    linear_1 = torch._C._nn.linear(encoder_layers_0_ffn_norm, cat_1, None);  cat_1 = None
     split_1 = torch.functional.split(linear_1, (64, 64, 64), -1);  linear_1 = None
     getitem_3 = split_1[0]
     getitem_4 = split_1[1]
@@ -80,12 +72,8 @@ def forward(self, src, tgt_in):
     decoder_layers_0_self_attn_q_proj_weight = getattr(self.decoder.layers, "0").self_attn.q_proj.weight
     decoder_layers_0_self_attn_k_proj_weight = getattr(self.decoder.layers, "0").self_attn.k_proj.weight
     decoder_layers_0_self_attn_v_proj_weight = getattr(self.decoder.layers, "0").self_attn.v_proj.weight
-    cat_4 = torch.cat((decoder_layers_0_self_attn_q_proj_weight, decoder_layers_0_self_attn_k_proj_weight, decoder_layers_0_self_attn_v_proj_weight));  decoder_layers_0_self_attn_q_proj_weight = decoder_layers_0_self_attn_k_proj_weight = decoder_layers_0_self_attn_v_proj_weight = None
-    decoder_layers_0_self_attn_q_proj_bias = getattr(self.decoder.layers, "0").self_attn.q_proj.bias
-    decoder_layers_0_self_attn_k_proj_bias = getattr(self.decoder.layers, "0").self_attn.k_proj.bias
-    decoder_layers_0_self_attn_v_proj_bias = getattr(self.decoder.layers, "0").self_attn.v_proj.bias
-    cat_5 = torch.cat((decoder_layers_0_self_attn_q_proj_bias, decoder_layers_0_self_attn_k_proj_bias, decoder_layers_0_self_attn_v_proj_bias));  decoder_layers_0_self_attn_q_proj_bias = decoder_layers_0_self_attn_k_proj_bias = decoder_layers_0_self_attn_v_proj_bias = None
-    linear_2 = torch._C._nn.linear(add_5, cat_4, cat_5);  cat_4 = cat_5 = None
+    cat_2 = torch.cat((decoder_layers_0_self_attn_q_proj_weight, decoder_layers_0_self_attn_k_proj_weight, decoder_layers_0_self_attn_v_proj_weight));  decoder_layers_0_self_attn_q_proj_weight = decoder_layers_0_self_attn_k_proj_weight = decoder_layers_0_self_attn_v_proj_weight = None
+    linear_2 = torch._C._nn.linear(add_5, cat_2, None);  cat_2 = None
     split_2 = torch.functional.split(linear_2, (64, 64, 64), -1);  linear_2 = None
     getitem_6 = split_2[0]
     getitem_7 = split_2[1]
@@ -104,11 +92,8 @@ def forward(self, src, tgt_in):
     decoder_layers_0_self_attn_norm = getattr(self.decoder.layers, "0").self_attn_norm(add_6);  add_6 = None
     decoder_layers_0_cross_attn_k_proj_weight = getattr(self.decoder.layers, "0").cross_attn.k_proj.weight
     decoder_layers_0_cross_attn_v_proj_weight = getattr(self.decoder.layers, "0").cross_attn.v_proj.weight
-    cat_6 = torch.cat((decoder_layers_0_cross_attn_k_proj_weight, decoder_layers_0_cross_attn_v_proj_weight));  decoder_layers_0_cross_attn_k_proj_weight = decoder_layers_0_cross_attn_v_proj_weight = None
-    decoder_layers_0_cross_attn_k_proj_bias = getattr(self.decoder.layers, "0").cross_attn.k_proj.bias
-    decoder_layers_0_cross_attn_v_proj_bias = getattr(self.decoder.layers, "0").cross_attn.v_proj.bias
-    cat_7 = torch.cat((decoder_layers_0_cross_attn_k_proj_bias, decoder_layers_0_cross_attn_v_proj_bias));  decoder_layers_0_cross_attn_k_proj_bias = decoder_layers_0_cross_attn_v_proj_bias = None
-    linear_3 = torch._C._nn.linear(encoder_layers_1_ffn_norm, cat_6, cat_7);  cat_6 = cat_7 = None
+    cat_3 = torch.cat((decoder_layers_0_cross_attn_k_proj_weight, decoder_layers_0_cross_attn_v_proj_weight));  decoder_layers_0_cross_attn_k_proj_weight = decoder_layers_0_cross_attn_v_proj_weight = None
+    linear_3 = torch._C._nn.linear(encoder_layers_1_ffn_norm, cat_3, None);  cat_3 = None
     split_3 = torch.functional.split(linear_3, (64, 64), -1);  linear_3 = None
     getitem_9 = split_3[0]
     getitem_10 = split_3[1];  split_3 = None
@@ -133,12 +118,8 @@ def forward(self, src, tgt_in):
     decoder_layers_1_self_attn_q_proj_weight = getattr(self.decoder.layers, "1").self_attn.q_proj.weight
     decoder_layers_1_self_attn_k_proj_weight = getattr(self.decoder.layers, "1").self_attn.k_proj.weight
     decoder_layers_1_self_attn_v_proj_weight = getattr(self.decoder.layers, "1").self_attn.v_proj.weight
-    cat_8 = torch.cat((decoder_layers_1_self_attn_q_proj_weight, decoder_layers_1_self_attn_k_proj_weight, decoder_layers_1_self_attn_v_proj_weight));  decoder_layers_1_self_attn_q_proj_weight = decoder_layers_1_self_attn_k_proj_weight = decoder_layers_1_self_attn_v_proj_weight = None
-    decoder_layers_1_self_attn_q_proj_bias = getattr(self.decoder.layers, "1").self_attn.q_proj.bias
-    decoder_layers_1_self_attn_k_proj_bias = getattr(self.decoder.layers, "1").self_attn.k_proj.bias
-    decoder_layers_1_self_attn_v_proj_bias = getattr(self.decoder.layers, "1").self_attn.v_proj.bias
-    cat_9 = torch.cat((decoder_layers_1_self_attn_q_proj_bias, decoder_layers_1_self_attn_k_proj_bias, decoder_layers_1_self_attn_v_proj_bias));  decoder_layers_1_self_attn_q_proj_bias = decoder_layers_1_self_attn_k_proj_bias = decoder_layers_1_self_attn_v_proj_bias = None
-    linear_4 = torch._C._nn.linear(decoder_layers_0_ffn_norm, cat_8, cat_9);  cat_8 = cat_9 = None
+    cat_4 = torch.cat((decoder_layers_1_self_attn_q_proj_weight, decoder_layers_1_self_attn_k_proj_weight, decoder_layers_1_self_attn_v_proj_weight));  decoder_layers_1_self_attn_q_proj_weight = decoder_layers_1_self_attn_k_proj_weight = decoder_layers_1_self_attn_v_proj_weight = None
+    linear_4 = torch._C._nn.linear(decoder_layers_0_ffn_norm, cat_4, None);  cat_4 = None
     split_4 = torch.functional.split(linear_4, (64, 64, 64), -1);  linear_4 = None
     getitem_11 = split_4[0]
     getitem_12 = split_4[1]
@@ -157,11 +138,8 @@ def forward(self, src, tgt_in):
     decoder_layers_1_self_attn_norm = getattr(self.decoder.layers, "1").self_attn_norm(add_9);  add_9 = None
     decoder_layers_1_cross_attn_k_proj_weight = getattr(self.decoder.layers, "1").cross_attn.k_proj.weight
     decoder_layers_1_cross_attn_v_proj_weight = getattr(self.decoder.layers, "1").cross_attn.v_proj.weight
-    cat_10 = torch.cat((decoder_layers_1_cross_attn_k_proj_weight, decoder_layers_1_cross_attn_v_proj_weight));  decoder_layers_1_cross_attn_k_proj_weight = decoder_layers_1_cross_attn_v_proj_weight = None
-    decoder_layers_1_cross_attn_k_proj_bias = getattr(self.decoder.layers, "1").cross_attn.k_proj.bias
-    decoder_layers_1_cross_attn_v_proj_bias = getattr(self.decoder.layers, "1").cross_attn.v_proj.bias
-    cat_11 = torch.cat((decoder_layers_1_cross_attn_k_proj_bias, decoder_layers_1_cross_attn_v_proj_bias));  decoder_layers_1_cross_attn_k_proj_bias = decoder_layers_1_cross_attn_v_proj_bias = None
-    linear_5 = torch._C._nn.linear(encoder_layers_1_ffn_norm, cat_10, cat_11);  encoder_layers_1_ffn_norm = cat_10 = cat_11 = None
+    cat_5 = torch.cat((decoder_layers_1_cross_attn_k_proj_weight, decoder_layers_1_cross_attn_v_proj_weight));  decoder_layers_1_cross_attn_k_proj_weight = decoder_layers_1_cross_attn_v_proj_weight = None
+    linear_5 = torch._C._nn.linear(encoder_layers_1_ffn_norm, cat_5, None);  encoder_layers_1_ffn_norm = cat_5 = None
     split_5 = torch.functional.split(linear_5, (64, 64), -1);  linear_5 = None
     getitem_14 = split_5[0]
     getitem_15 = split_5[1];  split_5 = None

@@ -6,10 +6,7 @@ def forward(self, src, memory):
     decoder_layers_0_cross_attn_k_proj_weight = getattr(self.decoder.layers, "0").cross_attn.k_proj.weight
     decoder_layers_0_cross_attn_v_proj_weight = getattr(self.decoder.layers, "0").cross_attn.v_proj.weight
     cat = torch.cat((decoder_layers_0_cross_attn_k_proj_weight, decoder_layers_0_cross_attn_v_proj_weight));  decoder_layers_0_cross_attn_k_proj_weight = decoder_layers_0_cross_attn_v_proj_weight = None
-    decoder_layers_0_cross_attn_k_proj_bias = getattr(self.decoder.layers, "0").cross_attn.k_proj.bias
-    decoder_layers_0_cross_attn_v_proj_bias = getattr(self.decoder.layers, "0").cross_attn.v_proj.bias
-    cat_1 = torch.cat((decoder_layers_0_cross_attn_k_proj_bias, decoder_layers_0_cross_attn_v_proj_bias));  decoder_layers_0_cross_attn_k_proj_bias = decoder_layers_0_cross_attn_v_proj_bias = None
-    linear = torch._C._nn.linear(memory, cat, cat_1);  cat = cat_1 = None
+    linear = torch._C._nn.linear(memory, cat, None);  cat = None
     split = torch.functional.split(linear, (64, 64), -1);  linear = None
     getitem = split[0]
     getitem_1 = split[1];  split = None
@@ -21,11 +18,8 @@ def forward(self, src, memory):
     new_zeros_3 = memory.new_zeros((size, 4, 0, 16));  size = None
     decoder_layers_1_cross_attn_k_proj_weight = getattr(self.decoder.layers, "1").cross_attn.k_proj.weight
     decoder_layers_1_cross_attn_v_proj_weight = getattr(self.decoder.layers, "1").cross_attn.v_proj.weight
-    cat_2 = torch.cat((decoder_layers_1_cross_attn_k_proj_weight, decoder_layers_1_cross_attn_v_proj_weight));  decoder_layers_1_cross_attn_k_proj_weight = decoder_layers_1_cross_attn_v_proj_weight = None
-    decoder_layers_1_cross_attn_k_proj_bias = getattr(self.decoder.layers, "1").cross_attn.k_proj.bias
-    decoder_layers_1_cross_attn_v_proj_bias = getattr(self.decoder.layers, "1").cross_attn.v_proj.bias
-    cat_3 = torch.cat((decoder_layers_1_cross_attn_k_proj_bias, decoder_layers_1_cross_attn_v_proj_bias));  decoder_layers_1_cross_attn_k_proj_bias = decoder_layers_1_cross_attn_v_proj_bias = None
-    linear_1 = torch._C._nn.linear(memory, cat_2, cat_3);  memory = cat_2 = cat_3 = None
+    cat_1 = torch.cat((decoder_layers_1_cross_attn_k_proj_weight, decoder_layers_1_cross_attn_v_proj_weight));  decoder_layers_1_cross_attn_k_proj_weight = decoder_layers_1_cross_attn_v_proj_weight = None
+    linear_1 = torch._C._nn.linear(memory, cat_1, None);  memory = cat_1 = None
     split_1 = torch.functional.split(linear_1, (64, 64), -1);  linear_1 = None
     getitem_2 = split_1[0]
     getitem_3 = split_1[1];  split_1 = None
