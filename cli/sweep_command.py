@@ -14,9 +14,14 @@ from attncomp.errors import UsageError
 
 def _in_process(argv: list[str], log: Path | None) -> int:
     """`attncomp train ARGV` in this process (rows one after another); its messages go to the terminal."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
     from attncomp.cli.main import run
 
-    return run(argv)
+    try:
+        return run(argv)
+    except SignalException as stop:  # the launcher turns SIGINT/SIGTERM into this; the sweep stops cleanly
+        return 128 + int(stop.sigval)
 
 
 def _options(args: argparse.Namespace):
