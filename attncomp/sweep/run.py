@@ -92,29 +92,30 @@ def _train_all(todo: list[Planned], state: SweepState, train: TrainFn, parallel:
     """Train the rows, yielding (name, seconds) as each finishes; the first failure stops the sweep."""
     argvs = {r.name: train_argv(r, state.options, state.run_dir(r.name)) for r in todo}
     logs = {r.name: (state.run_dir(r.name) / "train.log" if parallel > 1 else None) for r in todo}
+
+    def timed(argv: list[str], log: Path | None) -> tuple[int, float]:
+        started = time.monotonic()
+        return train(argv, log), time.monotonic() - started
+
     if parallel == 1:
         for r in todo:
-            started = time.monotonic()
-            code = train(argvs[r.name], None)
+            code, seconds = timed(argvs[r.name], None)
             if code:
                 raise _failed(r.name, code, None)
-            yield r.name, time.monotonic() - started
+            yield r.name, seconds
         return
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        started = {}
-        pending = {}
-        for r in todo:
-            started[r.name] = time.monotonic()
-            pending[pool.submit(train, argvs[r.name], logs[r.name])] = r.name
+        pending = {pool.submit(timed, argvs[r.name], logs[r.name]): r.name for r in todo}
         while pending:
             done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for future in done:
                 name = pending.pop(future)
-                if future.result():
+                code, seconds = future.result()
+                if code:
                     for other in pending:
                         other.cancel()
-                    raise _failed(name, future.result(), logs[name])
-                yield name, time.monotonic() - started[name]
+                    raise _failed(name, code, logs[name])
+                yield name, seconds
 
 
 def score_row(state: SweepState, row: Planned, seconds: float | None) -> dict:
