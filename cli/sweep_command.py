@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -22,6 +23,10 @@ def _in_process(argv: list[str], log: Path | None) -> int:
         return run(argv)
     except SignalException as stop:  # the launcher turns SIGINT/SIGTERM into this; the sweep stops cleanly
         return 128 + int(stop.sigval)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _options(args: argparse.Namespace):
@@ -42,7 +47,7 @@ def _options(args: argparse.Namespace):
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from attncomp.sweep.run import plan, run_sweep, subprocess_train
+    from attncomp.sweep.run import ChildTrainer, plan, run_sweep
     from attncomp.sweep.state import SweepState
 
     options = _options(args)
@@ -54,10 +59,14 @@ def _sweep(args: argparse.Namespace) -> int:
     out = Path(args.out)
     state = SweepState.open(out, options)
     threads = max(1, (os.cpu_count() or 1) // args.parallel)
-    train = _in_process if args.parallel == 1 else subprocess_train(threads)
+    train = _in_process if args.parallel == 1 else ChildTrainer(threads)
     say = lambda message: print(message, file=sys.stderr)  # noqa: E731
     say(f"sweep: {len(rows)} row(s) -> {out} ({'one at a time' if args.parallel == 1 else f'{args.parallel} at once'})")
-    run_sweep(state, rows, train, args.parallel, say)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # stop the rows in training, keep what is finished
+    try:
+        run_sweep(state, rows, train, args.parallel, say)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     say(f"sweep: done; table in {out / 'results.md'} (.csv, .json), HParams in {out / 'tb'}")
     print((out / "results.md").read_text(), end="")
     return 0

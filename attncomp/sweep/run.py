@@ -66,18 +66,29 @@ def train_argv(row: Planned, options: Options, run_dir: Path) -> list[str]:
     return argv
 
 
-def subprocess_train(threads: int) -> TrainFn:
-    """Run `attncomp train` as a child process with `threads` CPU threads, its output to a log file."""
+class ChildTrainer:
+    """Runs `attncomp train` as child processes with `threads` CPU threads each, output to log files;
+    `terminate()` ends those still running (the sweep was stopped)."""
 
-    def train(argv: list[str], log: Path | None) -> int:
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    def __init__(self, threads: int):
+        self.env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        self.children: set[subprocess.Popen] = set()
+
+    def __call__(self, argv: list[str], log: Path | None) -> int:
         assert log is not None
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as sink:
-            return subprocess.run([sys.executable, "-m", "attncomp.cli.main", *argv], stdout=sink,
-                                  stderr=subprocess.STDOUT, env=env).returncode
+            child = subprocess.Popen([sys.executable, "-m", "attncomp.cli.main", *argv], stdout=sink,
+                                     stderr=subprocess.STDOUT, env=self.env)
+            self.children.add(child)
+            try:
+                return child.wait()
+            finally:
+                self.children.discard(child)
 
-    return train
+    def terminate(self) -> None:
+        for child in list(self.children):
+            child.terminate()  # the runner keeps its last complete checkpoint
 
 
 def _failed(name: str, code: int, log: Path | None) -> TrainingError:
@@ -106,16 +117,20 @@ def _train_all(todo: list[Planned], state: SweepState, train: TrainFn, parallel:
         return
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         pending = {pool.submit(timed, argvs[r.name], logs[r.name]): r.name for r in todo}
-        while pending:
-            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for future in done:
-                name = pending.pop(future)
-                code, seconds = future.result()
-                if code:
-                    for other in pending:
-                        other.cancel()
-                    raise _failed(name, code, logs[name])
-                yield name, seconds
+        try:
+            while pending:
+                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for future in done:
+                    name = pending.pop(future)
+                    code, seconds = future.result()
+                    if code:
+                        raise _failed(name, code, logs[name])
+                    yield name, seconds
+        except BaseException:  # a failed row, Ctrl-C, SIGTERM: queued rows never start, running ones end
+            for future in pending:
+                future.cancel()
+            getattr(train, "terminate", lambda: None)()
+            raise
 
 
 def score_row(state: SweepState, row: Planned, seconds: float | None) -> dict:

@@ -50,18 +50,22 @@ def _records(state: SweepState) -> list[dict]:
     return [{"row": row.name, "spec": row.spec, **(row.result or {})} for row in state.rows.values()]
 
 
-def _cell(value) -> str:
+FORMATS = {"params_m": ".2f", "train_minutes": ".1f", "ppl": ".2f", "bleu": ".2f", "paper_ppl": ".2f",
+           "paper_bleu": ".1f"}
+
+
+def _cell(key: str, value) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:g}" if abs(value) < 1e-3 or value == int(value) else f"{value:.2f}"
+        return format(value, FORMATS.get(key, "g"))
     return str(value)
 
 
 def markdown(records: list[dict]) -> str:
     lines = ["| " + " | ".join(title for _, title in COLUMNS) + " |",
              "|" + "|".join("---" for _ in COLUMNS) + "|"]
-    lines += ["| " + " | ".join(_cell(r.get(key)) for key, _ in COLUMNS) + " |" for r in records]
+    lines += ["| " + " | ".join(_cell(key, r.get(key)) for key, _ in COLUMNS) + " |" for r in records]
     return "\n".join(lines) + "\n"
 
 
