@@ -1,0 +1,86 @@
+"""A sweep row's figures: validation perplexity and BLEU of its final checkpoint.
+
+Perplexity is exp(NLL per target token, </s> included) over the whole validation split, as the
+runner reports it. BLEU (sacreBLEU) translates the first `sentences` validation pairs with the
+spec's beam, length penalty and maximum length; sources and references are the prepared token ids
+turned back into text by the data's sentencepiece model.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import torch
+
+from attncomp.data.batching import lm_batch, translation_batch
+from attncomp.data.dataset import PreparedData, Split
+from attncomp.decode.score import score
+from attncomp.decode.translate import Translator
+from attncomp.errors import DataError
+from attncomp.ir import nodes
+from attncomp.train.step import TrainStep
+
+EVAL_TOKENS = 8192  # padded tokens per validation batch
+
+
+def _fits(split: Split, m: nodes.Model) -> np.ndarray:
+    """Indices of the pairs a learned position table can hold (all of them with sinusoids)."""
+    src, tgt = split.src.lengths, split.tgt.lengths
+    if not isinstance(m.positions, nodes.Learned):
+        return np.arange(len(split))
+    longest = m.positions.max_len
+    keep = (src + tgt <= longest) if m.encoder is None else (src <= longest) & (tgt <= longest)
+    return np.flatnonzero(keep)
+
+
+@torch.no_grad()
+def perplexity(model: torch.nn.Module, split: Split) -> float:
+    """exp of the validation NLL per target token."""
+    m = model.spec.model
+    step = TrainStep(model, smoothing=0.0)
+    collate = lm_batch if m.encoder is None else translation_batch
+    indices = _fits(split, m)
+    lengths = split.src.lengths + split.tgt.lengths
+    indices = indices[np.argsort(lengths[indices], kind="stable")]
+    totals = torch.zeros(3, dtype=torch.float64)
+    start = 0
+    while start < len(indices):
+        end = start + 1
+        while end < len(indices) and (end - start + 1) * int(lengths[indices[end]]) <= EVAL_TOKENS:
+            end += 1
+        batch = collate(split, indices[start:end])
+        totals += step(batch).double()
+        start = end
+    _, nll, tokens = totals.tolist()
+    return math.exp(min(nll / max(tokens, 1.0), 50.0))
+
+
+def bleu(model: torch.nn.Module, data: PreparedData, split: Split, sentences: int) -> tuple[float, float]:
+    """(BLEU, sentences per second) on the first `sentences` pairs of `split`."""
+    count = min(sentences, len(split))
+    src_tok, tgt_tok = data.tokenizer("src"), data.tokenizer("tgt")
+    sources = src_tok.decode([split.src[i].tolist() for i in range(count)])
+    references = tgt_tok.decode([split.tgt[i].tolist() for i in range(count)])
+    decode = model.spec.decode
+    translator = Translator(model, src_tok, tgt_tok, decode.beam, decode.length_penalty, decode.max_len,
+                            progress=False)
+    started = time.perf_counter()
+    hypotheses = [options[0].text for options in translator.translate(sources)]
+    seconds = max(time.perf_counter() - started, 1e-9)
+    return score(hypotheses, references).bleu, count / seconds
+
+
+def evaluate(model: torch.nn.Module, data: PreparedData, sentences: int) -> dict:
+    """{"ppl", "bleu", "bleu_sentences", "decode_sentences_per_s"} on the validation split."""
+    if not data.has_split("valid"):
+        raise DataError(f"{data.path} has no valid split; a sweep scores every row on it "
+                        "(prepare the data with --valid)")
+    model.eval()
+    split = data.split("valid")
+    result = {"ppl": round(perplexity(model, split), 3)}
+    if sentences > 0:
+        value, speed = bleu(model, data, split, sentences)
+        result.update(bleu=value, bleu_sentences=min(sentences, len(split)), decode_sentences_per_s=round(speed, 1))
+    return result
