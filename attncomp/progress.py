@@ -35,8 +35,9 @@ class Progress:
     """Count `total` items of `unit`; see the module docstring for what is shown where."""
 
     def __init__(self, total: int, desc: str, unit: str, interval: float = DEFAULT_INTERVAL,
-                 stream: TextIO | None = None, enabled: bool = True):
+                 stream: TextIO | None = None, enabled: bool = True, summary: bool = True):
         self.total, self.desc, self.unit, self.interval = total, desc, unit, interval
+        self.summary = summary  # the closing line (without a terminal)
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.tty = is_terminal(self.stream)
@@ -58,7 +59,7 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-        elif self.enabled and self.done:
+        elif self.enabled and self.summary and self.done:
             seconds = time.monotonic() - self.started
             self._line(f"{self.done:,} {self.unit} in {seconds:.1f}s ({self.done / max(seconds, 1e-9):,.1f} "
                        f"{self.unit}/s)")

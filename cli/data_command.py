@@ -24,6 +24,8 @@ def _prepare(args: argparse.Namespace) -> int:
 
     if args.src == args.tgt:
         raise UsageError(f"--src and --tgt are both {args.src!r}; give the two languages' suffixes")
+    if not args.separate_vocab and (args.src_vocab_size or args.tgt_vocab_size):
+        raise UsageError("--src-vocab-size and --tgt-vocab-size need --separate-vocab (else use --vocab-size)")
     options = PrepareOptions(
         src_lang=args.src, tgt_lang=args.tgt, vocab_size=args.vocab_size, separate=args.separate_vocab,
         src_vocab_size=args.src_vocab_size, tgt_vocab_size=args.tgt_vocab_size,

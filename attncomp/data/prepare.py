@@ -110,7 +110,7 @@ def _stage(print_fn, what: str):
 def _encode(tokenizer: Tokenizer, lines: list[str], label: str) -> list[list[int]]:
     out: list[list[int]] = []
     step = 10_000
-    with Progress(len(lines), f"encode {label}", "line") as bar:
+    with Progress(len(lines), f"encode {label}", "lines", summary=False) as bar:  # _stage times the whole
         for start in range(0, len(lines), step):
             out += tokenizer.encode(lines[start : start + step])
             bar.update(min(step, len(lines) - start))

@@ -7,6 +7,7 @@ Each case failed before cli/args.py: the value was taken (`average --last 0` ave
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import torch
@@ -145,3 +146,21 @@ def test_atomic_write_leaves_the_old_file_whole(tmp_path, monkeypatch):
     assert target.read_text() == "old\n" and os.listdir(tmp_path) == ["out.txt"]
     types.write_text_atomic(target, "new\n")
     assert target.read_text() == "new\n"
+
+
+def test_nbest_beyond_the_beam_is_refused(trained_tiny, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("the dog sees a cat\n")
+    model = str(trained_tiny / "checkpoint_avg.pt")
+    assert run(["translate", model, "--input", str(tmp_path / "in.txt"), "--nbest", "5", "--beam", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--nbest 5 asks for more hypotheses than the beam keeps (2)" in err and "Traceback" not in err
+
+
+def test_translate_logs_sentences_and_rate_without_a_terminal(trained_tiny, sample_data, tmp_path, capsys):
+    lines = (sample_data / "text/test.src").read_text().splitlines()[:5]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    assert run(["translate", str(trained_tiny / "checkpoint_avg.pt"), "--input", str(tmp_path / "in.txt"),
+                "--output", str(tmp_path / "out.txt"), "--device", "cpu"]) == 0
+    err = capsys.readouterr().err  # captured: not a terminal, so no bar but a line with the count and the rate
+    assert re.search(r"^translate: 5 sent in [\d.]+s \([\d,.]+ sent/s\)$", err, re.M), err
+    assert "\r" not in err and len((tmp_path / "out.txt").read_text().splitlines()) == 5

@@ -123,4 +123,14 @@ def test_prepare_logs_its_stages_with_their_times(corpus, tmp_path, capsys):
     err = capsys.readouterr().err  # not a terminal: no bars, timed lines
     for stage in ("read the text: ", "sentencepiece: ", "encode and write train: ", "encode and write valid: "):
         assert any(line.startswith(stage) and line.endswith("s") for line in err.splitlines()), (stage, err)
-    assert "encode train.src: 300 line in" in err and "\r" not in err
+    assert "train: 300 pairs, " in err and "\r" not in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--src", "en", "--tgt", "en"], "--src and --tgt are both 'en'"),
+    (["--src-vocab-size", "100"], "need --separate-vocab"),
+])
+def test_prepare_options_that_contradict_each_other(corpus, tmp_path, args, message, capsys):
+    assert _prepare(tmp_path, "--train", str(corpus), *args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
