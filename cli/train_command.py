@@ -89,7 +89,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, metavar="DIR", help="a directory made by `attncomp data`")
     p.add_argument("--out", type=output_dir, metavar="DIR", help="run directory (default runs/<model name>)")
     p.add_argument("--gpus", type=positive_int, help="GPU workers on this machine (NCCL)")
-    p.add_argument("--procs", type=positive_int, help="CPU workers on this machine (gloo), for testing distributed runs")
+    p.add_argument("--procs", type=positive_int,
+                   help="CPU workers on this machine (gloo), for testing distributed runs")
     p.add_argument("--max-tokens-per-gpu", type=positive_int, metavar="N",
                    help="padded tokens per micro-batch per worker (default 32768 on GPU, 4096 on CPU); "
                         "gradient accumulation makes up the spec's tokens per update")
@@ -119,5 +120,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("average", help="average checkpoints (files, or the last K of a run directory)")
     p.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT")
     p.add_argument("-o", "--output", type=output_file, required=True, metavar="FILE")
-    p.add_argument("--last", type=positive_int, default=5, metavar="K", help="with a run directory: how many (default 5)")
+    p.add_argument("--last", type=positive_int, default=5, metavar="K",
+                   help="with a run directory: how many (default 5)")
     p.set_defaults(handler=_average)

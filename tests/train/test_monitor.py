@@ -29,7 +29,8 @@ def test_without_a_terminal_training_prints_timed_lines(tmp_path):
     monitor.close()
     lines = stream.getvalue().splitlines()
     assert "\r" not in stream.getvalue() and len(lines) == 4  # steps 5, 10, 15, 20: one per sync point
-    pattern = r"step 5/100 \| loss 2\.0000 \| lr 3\.00e-04 \| [\d,]+ tok/s \| \d+:\d\d:\d\d elapsed \| ETA \d+:\d\d:\d\d"
+    pattern = (r"step 5/100 \| loss 2\.0000 \| lr 3\.00e-04 \| [\d,]+ tok/s \| "
+               r"\d+:\d\d:\d\d elapsed \| ETA \d+:\d\d:\d\d")
     assert re.fullmatch(pattern, lines[0]), lines[0]
     assert lines[-1].startswith("step 20/100 |")
 
