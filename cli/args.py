@@ -29,16 +29,16 @@ def _int(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise Bad(f"expected a whole number, got {text!r}") from None
+        raise Bad(f"expected a whole number, got {shown(text)!r}") from None
 
 
 def _float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise Bad(f"expected a number, got {text!r}") from None
+        raise Bad(f"expected a number, got {shown(text)!r}") from None
     if not math.isfinite(value):
-        raise Bad(f"must be a finite number (got {text})")
+        raise Bad(f"must be a finite number (got {shown(text)})")
     return value
 
 
@@ -65,7 +65,7 @@ def positive_float(text: str) -> float:
     """A finite number > 0."""
     value = _float(text)
     if value <= 0:
-        raise Bad(f"must be greater than 0 (got {text})")
+        raise Bad(f"must be greater than 0 (got {shown(text)})")
     return value
 
 
@@ -73,7 +73,7 @@ def finite_non_negative_float(text: str) -> float:
     """A finite number >= 0."""
     value = _float(text)
     if value < 0:
-        raise Bad(f"must be 0 or more (got {text})")
+        raise Bad(f"must be 0 or more (got {shown(text)})")
     return value
 
 
@@ -81,7 +81,7 @@ def fraction(text: str) -> float:
     """A number in (0, 1]."""
     value = _float(text)
     if not 0 < value <= 1:
-        raise Bad(f"must be greater than 0 and at most 1 (got {text})")
+        raise Bad(f"must be greater than 0 and at most 1 (got {shown(text)})")
     return value
 
 
@@ -98,36 +98,57 @@ def _name(text: str) -> str:
     return text
 
 
+def shown(path: str | Path) -> str:
+    """A path as an error message shows it: cut in the middle when it is very long."""
+    text = str(path)
+    return text if len(text) <= 120 else f"{text[:60]}...{text[-40:]} ({len(text)} characters)"
+
+
+def _checked(check: Callable[[str], str]) -> Callable[[str], str]:
+    """A path type whose file-system errors (a name too long, a loop of links) are refusals too."""
+
+    def parse(text: str) -> str:
+        try:
+            return check(text)
+        except OSError as err:
+            raise Bad(f"{shown(text)}: {err.strerror or err}") from None
+
+    parse.__name__, parse.__doc__ = check.__name__, check.__doc__
+    return parse
+
+
 def _writable_dir(directory: Path, for_what: str) -> None:
     if not directory.exists():
-        raise Bad(f"{for_what}: directory {directory} does not exist")
+        raise Bad(f"{shown(for_what)}: directory {shown(directory)} does not exist")
     if not directory.is_dir():
-        raise Bad(f"{for_what}: {directory} is a file, not a directory")
+        raise Bad(f"{shown(for_what)}: {shown(directory)} is a file, not a directory")
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise Bad(f"{for_what}: no permission to write in {directory}")
+        raise Bad(f"{shown(for_what)}: no permission to write in {shown(directory)}")
 
 
+@_checked
 def output_file(text: str) -> str:
     """A file to write: its directory exists and is writable, no directory is in the way; `-` is stdout."""
     if _name(text) == "-":
         return text
     path = Path(text)
     if path.is_dir():
-        raise Bad(f"{text} is a directory; give a file name")
+        raise Bad(f"{shown(text)} is a directory; give a file name")
     if path.exists() and not os.access(path, os.W_OK):
-        raise Bad(f"no permission to write {text}")
+        raise Bad(f"no permission to write {shown(text)}")
     _writable_dir(path.parent if str(path.parent) else Path("."), text)
     return text
 
 
+@_checked
 def output_dir(text: str) -> str:
     """A directory to create or fill: no file in the way, and the nearest existing ancestor writable."""
     path = Path(_name(text))
     if path.exists():
         if not path.is_dir():
-            raise Bad(f"{text} is a file, not a directory")
+            raise Bad(f"{shown(text)} is a file, not a directory")
         if not os.access(path, os.W_OK | os.X_OK):
-            raise Bad(f"no permission to write in {text}")
+            raise Bad(f"no permission to write in {shown(text)}")
         return text
     ancestor = path.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
@@ -136,19 +157,20 @@ def output_dir(text: str) -> str:
     return text
 
 
+@_checked
 def input_file(text: str) -> str:
     """A readable regular file; `-` is stdin."""
     if _name(text) == "-":
         return text
     path = Path(text)
     if not path.exists():
-        raise Bad(f"no such file: {text}")
+        raise Bad(f"no such file: {shown(text)}")
     if path.is_dir():
-        raise Bad(f"{text} is a directory, not a file")
+        raise Bad(f"{shown(text)} is a directory, not a file")
     if not path.is_file():
-        raise Bad(f"{text} is not a regular file")
+        raise Bad(f"{shown(text)} is not a regular file")
     if not os.access(path, os.R_OK):
-        raise Bad(f"no permission to read {text}")
+        raise Bad(f"no permission to read {shown(text)}")
     return text
 
 
@@ -163,9 +185,9 @@ def device(text: str) -> str:
         have = torch.cuda.device_count() if torch.cuda.is_available() else 0
         index = int(match.group(2) or 0)
         if not have:
-            raise Bad(f"{text}: this machine has no CUDA device (use --device cpu)")
+            raise Bad(f"{shown(text)}: this machine has no CUDA device (use --device cpu)")
         if index >= have:
-            raise Bad(f"{text}: this machine has {have} CUDA device(s), cuda:0 to cuda:{have - 1}")
+            raise Bad(f"{shown(text)}: this machine has {have} CUDA device(s), cuda:0 to cuda:{have - 1}")
     return text
 
 

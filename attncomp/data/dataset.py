@@ -120,7 +120,12 @@ class PreparedData:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        if not self.path.is_dir():
+        try:
+            found = self.path.is_dir()
+        except (OSError, ValueError) as err:  # a name too long, a NUL byte
+            raise DataError(f"cannot use {str(path)[:120]!r} as a data directory: "
+                            f"{getattr(err, 'strerror', None) or err}") from None
+        if not found:
             raise DataError(f"no data directory {self.path}; make one with `attncomp data prepare` "
                             "or `attncomp data sample`")
         try:

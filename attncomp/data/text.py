@@ -33,8 +33,22 @@ def read_lines(path: Path) -> Iterator[str]:
         raise DataError(f"cannot read {path}: {err}") from None
 
 
+def _stat_error(path: str | Path, err: Exception) -> DataError:
+    text = str(path) if len(str(path)) <= 120 else f"{str(path)[:60]}...{str(path)[-40:]}"
+    return DataError(f"cannot use {text!r}: {getattr(err, 'strerror', None) or err}")
+
+
 def side_path(prefix: str | Path, lang: str) -> Path:
     """PREFIX.LANG or PREFIX.LANG.gz, whichever exists."""
+    if "\0" in str(prefix):
+        raise DataError(f"a path cannot contain NUL: {str(prefix)!r}")
+    try:
+        return _side_path(prefix, lang)
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte
+        raise _stat_error(f"{prefix}.{lang}", err) from None
+
+
+def _side_path(prefix: str | Path, lang: str) -> Path:
     base = Path(f"{prefix}.{lang}")
     for candidate in (base, Path(f"{base}.gz")):
         if candidate.is_file():
@@ -53,8 +67,12 @@ def _is_tsv(source: str | Path) -> bool:
 
 def input_files(source: str | Path, src_lang: str, tgt_lang: str) -> list[Path]:
     if _is_tsv(source):
-        if not Path(source).is_file():
-            raise DataError(f"{source} is not a regular file" if Path(source).exists() else f"no such file: {source}")
+        try:
+            if not Path(source).is_file():
+                raise DataError(f"{source} is not a regular file" if Path(source).exists() else
+                                f"no such file: {source}")
+        except (OSError, ValueError) as err:
+            raise _stat_error(source, err) from None
         return [Path(source)]
     return [side_path(source, src_lang), side_path(source, tgt_lang)]
 

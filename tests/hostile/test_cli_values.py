@@ -110,6 +110,27 @@ def test_unusable_paths_are_refused(command, option, case, message, tmp_path, ca
     assert f"argument {option}" in line and message in line, line
 
 
+@pytest.mark.parametrize("argv", [
+    [*TRANSLATE, "--output", "x" * 5000], [*TRANSLATE, "--input", "d/" * 3000], [*TRAIN, "--out", "r" * 300],
+    ["average", "run", "-o", "a" * 300], ["data", "sample", "--out", "s" * 300], [*EVAL, "--src", "a\0b"],
+])
+def test_names_too_long_or_with_nul_are_refused(argv, capsys):
+    line = _refused(argv, capsys)
+    assert "File name too long" in line or "cannot contain NUL" in line, line
+    assert len(line) < 300  # the path is shortened in the message
+
+
+@pytest.mark.parametrize("argv", [
+    ["data", "info", "d" * 5000], [*PREPARE[:2], "--train", "t" * 5000, "--out", "out"],
+    [*PREPARE[:2], "--train", "t" * 5000 + ".tsv", "--out", "out"], [*PREPARE[:2], "--train", "a\0b", "--out", "out"],
+])
+def test_data_paths_too_long_or_with_nul_are_one_clear_error(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and len(err) < 300, err
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
 def test_no_permission_is_refused(tmp_path, capsys):
     locked = tmp_path / "locked"
