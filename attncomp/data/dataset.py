@@ -75,6 +75,7 @@ class Split:
 
 # The manifest's fields a reader uses, and what each must be (checked once, when a directory is opened).
 _COUNT, _SIZE, _TEXT, _FILE, _FLAG = "a whole number >= 0", "a whole number >= 8", "text", "a file name", "true/false"
+_SOME = "a whole number >= 1"
 MANIFEST_FIELDS = {
     "languages.src": _TEXT, "languages.tgt": _TEXT,
     "vocab.shared": _FLAG, "vocab.src_size": _SIZE, "vocab.tgt_size": _SIZE,
@@ -87,7 +88,7 @@ SPLIT_FIELDS = ("pairs", "src_tokens", "tgt_tokens")
 def _fits(value, kind: str) -> bool:
     is_int = isinstance(value, int) and not isinstance(value, bool)
     return {
-        _COUNT: is_int and value >= 0, _SIZE: is_int and value >= 8, _TEXT: isinstance(value, str) and value != "",
+        _COUNT: is_int and value >= 0, _SOME: is_int and value >= 1, _SIZE: is_int and value >= 8, _TEXT: isinstance(value, str) and value != "",
         _FLAG: isinstance(value, bool), "a split": isinstance(value, dict),
         _FILE: isinstance(value, str) and value not in ("", ".", "..") and "/" not in value and "\\" not in value,
         "uint16 or int32": value in ("uint16", "int32"),
@@ -104,6 +105,7 @@ def validate_manifest(manifest, where: str) -> None:
     for split in manifest["splits"]:
         fields[f"splits.{split}"] = "a split"
         fields.update({f"splits.{split}.{key}": _COUNT for key in SPLIT_FIELDS})
+    fields["splits.train.pairs"] = _SOME  # an empty training set would give a batcher nothing to cut, forever
     for name, kind in fields.items():
         value = manifest
         for key in name.split("."):

@@ -34,7 +34,8 @@ def _edit_manifest(directory, edit):
     (lambda m: m["vocab"].update(src_size="256"), 'vocab.src_size should be a whole number >= 8, found "256"'),
     (lambda m: m["vocab"].update(shared=1), "vocab.shared should be true/false"),
     (lambda m: m["splits"]["valid"].update(tgt_tokens=-4), "splits.valid.tgt_tokens should be a whole number >= 0"),
-    (lambda m: m["splits"]["train"].update(pairs=True), "splits.train.pairs should be a whole number >= 0"),
+    (lambda m: m["splits"]["train"].update(pairs=True), "splits.train.pairs should be a whole number >= 1"),
+    (lambda m: m["splits"]["train"].update(pairs=0), "splits.train.pairs should be a whole number >= 1"),
     (lambda m: m["vocab"].update(src_model="../../etc/passwd"), "vocab.src_model should be a file name"),
     (lambda m: m.update(dtype="float64"), "dtype should be uint16 or int32"),
 ])
