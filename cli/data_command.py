@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from attncomp.cli.args import fraction, int_at_least, language, non_negative_int, output_dir, positive_int
@@ -44,7 +45,9 @@ def _sample(args: argparse.Namespace) -> int:
     from attncomp.data.sample import write_corpus
 
     with tempfile.TemporaryDirectory() as tmp:
+        start = time.monotonic()
         prefixes = write_corpus(Path(tmp), train_pairs=args.pairs, held_out=args.held_out, seed=args.seed)
+        _say(f"generate the sample text: {time.monotonic() - start:.1f}s")
         sources = {split: [str(prefix)] for split, prefix in prefixes.items()}
         text = {f"text/{split}.{side}": Path(f"{prefix}.{side}") for split, prefix in prefixes.items()
                 for side in ("src", "tgt")}
