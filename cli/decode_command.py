@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from attncomp.cli.args import (device, finite_non_negative_float, input_file, output_file, positive_int,
-                               write_text_atomic)
+from attncomp.cli.args import (device as device_name, finite_non_negative_float, input_file, output_file,
+                               positive_int, write_text_atomic)
 from attncomp.cli.spec_commands import add_overrides
 from attncomp.errors import UsageError
 
@@ -126,7 +126,7 @@ def _decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nbest", type=positive_int, default=1, help="hypotheses per line (translate: index, score, text)")
     p.add_argument("--batch-tokens", type=positive_int, default=6000, metavar="N",
                    help="source tokens x beam per batch (default 6000)")
-    p.add_argument("--device", type=device, help="cpu, cuda, cuda:1 (default: cuda if present)")
+    p.add_argument("--device", type=device_name, help="cpu, cuda, cuda:1 (default: cuda if present)")
     p.add_argument("--spec", metavar="SPEC", help="refuse a checkpoint not trained with exactly this spec")
     add_overrides(p)
 
