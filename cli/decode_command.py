@@ -97,8 +97,8 @@ def _eval(args: argparse.Namespace) -> int:
     if not sources:
         raise UsageError(f"{args.src or args.sacrebleu_test}: no source lines to translate and score")
     if len(sources) != len(references):
-        raise UsageError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}; "
-                         "a reference needs one line per source line")
+        raise UsageError(f"{len(sources)} source lines but {len(references)} reference lines "
+                         f"({args.src}, {args.ref}); a reference needs one line per source line")
     translator = _translator(args)
     start = time.perf_counter()
     hypotheses = [options[0].text for options in translator.translate(sources)]

@@ -143,7 +143,7 @@ def test_no_permission_is_refused(tmp_path, capsys):
 
 @pytest.mark.parametrize("src, ref, message", [
     ("", "", "no source lines"),
-    ("a\nb\n", "a\n", "has 2 lines but"),
+    ("a\nb\n", "a\n", "2 source lines but 1 reference lines"),
 ])
 def test_eval_refuses_empty_and_mismatched_files(src, ref, message, tmp_path, capsys):
     (tmp_path / "s").write_text(src)
