@@ -6,9 +6,14 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+from attncomp.cli.args import fraction, int_at_least, language, non_negative_int, output_dir, positive_int
 from attncomp.errors import UsageError
+
+
+vocab_size = int_at_least(8)  # sentencepiece's specials and a few pieces
 
 
 def _say(message: str) -> None:
@@ -18,8 +23,10 @@ def _say(message: str) -> None:
 def _prepare(args: argparse.Namespace) -> int:
     from attncomp.data.prepare import PrepareOptions, prepare
 
-    if args.vocab_size < 8:
-        raise UsageError("--vocab-size must be at least 8")
+    if args.src == args.tgt:
+        raise UsageError(f"--src and --tgt are both {args.src!r}; give the two languages' suffixes")
+    if not args.separate_vocab and (args.src_vocab_size or args.tgt_vocab_size):
+        raise UsageError("--src-vocab-size and --tgt-vocab-size need --separate-vocab (else use --vocab-size)")
     options = PrepareOptions(
         src_lang=args.src, tgt_lang=args.tgt, vocab_size=args.vocab_size, separate=args.separate_vocab,
         src_vocab_size=args.src_vocab_size, tgt_vocab_size=args.tgt_vocab_size,
@@ -38,7 +45,9 @@ def _sample(args: argparse.Namespace) -> int:
     from attncomp.data.sample import write_corpus
 
     with tempfile.TemporaryDirectory() as tmp:
+        start = time.monotonic()
         prefixes = write_corpus(Path(tmp), train_pairs=args.pairs, held_out=args.held_out, seed=args.seed)
+        _say(f"generate the sample text: {time.monotonic() - start:.1f}s")
         sources = {split: [str(prefix)] for split, prefix in prefixes.items()}
         text = {f"text/{split}.{side}": Path(f"{prefix}.{side}") for split, prefix in prefixes.items()
                 for side in ("src", "tgt")}
@@ -68,25 +77,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="PREFIX.SRC/PREFIX.TGT (each may be .gz), or a .tsv file; repeat to add sources")
     p.add_argument("--valid", action="append", default=[], metavar="PREFIX")
     p.add_argument("--test", action="append", default=[], metavar="PREFIX")
-    p.add_argument("--src", default="src", help="source language suffix (default: src)")
-    p.add_argument("--tgt", default="tgt", help="target language suffix (default: tgt)")
-    p.add_argument("--out", required=True, metavar="DIR")
-    p.add_argument("--vocab-size", type=int, default=8000, help="BPE vocabulary size, specials included")
+    p.add_argument("--src", type=language, default="src", help="source language suffix (default: src)")
+    p.add_argument("--tgt", type=language, default="tgt", help="target language suffix (default: tgt)")
+    p.add_argument("--out", type=output_dir, required=True, metavar="DIR")
+    p.add_argument("--vocab-size", type=vocab_size, default=8000, help="BPE vocabulary size, specials included")
     p.add_argument("--separate-vocab", action="store_true", help="one vocabulary per language")
-    p.add_argument("--src-vocab-size", type=int)
-    p.add_argument("--tgt-vocab-size", type=int)
-    p.add_argument("--character-coverage", type=float, default=1.0)
-    p.add_argument("--max-len", type=int, default=256, help="drop training pairs longer than this (tokens)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--src-vocab-size", type=vocab_size)
+    p.add_argument("--tgt-vocab-size", type=vocab_size)
+    p.add_argument("--character-coverage", type=fraction, default=1.0, help="in (0, 1] (default 1.0)")
+    p.add_argument("--max-len", type=int_at_least(2), default=256,
+                   help="drop training pairs longer than this (tokens, </s> included; at least 2)")
+    p.add_argument("--seed", type=non_negative_int, default=1)
     p.add_argument("--force", action="store_true", help="replace a directory prepared from other inputs")
     p.set_defaults(handler=_prepare)
 
     p = verbs.add_parser("sample", help="generate the built-in sample corpus and prepare it")
-    p.add_argument("--out", required=True, metavar="DIR")
-    p.add_argument("--pairs", type=int, default=20000, help="training pairs (default 20000)")
-    p.add_argument("--held-out", type=int, default=500, help="valid and test pairs each (default 500)")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--vocab-size", type=int, default=256)
+    p.add_argument("--out", type=output_dir, required=True, metavar="DIR")
+    p.add_argument("--pairs", type=positive_int, default=20000, help="training pairs (default 20000)")
+    p.add_argument("--held-out", type=positive_int, default=500, help="valid and test pairs each (default 500)")
+    p.add_argument("--seed", type=non_negative_int, default=1)
+    p.add_argument("--vocab-size", type=vocab_size, default=256)
     p.add_argument("--force", action="store_true")
     p.set_defaults(handler=_sample)
 

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from attncomp.cli.args import (device as device_name, finite_non_negative_float, input_file, output_file,
+                               positive_int, write_text_atomic)
 from attncomp.cli.spec_commands import add_overrides
 from attncomp.errors import UsageError
 
@@ -46,12 +48,14 @@ def _translator(args: argparse.Namespace):
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model, found = load_checkpoint(args.checkpoint, args.overrides, device=device, expect_spec=args.spec)
     decode = model.spec.decode
-    if args.beam is not None and args.beam < 1:
-        raise UsageError("--beam must be at least 1")
+    beam = args.beam or decode.beam
+    if args.nbest > beam:
+        raise UsageError(f"--nbest {args.nbest} asks for more hypotheses than the beam keeps ({beam}); "
+                         f"raise --beam to at least {args.nbest}")
     tokenizers = {side: Tokenizer(found.header.tokenizers[side].numpy().tobytes()) for side in ("src", "tgt")}
-    return Translator(model, tokenizers["src"], tokenizers["tgt"], beam=args.beam or decode.beam,
+    return Translator(model, tokenizers["src"], tokenizers["tgt"], beam=beam,
                       alpha=decode.length_penalty if args.alpha is None else args.alpha, max_len=decode.max_len,
-                      nbest=max(1, args.nbest), batch_tokens=args.batch_tokens, device=device)
+                      nbest=args.nbest, batch_tokens=args.batch_tokens, device=device)
 
 
 def _write(path: str | None, lines: list[str]) -> None:
@@ -59,7 +63,7 @@ def _write(path: str | None, lines: list[str]) -> None:
     if path is None or path == "-":
         sys.stdout.write(text)
     else:
-        Path(path).write_text(text, encoding="utf-8")
+        write_text_atomic(path, text)
 
 
 def _translate(args: argparse.Namespace) -> int:
@@ -85,11 +89,16 @@ def _eval(args: argparse.Namespace) -> int:
             raise UsageError("--sacrebleu-test needs --langpair (e.g. en-de)")
         sources, references = sacrebleu_test_set(args.sacrebleu_test, args.langpair)
     elif args.src and args.ref:
+        if args.src == "-" and args.ref == "-":
+            raise UsageError("--src and --ref cannot both be stdin (-)")
         sources, references = _read(args.src), _read(args.ref)
     else:
         raise UsageError("give --src FILE and --ref FILE, or --sacrebleu-test SET --langpair L1-L2")
+    if not sources:
+        raise UsageError(f"{args.src or args.sacrebleu_test}: no source lines to translate and score")
     if len(sources) != len(references):
-        raise UsageError(f"{len(sources)} source lines but {len(references)} reference lines")
+        raise UsageError(f"{len(sources)} source lines but {len(references)} reference lines "
+                         f"({args.src}, {args.ref}); a reference needs one line per source line")
     translator = _translator(args)
     start = time.perf_counter()
     hypotheses = [options[0].text for options in translator.translate(sources)]
@@ -111,12 +120,13 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", metavar="CHECKPOINT")
-    p.add_argument("--beam", type=int, help="beam size (default: the spec's)")
-    p.add_argument("--alpha", type=float, help="length penalty alpha (default: the spec's)")
-    p.add_argument("--nbest", type=int, default=1, help="hypotheses per line (translate: index, score, text)")
-    p.add_argument("--batch-tokens", type=int, default=6000, metavar="N",
+    p.add_argument("--beam", type=positive_int, help="beam size, at least 1 (default: the spec's)")
+    p.add_argument("--alpha", type=finite_non_negative_float,
+                   help="length penalty alpha, finite and >= 0 (default: the spec's)")
+    p.add_argument("--nbest", type=positive_int, default=1, help="hypotheses per line (translate: index, score, text)")
+    p.add_argument("--batch-tokens", type=positive_int, default=6000, metavar="N",
                    help="source tokens x beam per batch (default 6000)")
-    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda if present)")
+    p.add_argument("--device", type=device_name, help="cpu, cuda, cuda:1 (default: cuda if present)")
     p.add_argument("--spec", metavar="SPEC", help="refuse a checkpoint not trained with exactly this spec")
     add_overrides(p)
 
@@ -124,16 +134,16 @@ def _decode_options(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("translate", help="translate lines (stdin or --input) with a checkpoint")
     _decode_options(p)
-    p.add_argument("--input", metavar="FILE", help="read lines from FILE (default stdin)")
-    p.add_argument("--output", metavar="FILE", help="write translations to FILE (default stdout)")
+    p.add_argument("--input", type=input_file, metavar="FILE", help="read lines from FILE (default stdin)")
+    p.add_argument("--output", type=output_file, metavar="FILE", help="write translations to FILE (default stdout)")
     p.set_defaults(handler=_translate)
 
     p = sub.add_parser("eval", help="translate a test set and score it with sacreBLEU (BLEU, chrF)")
     _decode_options(p)
-    p.add_argument("--src", metavar="FILE")
-    p.add_argument("--ref", metavar="FILE")
+    p.add_argument("--src", type=input_file, metavar="FILE")
+    p.add_argument("--ref", type=input_file, metavar="FILE")
     p.add_argument("--sacrebleu-test", metavar="SET", help="a sacreBLEU test set, e.g. wmt14 (downloads)")
     p.add_argument("--langpair", metavar="L1-L2", help="with --sacrebleu-test, e.g. en-de")
-    p.add_argument("--output", metavar="FILE", help="also write the translations")
+    p.add_argument("--output", type=output_file, metavar="FILE", help="also write the translations")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_eval)

@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from attncomp.cli.args import output_dir, positive_int
 from attncomp.cli.main import run
 
 TINY_SPEC = """# The tiny demo model (as specs/examples/tiny.attn, inlined so the demo runs from anywhere).
@@ -57,6 +58,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="sample corpus -> train a tiny spec -> BLEU, on this machine's CPU")
-    p.add_argument("--out", default="demo", metavar="DIR", help="where to put data, run and model (default demo/)")
-    p.add_argument("--procs", type=int, default=1, help="CPU workers (default 1)")
+    p.add_argument("--out", type=output_dir, default="demo", metavar="DIR", help="where to put data, run and model (default demo/)")
+    p.add_argument("--procs", type=positive_int, default=1, help="CPU workers (default 1)")
     p.set_defaults(handler=_demo)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from attncomp import ir
+from attncomp.cli.args import output_dir, output_file, positive_float, positive_int
 from attncomp.cli.spec_commands import add_overrides
 from attncomp.errors import UsageError
 
@@ -81,6 +82,7 @@ def _train(args: argparse.Namespace) -> int:
     cfg = RunConfig(factory=functools.partial(model_factory, spec), spec_text=text, spec_hash=ir.spec_hash(spec),
                     data=str(args.data), out=str(out), device=device, max_tokens_per_worker=per_worker,
                     resume=args.resume, compile=args.compile, profile=args.profile, log_every=args.log_every,
+                    log_interval=args.log_interval,
                     stop_at=args.stop_at, time_limit=args.time_limit, fused_loss=not args.plain_loss,
                     fsdp=args.fsdp, timeout=nodes.timeout, resume_check=functools.partial(resume_changes, spec))
     _write_run_json(out, {"spec": args.spec, "set": args.overrides, "data": str(args.data), "device": device,
@@ -167,10 +169,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a spec on prepared data, on CPU workers, GPUs or several machines")
     p.add_argument("spec", metavar="SPEC")
     p.add_argument("--data", required=True, metavar="DIR", help="a directory made by `attncomp data`")
-    p.add_argument("--out", metavar="DIR", help="run directory (default runs/<model name>)")
-    p.add_argument("--gpus", type=int, help="GPU workers on this machine (NCCL)")
-    p.add_argument("--procs", type=int, help="CPU workers on this machine (gloo), for testing distributed runs")
-    p.add_argument("--max-tokens-per-gpu", type=int, metavar="N",
+    p.add_argument("--out", type=output_dir, metavar="DIR", help="run directory (default runs/<model name>)")
+    p.add_argument("--gpus", type=positive_int, help="GPU workers on this machine (NCCL)")
+    p.add_argument("--procs", type=positive_int,
+                   help="CPU workers on this machine (gloo), for testing distributed runs")
+    p.add_argument("--max-tokens-per-gpu", type=positive_int, metavar="N",
                    help="padded tokens per micro-batch per worker (default 32768 on GPU, 4096 on CPU); "
                         "gradient accumulation makes up the spec's tokens per update")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
@@ -180,10 +183,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", action="store_true", help="write torch.profiler traces to OUT/profile")
     p.add_argument("--plain-loss", action="store_true",
                    help="materialise the logits for the loss (default: projection and loss fused in chunks)")
-    p.add_argument("--log-every", type=int, default=10, metavar="N", help="TensorBoard scalars every N steps")
-    p.add_argument("--time-limit", type=float, metavar="MINUTES",
+    p.add_argument("--log-every", type=positive_int, default=10, metavar="N",
+                   help="TensorBoard scalars every N steps (default 10); the host reads the loss only then")
+    p.add_argument("--log-interval", type=positive_float, default=60.0, metavar="SECONDS",
+                   help="without a terminal (a cluster log): one progress line at most this often, at the "
+                        "first multiple of --log-every after it (default 60)")
+    p.add_argument("--time-limit", type=positive_float, metavar="MINUTES",
                    help="train for at most this long, then save, average and finish")
-    p.add_argument("--stop-at", type=int, metavar="STEP",
+    p.add_argument("--stop-at", type=positive_int, metavar="STEP",
                    help="save and stop after update STEP (a job with a time limit); continue with --resume")
     p.add_argument("--nnodes", type=int, default=1, help="number of machines (the same on all)")
     p.add_argument("--node-rank", type=int, help=argparse.SUPPRESS)  # refused: the rendezvous assigns ranks
@@ -200,8 +207,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("average", help="average checkpoints (files, or the last K of a run directory)")
     p.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT")
-    p.add_argument("-o", "--output", required=True, metavar="FILE")
-    p.add_argument("--last", type=int, default=5, metavar="K",
+    p.add_argument("-o", "--output", type=output_file, required=True, metavar="FILE")
+    p.add_argument("--last", type=positive_int, default=5, metavar="K",
                    help="with a run directory: the last K readable checkpoints (default 5)")
     p.set_defaults(handler=_average)
 

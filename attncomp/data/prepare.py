@@ -14,17 +14,18 @@ import hashlib
 import json
 import os
 import shutil
-import sys
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from attncomp import __version__
 from attncomp.data.text import file_digest, input_files, read_parallel
 from attncomp.data.tokenizer import Tokenizer, train_sentencepiece
 from attncomp.errors import DataError
+from attncomp.progress import Progress
 from attncomp.vocab import EOS
 
 MANIFEST = "manifest.json"
@@ -98,11 +99,18 @@ def _write_side(work: Path, name: str, sequences: list[list[int]], dtype) -> int
     return int(offsets[-1])
 
 
+@contextmanager
+def _stage(print_fn, what: str):
+    """Log how long a stage took: `sentencepiece (shared, 8000): 41.2s`."""
+    start = time.monotonic()
+    yield
+    print_fn(f"{what}: {time.monotonic() - start:.1f}s")
+
+
 def _encode(tokenizer: Tokenizer, lines: list[str], label: str) -> list[list[int]]:
     out: list[list[int]] = []
     step = 10_000
-    with tqdm(total=len(lines), desc=f"encode {label}", unit="line", file=sys.stderr, leave=False,
-              disable=None) as bar:
+    with Progress(len(lines), f"encode {label}", "lines", summary=False) as bar:  # _stage times the whole
         for start in range(0, len(lines), step):
             out += tokenizer.encode(lines[start : start + step])
             bar.update(min(step, len(lines) - start))
@@ -121,32 +129,52 @@ def _keep(src: list[list[int]], tgt: list[list[int]], options: PrepareOptions) -
     return keep
 
 
-def _build(work: Path, sources: dict[str, list[str]], options: PrepareOptions, print_fn) -> dict:
-    splits = {split: [p for source in sources.get(split, []) for p in read_parallel(source, options.src_lang,
-                                                                                   options.tgt_lang)]
-              for split in SPLITS if sources.get(split)}
-    train = splits["train"]
+def _tokenizers(work: Path, train: list[tuple[str, str]], options: PrepareOptions,
+                print_fn) -> tuple[Tokenizer, Tokenizer, dict[str, str]]:
+    """Train the shared or the two separate sentencepiece models: (src, tgt, model file names)."""
     print_fn(f"training sentencepiece on {len(train):,} pairs")
-    if options.separate:
-        src_tok = _train_tokenizer(work, train, "src", options.src_vocab_size or options.vocab_size, options)
-        tgt_tok = _train_tokenizer(work, train, "tgt", options.tgt_vocab_size or options.vocab_size, options)
-        models = {"src": "spm.src.model", "tgt": "spm.tgt.model"}
-    else:
-        src_tok = tgt_tok = _train_tokenizer(work, train, None, options.vocab_size, options)
-        models = {"src": "spm.model", "tgt": "spm.model"}
+    with _stage(print_fn, "sentencepiece"):
+        if options.separate:
+            src_tok = _train_tokenizer(work, train, "src", options.src_vocab_size or options.vocab_size, options)
+            tgt_tok = _train_tokenizer(work, train, "tgt", options.tgt_vocab_size or options.vocab_size, options)
+            return src_tok, tgt_tok, {"src": "spm.src.model", "tgt": "spm.tgt.model"}
+        tok = _train_tokenizer(work, train, None, options.vocab_size, options)
+        return tok, tok, {"src": "spm.model", "tgt": "spm.model"}
+
+
+def _write_split(work: Path, split: str, pairs: list[tuple[str, str]], tokenizers: tuple[Tokenizer, Tokenizer],
+                 dtype, options: PrepareOptions, print_fn) -> dict:
+    """Encode one split, drop bad training pairs, write its four files; its manifest entry."""
+    with _stage(print_fn, f"encode and write {split}"):
+        src = _encode(tokenizers[0], [p[0] for p in pairs], f"{split}.{options.src_lang}")
+        tgt = _encode(tokenizers[1], [p[1] for p in pairs], f"{split}.{options.tgt_lang}")
+        keep = _keep(src, tgt, options) if split == "train" else list(range(len(pairs)))
+        if split == "train" and not keep:
+            raise DataError(f"no training pair is kept: all {len(pairs):,} are empty on one side, longer than "
+                            f"--max-len {options.max_len} tokens, or differ in length by more than "
+                            f"{options.max_ratio:g}x")
+        src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+        stats = {"pairs": len(keep), "dropped": len(pairs) - len(keep),
+                 "src_tokens": _write_side(work, f"{split}.src", src, dtype),
+                 "tgt_tokens": _write_side(work, f"{split}.tgt", tgt, dtype)}
+    print_fn(f"{split}: {len(keep):,} pairs, {stats['src_tokens']:,} + {stats['tgt_tokens']:,} tokens"
+             + (f", {stats['dropped']:,} dropped by length" if stats["dropped"] else ""))
+    return stats
+
+
+def _build(work: Path, sources: dict[str, list[str]], options: PrepareOptions, print_fn) -> dict:
+    with _stage(print_fn, "read the text"):
+        splits = {split: [p for source in sources.get(split, []) for p in read_parallel(source, options.src_lang,
+                                                                                       options.tgt_lang)]
+                  for split in SPLITS if sources.get(split)}
+    for split, pairs in splits.items():
+        if not pairs:
+            raise DataError(f"the {split} text ({', '.join(map(str, sources[split]))}) has no lines")
+    src_tok, tgt_tok, models = _tokenizers(work, splits["train"], options, print_fn)
     largest = max(src_tok.vocab_size, tgt_tok.vocab_size)
     dtype = np.uint16 if largest <= np.iinfo(np.uint16).max else np.int32
-    stats = {}
-    for split, pairs in splits.items():
-        src = _encode(src_tok, [p[0] for p in pairs], f"{split}.{options.src_lang}")
-        tgt = _encode(tgt_tok, [p[1] for p in pairs], f"{split}.{options.tgt_lang}")
-        keep = _keep(src, tgt, options) if split == "train" else list(range(len(pairs)))
-        src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
-        stats[split] = {"pairs": len(keep), "dropped": len(pairs) - len(keep),
-                        "src_tokens": _write_side(work, f"{split}.src", src, dtype),
-                        "tgt_tokens": _write_side(work, f"{split}.tgt", tgt, dtype)}
-        print_fn(f"{split}: {len(keep):,} pairs, {stats[split]['src_tokens']:,} + {stats[split]['tgt_tokens']:,} "
-                 f"tokens" + (f", {stats[split]['dropped']:,} dropped by length" if stats[split]["dropped"] else ""))
+    stats = {split: _write_split(work, split, pairs, (src_tok, tgt_tok), dtype, options, print_fn)
+             for split, pairs in splits.items()}
     return {
         "format": FORMAT, "version": 1, "attncomp": __version__,
         "languages": {"src": options.src_lang, "tgt": options.tgt_lang},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import zlib
 from pathlib import Path
 from typing import Iterator
 
@@ -19,22 +20,44 @@ def read_lines(path: Path) -> Iterator[str]:
     try:
         with _open(path) as f:
             for number, raw in enumerate(f, 1):
+                if b"\0" in raw:
+                    column = raw.index(b"\0") + 1
+                    raise DataError(f"{path}:{number}: a NUL byte at column {column}; "
+                                    "this is binary data, not text")
                 try:
                     yield raw.decode("utf-8").rstrip("\r\n")
                 except UnicodeDecodeError as err:
                     raise DataError(f"{path}:{number}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column "
                                     f"{err.start + 1})") from None
-    except (OSError, EOFError) as err:
+    except (OSError, EOFError, zlib.error) as err:
         raise DataError(f"cannot read {path}: {err}") from None
+
+
+def _stat_error(path: str | Path, err: Exception) -> DataError:
+    text = str(path) if len(str(path)) <= 120 else f"{str(path)[:60]}...{str(path)[-40:]}"
+    return DataError(f"cannot use {text!r}: {getattr(err, 'strerror', None) or err}")
 
 
 def side_path(prefix: str | Path, lang: str) -> Path:
     """PREFIX.LANG or PREFIX.LANG.gz, whichever exists."""
+    if "\0" in str(prefix):
+        raise DataError(f"a path cannot contain NUL: {str(prefix)!r}")
+    try:
+        return _side_path(prefix, lang)
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte
+        raise _stat_error(f"{prefix}.{lang}", err) from None
+
+
+def _side_path(prefix: str | Path, lang: str) -> Path:
     base = Path(f"{prefix}.{lang}")
     for candidate in (base, Path(f"{base}.gz")):
         if candidate.is_file():
             return candidate
-    raise DataError(f"no {base} or {base}.gz")
+    for candidate in (base, Path(f"{base}.gz")):
+        if candidate.exists():
+            raise DataError(f"{candidate} is {'a directory' if candidate.is_dir() else 'not a regular file'}, "
+                            "not a text file")
+    raise DataError(f"no {base} or {base}.gz (a --train/--valid/--test PREFIX names PREFIX.{lang} files)")
 
 
 def _is_tsv(source: str | Path) -> bool:
@@ -44,8 +67,12 @@ def _is_tsv(source: str | Path) -> bool:
 
 def input_files(source: str | Path, src_lang: str, tgt_lang: str) -> list[Path]:
     if _is_tsv(source):
-        if not Path(source).is_file():
-            raise DataError(f"no such file: {source}")
+        try:
+            if not Path(source).is_file():
+                raise DataError(f"{source} is not a regular file" if Path(source).exists() else
+                                f"no such file: {source}")
+        except (OSError, ValueError) as err:
+            raise _stat_error(source, err) from None
         return [Path(source)]
     return [side_path(source, src_lang), side_path(source, tgt_lang)]
 

@@ -6,15 +6,14 @@ a line longer than the model can read is cut to what it can read (counted in `Tr
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 
 import torch
-from tqdm import tqdm
 
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.beam import CachedStepper, Hypothesis, beam_search
 from attncomp.ir import nodes
+from attncomp.progress import Progress
 from attncomp.vocab import EOS, PAD
 
 SINUSOIDAL_SOURCE_LIMIT = 1024  # tokens; sinusoids have no limit, but nothing sensible is this long
@@ -38,7 +37,8 @@ class Translator:
     nbest: int = 1
     batch_tokens: int = 6000  # source tokens times beam per batch
     device: torch.device = torch.device("cpu")
-    progress: bool = True
+    progress: bool = True  # a bar on a terminal, else a line every `progress_interval` s and one at the end
+    progress_interval: float = 30.0
     stepper: type = CachedStepper  # FullStepper for models without decode_step
     stop: str | None = None  # "bound" or "first"; default: the spec's decode.stop
     truncated: int = field(default=0, init=False)
@@ -107,8 +107,7 @@ class Translator:
         ids_of = dict(zip(todo, self._encode([lines[i].strip() for i in todo])))
         order = sorted(todo, key=lambda i: len(ids_of[i]))
         compact = {i: ids_of[i] for i in order}
-        with tqdm(total=len(todo), desc="translate", unit="sent", file=sys.stderr, leave=False,
-                  disable=None if self.progress else True) as bar:
+        with Progress(len(todo), "translate", "sent", self.progress_interval, enabled=self.progress) as bar:
             for batch in self._batches(compact, order):
                 hyps = self._decode_batch([compact[i] for i in batch])
                 for i, options in zip(batch, hyps):

@@ -64,6 +64,7 @@ class RunConfig:
     compile: bool = False
     profile: bool = False
     log_every: int = 10
+    log_interval: float = 60.0  # seconds between progress lines without a terminal (train.monitor)
     stop_at: int | None = None  # save and stop after this update (resume later with --resume)
     time_limit: float | None = None  # minutes: then save, average and finish as if the steps were done
     fused_loss: bool = True  # the output projection and the loss in chunks, without full logits
@@ -136,7 +137,8 @@ class Trainer:
         self.net = torch.compile(self.ddp) if cfg.compile else self.ddp
         self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.cuda and \
             self.recipe.precision == "bf16" else contextlib.nullcontext()
-        self.monitor = Monitor(self.out, self.recipe.steps, enabled=rank == 0, cuda=self.cuda)
+        self.monitor = Monitor(self.out, self.recipe.steps, enabled=rank == 0, cuda=self.cuda,
+                               interval=cfg.log_interval)
         self.last_save = time.monotonic()
 
     # --- data ---------------------------------------------------------------------------------

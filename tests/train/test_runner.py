@@ -89,8 +89,10 @@ def test_decoder_only_spec_trains(sample_data, tmp_path):
     assert average.header.kind == "average" and "decoder.layers.0.self_attn.q_proj.weight" in average.model
 
 
-def test_checkpoint_contents_and_observability(sample_data, tmp_path):
-    assert train(sample_data, tmp_path / "run", "--log-every", "2", "--profile") == 0
+def test_checkpoint_contents_and_observability(sample_data, tmp_path, capfd):
+    assert train(sample_data, tmp_path / "run", "--log-every", "2", "--log-interval", "0.001", "--profile") == 0
+    log = capfd.readouterr().err  # the worker's stderr is not a terminal: a progress line per sync point
+    assert "step 2/12 | loss " in log and "step 12/12 | loss " in log and " ETA " in log, log
     found = ckpt.load(tmp_path / "run" / "checkpoint_00000012.pt")
     assert found.optimizer["state"] and found.scheduler and len(found.rng) == 1 and found.header.position[1] > 0
     assert "model tiny {" in found.header.spec and found.header.tokenizers["src"].dtype == torch.uint8
