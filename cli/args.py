@@ -20,7 +20,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from attncomp.errors import UsageError
+from attncomp import files
+
 
 Bad = argparse.ArgumentTypeError
 
@@ -193,13 +194,4 @@ def device(text: str) -> str:
 
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write `text` to `path` through a temporary file and a rename: `path` is whole or untouched."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as err:
-        raise UsageError(f"cannot write {path}: {err.strerror or err}") from None
-    finally:
-        tmp.unlink(missing_ok=True)
+    files.write_atomically(path, text)

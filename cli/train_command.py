@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from attncomp import ir
+from attncomp import files
 from attncomp.cli.args import output_dir, output_file, positive_float, positive_int
 from attncomp.cli.spec_commands import add_overrides
 from attncomp.errors import UsageError
@@ -77,7 +78,7 @@ def _train(args: argparse.Namespace) -> int:
         raise UsageError(f"{out} already has checkpoints; continue with --resume, or choose another --out")
     out.mkdir(parents=True, exist_ok=True)
     text = ir.to_text(spec)
-    (out / "spec.attn").write_text(text)
+    files.write_atomically(out / "spec.attn", text)
     per_worker = args.max_tokens_per_gpu or (32768 if device == "cuda" else 4096)
     cfg = RunConfig(factory=functools.partial(model_factory, spec), spec_text=text, spec_hash=ir.spec_hash(spec),
                     data=str(args.data), out=str(out), device=device, max_tokens_per_worker=per_worker,
@@ -110,9 +111,7 @@ def _write_run_json(out: Path, options: dict) -> None:
         earlier = None
     if earlier:
         options["extended"] = earlier
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(options, indent=2) + "\n")
-    tmp.replace(path)
+    files.write_atomically(path, json.dumps(options, indent=2) + "\n")
 
 
 def _average(args: argparse.Namespace) -> int:

@@ -24,6 +24,8 @@ from typing import Any, Callable
 
 import torch
 
+from attncomp.files import write_atomically
+
 from attncomp.checkpoint import sharded
 from attncomp.checkpoint.average import average
 from attncomp.checkpoint.schema import (
@@ -50,17 +52,16 @@ def write_file(payload: dict, path: Path) -> None:
     """torch.save to a temporary file, flushed to disk, then renamed into place."""
     global _saves
     _saves += 1
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+
+    def write(f) -> None:
         torch.save(payload, f)
         if os.environ.get(FAULT) == str(_saves):
             f.flush()
             f.truncate(f.tell() // 2)
             os.fsync(f.fileno())
             os.kill(os.getpid(), signal.SIGKILL)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+
+    write_atomically(path, write, tmp_name=path.name + ".tmp")  # `remove_stale` knows that name
 
 
 def save(checkpoint: Checkpoint, path: Path) -> None:

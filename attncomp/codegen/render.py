@@ -18,7 +18,6 @@ any other way):
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import keyword
 import os
@@ -28,7 +27,8 @@ from pathlib import Path
 import jinja2
 
 from attncomp import __version__, ir
-from attncomp.errors import AttncompError, SpecError, UsageError, printable
+from attncomp import files
+from attncomp.errors import AttncompError, SpecError, printable
 from attncomp.ir import nodes
 from attncomp.lower.params import embedding_names
 from attncomp.syntax.parse import normalise_newlines
@@ -202,22 +202,6 @@ def output_path(spec_path: str | os.PathLike, out_dir: str | os.PathLike | None 
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, then rename it over `path`; creates missing
-    folders. Any failure (a file in the way, no permission, a full disk) is one UsageError line."""
-    shown = comment_safe(str(path))
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_dir():
-            raise UsageError(f"cannot write {shown}: a directory is in the way")
-        if path.exists() and not path.is_file():  # never rename over a device or a pipe (as root: /dev/null)
-            raise UsageError(f"cannot write {shown}: it is not a regular file (a device, pipe or socket)")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        where = comment_safe(str(err.filename)) if err.filename else shown
-        reason = "a file is in the way" if isinstance(err, (FileExistsError, NotADirectoryError)) else \
-            (err.strerror or str(err)).lower()
-        raise UsageError(f"cannot write {shown}: {reason} ({where})") from None
+    """Write a generated module atomically (attncomp.files), creating missing folders; any failure (a
+    file in the way, a device or pipe as the target, no permission, a full disk) is one UsageError line."""
+    files.write_atomically(path, text, make_parents=True)

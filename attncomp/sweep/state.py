@@ -13,10 +13,10 @@ the same OUT is refused (the rows would not be comparable); new specs may join t
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from attncomp import files
 from attncomp.errors import UsageError
 
 STATE = "sweep.json"
@@ -25,9 +25,7 @@ FORMAT = "attncomp-sweep"
 
 def write_atomic(path: Path, text: str) -> None:
     """Write `path` through a temporary file and a rename, so a reader sees the old file or the new one."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    files.write_atomically(path, text)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from attncomp import files
 from attncomp.errors import AttncompError, TrainingError
 from attncomp import checkpoint as ckpt
 from attncomp.train.launch import STOP_SIGNALS, mark_ended
@@ -115,9 +116,7 @@ def record_extension(out: Path, path: Path, step: int, changes: list[str]) -> No
     record = out / "run.json"
     data = json.loads(record.read_text()) if record.is_file() else {}
     data.setdefault("extended", []).append({"from": path.name, "step": step, "changes": changes})
-    tmp = record.with_name(record.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, record)
+    files.write_atomically(record, json.dumps(data, indent=2) + "\n")
 
 
 def agree(values: list[float], device: torch.device) -> list[float]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from attncomp import files
 from attncomp.errors import AttncompError, TrainingError, UsageError
 
 ERRORS = "errors"
@@ -116,9 +117,7 @@ def report_error(run_dir: Path, rank: int, err: AttncompError, peer: bool = Fals
     """Called in a worker: leave the formatted error where the launcher will find it (atomically)."""
     path = _error_file(run_dir, rank, peer)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"{err.exit_code}\n{err.format()}\n")
-    os.replace(tmp, path)
+    files.write_atomically(path, f"{err.exit_code}\n{err.format()}\n")
 
 
 def report_internal_error(run_dir: Path, rank: int, err: Exception) -> None:
