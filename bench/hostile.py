@@ -4,7 +4,7 @@
 
 Every case is a command line (and the files it reaches, made by bench/hostile_corpus.py) run in a
 child process of a fork server that has attncomp and torch imported already: each child gets its own
-working directory, process group, memory limit (4 GiB of address space) and time limit; a child still
+working directory, process group, memory limit (3 GiB of address space) and time limit; a child still
 running at its limit is killed with its whole process group and counts as a hang. Printed: a table of
 outcomes per category (exit codes, one-line errors, tracebacks, internal errors, hangs, code run) and a
 summary line; the exit status is 1 when any case fails, and --failures FILE writes each failing case
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Sequence
 
 DOCUMENTED_EXITS = (0, 1, 2)
-MEMORY_LIMIT = 4 << 30  # bytes of address space per case (torch alone maps about 0.7 GiB)
-ERROR_LINE = re.compile(r"^(?:.*:\d+:\d+: )?error: \S")
+MEMORY_LIMIT = 3 << 30  # bytes of address space per case (torch alone maps about 0.7 GiB)
+ERROR_LINE = re.compile(r"^(?:.*:\d+:\d+: |attncomp[\w -]*: )?error: \S")  # located, plain or argparse's
 TRACEBACK = re.compile(r"^Traceback \(most recent call last\)|^  File \"", re.M)
 INTERNAL = re.compile(r"internal error")
 PRELOAD = ["torch", "attncomp.cli.main", "attncomp.cli.spec_commands", "attncomp.cli.build_command",
@@ -70,7 +70,7 @@ class Outcome:
             found.append("CODE RAN: the injected payload wrote its canary")
         internal = [line for line in self.stderr.splitlines() if INTERNAL.search(line)]
         if self.code == 70 or internal:
-            found.append("internal error: " + (internal[0][:300] if internal else "exit 70"))
+            found.append(internal[0][:300] if internal else "internal error: exit 70")
         elif self.code is not None and self.code not in DOCUMENTED_EXITS and not self.hung:
             found.append(f"undocumented exit code {self.code}")
         if self.code not in (None, 0) and not internal and not self.hung and not self.escaped:
@@ -266,7 +266,7 @@ def table(results: list[tuple[Case, Outcome, list[str]]]) -> str:
         row["fail"] += bool(problems)
         codes[case.category].add("hang" if outcome.hung else str(outcome.code))
         row["traceback"] += any(p.startswith(("traceback", "exception")) for p in problems)
-        row["internal"] += any(p.startswith("internal") for p in problems)
+        row["internal"] += any("internal error" in p for p in problems)
         row["not one line"] += any(p.startswith(("exit", "error line")) for p in problems)
         row["hang"] += outcome.hung
         row["code run"] += outcome.code_ran

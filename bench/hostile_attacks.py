@@ -26,7 +26,7 @@ def spec_files(root: Path, f: Files, g: Files) -> list[Case]:
         p = str(f[key])
         for argv in (["check", p], ["show", p], ["show", p, "--json"], ["diff", p, str(g["spec"])],
                      ["diff", str(g["spec"]), p], ["build", p, "--no-write"]):
-            cases.append(Case("spec-files", argv, "front", timeout=20, note=key))
+            cases.append(Case("spec-files", argv, "front", timeout=15, note=key))
     cases.append(Case("spec-files", ["check", str(f["dir"])], "front", bad_value=True, note="a directory with no specs"))
     cases.append(Case("spec-files", ["build", str(f["dir"]), "--no-write"], "front", bad_value=True,
                       note="a directory with no specs"))

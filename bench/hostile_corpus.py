@@ -59,6 +59,7 @@ def odd_named_specs(root: Path, text: str) -> dict[str, Path]:
     """The tiny spec under names with newlines, quotes, a coding= declaration and U+2028."""
     names = {"newline": "new\nline.attn", "quotes": "q'u\"o`te.attn", "coding": "x(coding=raw_unicode_escape).attn",
              "u2028": "line\u2028sep.attn", "spaces": " lead and trail .attn", "dash": "-dash.attn"}
+    root.mkdir(parents=True, exist_ok=True)
     out = {}
     for key, name in names.items():
         out[key] = root / name

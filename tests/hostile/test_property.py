@@ -1,0 +1,151 @@
+"""Every sub-command of `attncomp`, with generated hostile arguments and files: no traceback, no hang.
+
+The commands and their options come from the argparse parser of attncomp/cli/main.py, so a new command
+or option is attacked without a change here. Each example is a command line of real option names with
+hostile values (0, -1, huge, nan, inf, empty, missing paths, directories, FIFOs, /dev/zero, NUL bytes,
+binary garbage, a 200 MB file, odd file names, output paths under a missing folder or a file) mixed with
+good ones (a valid spec, data directory and checkpoint, so that commands get past their first argument).
+It runs through `attncomp.cli.main.run(argv)` in a sandboxed child (bench/hostile.py) with a time limit.
+
+Asserted for every example: no exception escapes and no traceback is printed; no internal error (exit
+70 is a bug, not a pass); the exit code is 0, 1 or 2; a failure says one `error: ...` line (a located
+spec error may add its source line, caret and hint); the call ends within its time limit.
+
+ATTNCOMP_HOSTILE_EXAMPLES=N runs N examples per command (default 4); ATTNCOMP_HOSTILE_SEED=S draws
+other examples than the fixed default set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from attncomp.cli.main import _parser
+
+EXAMPLES = int(os.environ.get("ATTNCOMP_HOSTILE_EXAMPLES", "4"))
+SEED = os.environ.get("ATTNCOMP_HOSTILE_SEED")
+HOSTILE_INTS = ["0", "-1", "1", "2", str(2**63), "9" * 30, "nan", "inf", "", "1e3", "0x10", "abc", " 3"]
+HOSTILE_FLOATS = ["0", "-1", "0.5", "1", "nan", "inf", "-inf", "1e309", "-0", "", "abc"]
+SMALL_INTS = ["0", "-1", "1", "2", "", "abc", "nan"]  # options whose large values mean real work or processes
+HOSTILE_STRINGS = ["", "-", " ", "\n", "x" * 2000, "a=b", "\u2028", "cpu", "cuda", "foo", "cuda:99", "en-de",
+                   "'\"", "%s%n", "../../etc/passwd"]
+SETS = ["train.steps=1", "model.heads=0", "model.heads=nan", "model.heads=", "=1", "model=", "no.such.key=1",
+        "model.d_model=1e999", "train.steps=-5", "model.heads", "model.vocab=shared(0)", "model.heads=1\n2"]
+PATHS = ["missing", "dev_zero", "dev_null", "dir", "fifo", "nul", "garbage", "huge", "empty", "zero_link",
+         "broken_link", "loop_link", "long", "unreadable", "latin1", "a_file", "deep_missing", "under_file",
+         "odd_newline", "odd_quotes", "odd_coding", "odd_u2028", "odd_spaces", "odd_dash"]
+GOOD_FOR_METAVAR = {"SPEC": "spec", "SPEC_A": "spec", "SPEC_B": "spec", "CHECKPOINT": "ckpt", "FILE": "src",
+                    "DIR": "data", "PREFIX": "prefix"}
+# (command, option) pairs whose legitimate large values start real work (processes, corpora): small values only
+WORK = {("train", "--procs"), ("train", "--gpus"), ("train", "--nnodes"), ("demo", "--procs"),
+        ("data sample", "--pairs"), ("data sample", "--held-out"), ("data sample", "--vocab-size"),
+        ("data prepare", "--vocab-size"), ("data prepare", "--src-vocab-size"), ("data prepare", "--tgt-vocab-size")}
+# output folders of commands that would otherwise run for minutes: only hostile values (demo: a whole training)
+HOSTILE_ONLY = {("demo", "--out"): ["a_file", "under_file", "dev_null", "dev_zero", "fifo"],
+                ("eval", "--sacrebleu-test"): None}
+TIMEOUT = {"train": 60, "demo": 60}
+
+
+def commands() -> list[tuple[str, argparse.ArgumentParser]]:
+    """(name, parser) of every leaf sub-command: `check`, ..., `data prepare`, `data sample`, ..."""
+    found = []
+
+    def walk(parser: argparse.ArgumentParser, prefix: tuple[str, ...]) -> None:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            found.append((" ".join(prefix), parser))
+        for action in subs:
+            for name, sub in action.choices.items():
+                walk(sub, prefix + (name,))
+
+    walk(_parser(), ())
+    return found
+
+
+COMMANDS = dict(commands())
+
+
+def _values(command: str, action: argparse.Action, files: dict, good: dict) -> st.SearchStrategy[str]:
+    option = action.option_strings[-1] if action.option_strings else action.dest
+    if action.dest == "overrides":
+        return st.sampled_from(SETS)
+    if (command, option) in HOSTILE_ONLY:
+        keys = HOSTILE_ONLY[(command, option)]
+        return st.sampled_from([str(files[k]) for k in keys] if keys else ["", "nonsense"])
+    if action.choices:
+        return st.sampled_from(sorted(action.choices) + ["", "nonsense"])
+    if action.type is int:
+        return st.sampled_from(SMALL_INTS if (command, option) in WORK else HOSTILE_INTS)
+    if action.type is float:
+        return st.sampled_from(HOSTILE_FLOATS)
+    paths = [str(files[k]) for k in PATHS]
+    role = GOOD_FOR_METAVAR.get(action.metavar or "")
+    if role:
+        return st.one_of(st.sampled_from([str(good[role])] * 3 + paths), st.just(str(files["dir"] / "new_out")))
+    return st.sampled_from(HOSTILE_STRINGS + paths[:6] + [str(good["spec"]), str(good["data"])])
+
+
+@st.composite
+def command_lines(draw, command: str, files: dict, good: dict) -> list[str]:
+    """A command line of `command`: every positional, a random subset of its options, hostile values."""
+    parser = COMMANDS[command]
+    argv = command.split()
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if not action.option_strings:
+            count = 1 if action.nargs in (None, 1) else draw(st.integers(1, 3))
+            argv += [draw(_values(command, action, files, good)) for _ in range(count)]
+            continue
+        forced = (command, action.option_strings[-1]) in HOSTILE_ONLY and action.option_strings[-1] == "--out"
+        if not (action.required or forced or draw(st.booleans())):
+            continue
+        name = draw(st.sampled_from(action.option_strings))
+        if action.nargs == 0:
+            argv.append(name)
+            continue
+        for _ in range(draw(st.integers(1, 2)) if isinstance(action, argparse._AppendAction) else 1):
+            argv += [name, draw(_values(command, action, files, good))]
+    if command == "train":  # one update whatever the spec says; last --set wins
+        argv += ["--set", "train.steps=1", "--set", "train.checkpoint.every=1"]
+    return argv
+
+
+def _files(hostile: dict, tiny: dict) -> tuple[dict, dict]:
+    good = dict(tiny)
+    good["prefix"] = tiny["data"] / "text" / "train"
+    return hostile, good
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_survives_hostile_arguments(command, hostile, tiny_artifacts, sandbox):
+    files, good = _files(hostile, tiny_artifacts)
+    seen: list[str] = []
+
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=SEED is None,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(argv=command_lines(command, files, good))
+    def attack(argv: list[str]) -> None:
+        outcome = sandbox.run(argv, timeout=TIMEOUT.get(command.split()[0], 30))
+        seen.append(shlex.join(argv))
+        problems = outcome.problems(command=command.split()[0])
+        assert not problems, f"attncomp {shlex.join(argv)}\n  {'; '.join(problems)}\n  {outcome.summary()}"
+
+    if SEED is not None:
+        attack = seed(int(SEED))(attack)
+    attack()
+    assert len(seen) >= 1
+
+
+def test_every_command_is_attacked():
+    """The parser's leaf commands are what the property test runs; none escapes by being nested."""
+    names = set(COMMANDS)
+    assert {"check", "show", "diff", "build", "train", "average", "translate", "eval", "demo",
+            "data prepare", "data sample", "data info"} <= names
+    for name, parser in COMMANDS.items():
+        assert parser.get_default("handler") is not None, f"{name} has no handler"
