@@ -87,8 +87,11 @@ class Outcome:
                 return []  # `diff` exits 1 when the specs differ; documented
             tail = lines[-1][:200] if lines else "(nothing on stderr)"
             return [f"exit {self.code} without an 'error: ...' line; stderr ends: {tail!r}"]
+        found = []
+        if len(errors) > 1 and command not in ("check", "build"):  # these two report each spec they were given
+            found.append(f"{len(errors)} error lines for one failure: {errors[:2]!r}")
         too_long = [line for line in errors if len(line) > 600]
-        return [f"error line of {len(too_long[0])} characters (dumps input?)"] if too_long else []
+        return found + ([f"error line of {len(too_long[0])} characters (dumps input?)"] if too_long else [])
 
     def summary(self) -> str:
         tail = self.stderr.strip().splitlines()[-1][:240] if self.stderr.strip() else ""
@@ -267,7 +270,7 @@ def table(results: list[tuple[Case, Outcome, list[str]]]) -> str:
         codes[case.category].add("hang" if outcome.hung else str(outcome.code))
         row["traceback"] += any(p.startswith(("traceback", "exception")) for p in problems)
         row["internal"] += any("internal error" in p for p in problems)
-        row["not one line"] += any(p.startswith(("exit", "error line")) for p in problems)
+        row["not one line"] += any(p.startswith(("exit", "error line")) or " error lines " in p for p in problems)
         row["hang"] += outcome.hung
         row["code run"] += outcome.code_ran
         row["taken"] += any(p.startswith("bad value") for p in problems)

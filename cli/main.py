@@ -75,9 +75,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     Any other exception is a bug: one line on stderr, the traceback in a file, exit EXIT_INTERNAL.
     argparse's usage errors leave by SystemExit(2), as argparse makes them.
     """
-    args = _parser().parse_args(argv)
-    handler: Callable[[argparse.Namespace], int | None] = args.handler
     try:
+        args = _parser().parse_args(argv)  # a usage error leaves here by SystemExit(2)
+        handler: Callable[[argparse.Namespace], int | None] = args.handler
         return handler(args) or 0
     except AttncompError as err:
         print(err.format(), file=sys.stderr)

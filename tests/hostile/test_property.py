@@ -149,3 +149,46 @@ def test_every_command_is_attacked():
             "data prepare", "data sample", "data info"} <= names
     for name, parser in COMMANDS.items():
         assert parser.get_default("handler") is not None, f"{name} has no handler"
+
+
+def _run_with_handler(monkeypatch, tmp_path, exc: BaseException) -> int:
+    """attncomp check X, its handler replaced by one that raises `exc`."""
+    from attncomp.cli import main
+
+    monkeypatch.setenv(main.TRACEBACK_DIR_ENV, str(tmp_path))
+    real = main._parser
+
+    def parser():
+        p = real()
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                action.choices["check"].set_defaults(handler=lambda args: (_ for _ in ()).throw(exc))
+        return p
+
+    monkeypatch.setattr(main, "_parser", parser)
+    return main.run(["check", "x.attn"])
+
+
+def test_a_bug_is_one_line_exit_70_and_its_traceback_goes_to_a_file(monkeypatch, tmp_path, capsys):
+    code = _run_with_handler(monkeypatch, tmp_path, ValueError("bad\nthing"))
+    err = capsys.readouterr().err
+    assert code == 70
+    assert err.count("\n") == 1 and err.startswith("internal error: ValueError: bad thing — a bug in attncomp; ")
+    assert "Traceback" not in err
+    trace = err.strip().rsplit("the traceback is in ", 1)[1]
+    assert "Traceback (most recent call last)" in open(trace).read() and "ValueError: bad" in open(trace).read()
+
+
+def test_attncomp_errors_interrupts_and_usage_errors_keep_their_codes(monkeypatch, tmp_path, capsys):
+    from attncomp.cli.main import run
+    from attncomp.errors import DataError, SpecError
+
+    assert _run_with_handler(monkeypatch, tmp_path, DataError("no manifest")) == 2
+    assert capsys.readouterr().err == "error: no manifest\n"
+    assert _run_with_handler(monkeypatch, tmp_path, SpecError("bad key")) == 2
+    assert _run_with_handler(monkeypatch, tmp_path, KeyboardInterrupt()) == 130
+    assert capsys.readouterr().err.endswith("interrupted\n")
+    with pytest.raises(SystemExit) as stop:
+        run(["check"])
+    assert stop.value.code == 2
+    assert not list(tmp_path.iterdir()), "no traceback file for errors that are not bugs"
