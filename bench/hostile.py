@@ -56,10 +56,15 @@ class Outcome:
     escaped: str = ""  # the traceback of an exception that left run()
     seconds: float = 0.0
     code_ran: bool = False  # a code-injection canary was written
+    poked: bool | None = None  # whether the case's signal reached a worker (None: the case sends none)
 
-    def problems(self, *, bad_value: bool = False, command: str = "") -> list[str]:
+    def problems(self, *, bad_value: bool = False, command: str = "", expect: str = "") -> list[str]:
         """Why this outcome breaks the rules (empty when it keeps them)."""
         found = []
+        if self.poked is False:
+            found.append("harness: the signal found no worker to hit (the run ended or never started workers)")
+        if expect and not re.search(expect, self.stderr, re.M):
+            found.append(f"stderr lacks {expect!r} (e.g. the error names the wrong line)")
         if self.hung:
             found.append(f"hang (killed after {self.seconds:.0f}s)")
         if self.escaped:
@@ -184,14 +189,14 @@ class Sandbox:
                                                     str(stdin) if stdin else None, env, list(after)))
         start = time.monotonic()
         proc.start()
-        hung = self._wait(proc, timeout, poke, start)
+        hung, poked = self._wait(proc, timeout, poke, start)
         seconds = time.monotonic() - start
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # workers a command left behind, and a hung command
         except (ProcessLookupError, PermissionError):
             pass
         proc.join()
-        outcome = Outcome(list(argv), hung=hung, seconds=seconds)
+        outcome = Outcome(list(argv), hung=hung, seconds=seconds, poked=poked)
         outcome.stdout = _read(out_dir / "stdout")
         outcome.stderr = _read(out_dir / "stderr")
         if (out_dir / "result.json").exists():
@@ -203,21 +208,24 @@ class Sandbox:
         return outcome
 
     @staticmethod
-    def _wait(proc, timeout: float, poke: Poke | None, start: float) -> bool:
-        poked = poke is None
+    def _wait(proc, timeout: float, poke: Poke | None, start: float) -> tuple[bool, bool | None]:
+        """(hung, poked): wait for the child, sending the poke's signal when its time comes."""
+        poked = None if poke is None else False
         while proc.is_alive():
             elapsed = time.monotonic() - start
             if elapsed > timeout:
-                return True
-            if not poked and elapsed >= poke.delay:
+                return True, poked
+            if poke is not None and not poked and elapsed >= poke.delay:
                 poked = poke.fire(proc.pid)
             proc.join(0.2)
-        return False
+        return False, poked
 
 
 def _read(path: Path) -> str:
     try:
-        return path.read_bytes()[-20000:].decode("utf-8", errors="backslashreplace")
+        data = path.read_bytes()
+        data = data if len(data) <= 40000 else data[:20000] + b"\n[...]\n" + data[-20000:]
+        return data.decode("utf-8", errors="backslashreplace")
     except OSError:
         return ""
 
@@ -237,6 +245,7 @@ class Case:
     poke: Poke | None = None
     note: str = ""
     cwd: Path | None = None
+    expect: str = ""  # a regular expression stderr must match (a located error's line number)
 
 
 def run_cases(cases: list[Case], sandbox: Sandbox, progress: bool = True) -> list[tuple[Case, Outcome, list[str]]]:
@@ -245,7 +254,7 @@ def run_cases(cases: list[Case], sandbox: Sandbox, progress: bool = True) -> lis
         outcome = sandbox.run(case.argv, timeout=case.timeout, stdin=case.stdin, canary=case.canary,
                               after=case.after, poke=case.poke, cwd=case.cwd)
         command = next((a for a in case.argv if not a.startswith("-")), "")
-        problems = outcome.problems(bad_value=case.bad_value, command=command)
+        problems = outcome.problems(bad_value=case.bad_value, command=command, expect=case.expect)
         results.append((case, outcome, problems))
         if progress:
             mark = "FAIL" if problems else "ok"

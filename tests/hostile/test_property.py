@@ -83,7 +83,8 @@ def _values(command: str, action: argparse.Action, files: dict, good: dict) -> s
         return st.sampled_from(SMALL_INTS if (command, option) in WORK else HOSTILE_INTS)
     if action.type is float:
         return st.sampled_from(HOSTILE_FLOATS)
-    paths = [str(files[k]) for k in PATHS]
+    # a FIFO given as an input or output FILE waits for its other end, as it should (`--input <(zcat x.gz)`)
+    paths = [str(files[k]) for k in PATHS if not (k == "fifo" and action.metavar == "FILE")]
     role = GOOD_FOR_METAVAR.get(action.metavar or "")
     if role:
         return st.one_of(st.sampled_from([str(good[role])] * 3 + paths), st.just(str(files["dir"] / "new_out")))
