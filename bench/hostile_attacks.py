@@ -224,52 +224,52 @@ def run_dirs(root: Path, f: Files, g: Files) -> list[Case]:
     return cases
 
 
+def _shuffle_idx(d: Path) -> None:
+    """Offsets shuffled, count and last value kept: a reader that trusts them loops or reads garbage."""
+    idx = np.fromfile(d / "train.src.idx", dtype=np.int64)
+    mid = idx[1:-1].copy()
+    np.random.default_rng(0).shuffle(mid)
+    np.concatenate([idx[:1], mid, idx[-1:]]).astype(np.int64).tofile(d / "train.src.idx")
+
+
+def _negative_idx(d: Path) -> None:
+    idx = np.fromfile(d / "train.tgt.idx", dtype=np.int64)
+    idx[3] = -(1 << 40)
+    idx.tofile(d / "train.tgt.idx")
+
+
+MANIFEST_EDITS = {**{f"no_{k}": (lambda k: lambda m: m.pop(k))(k) for k in ("format", "vocab", "dtype", "splits",
+                                                                           "languages")},
+                  "dtype_bad": lambda m: m.update(dtype="object"),
+                  "pairs_wrong": lambda m: m["splits"]["train"].update(pairs=-3)}
+DATA_EDITS = {"manifest_garbage": lambda d: (d / "manifest.json").write_text("{{{"),
+              "manifest_list": lambda d: (d / "manifest.json").write_text("[]"),
+              "manifest_empty": lambda d: (d / "manifest.json").write_text(""),
+              "idx_shuffled": _shuffle_idx, "idx_negative": _negative_idx,
+              "bin_truncated": lambda d: (d / "train.src.bin").write_bytes((d / "train.src.bin").read_bytes()[:-2]),
+              "no_spm": lambda d: (d / "spm.model").unlink(),
+              "spm_garbage": lambda d: (d / "spm.model").write_bytes(b"garbage"),
+              "idx_missing": lambda d: (d / "valid.src.idx").unlink()}
+
+
 def _corrupt_data(root: Path, g: Files) -> dict[str, Path]:
+    """Copies of the good data directory, each broken in one way."""
+    import json
     import shutil
 
     out = {}
-
-    def variant(name: str) -> Path:
+    for name in [*MANIFEST_EDITS, *DATA_EDITS]:
         d = root / "datas" / name
         if d.exists():
             shutil.rmtree(d)
         shutil.copytree(g["data"], d)
         out[name] = d
-        return d
-
-    manifest = (g["data"] / "manifest.json").read_text()
-    for key in ("format", "vocab", "dtype", "splits", "languages"):
-        d = variant(f"no_{key}")
-        m = __import__("json").loads(manifest)
-        del m[key]
-        write_json(d / "manifest.json", m)
-    for name, text in (("manifest_garbage", "{{{"), ("manifest_list", "[]"), ("manifest_empty", "")):
-        (variant(name) / "manifest.json").write_text(text)
-    d = variant("dtype_bad")
-    m = __import__("json").loads(manifest)
-    m["dtype"] = "object"
-    write_json(d / "manifest.json", m)
-    d = variant("pairs_wrong")
-    m = __import__("json").loads(manifest)
-    m["splits"]["train"]["pairs"] = -3
-    write_json(d / "manifest.json", m)
-    d = variant("idx_shuffled")
-    idx = np.fromfile(d / "train.src.idx", dtype=np.int64)
-    mid = idx[1:-1].copy()
-    np.random.default_rng(0).shuffle(mid)
-    np.concatenate([idx[:1], mid, idx[-1:]]).astype(np.int64).tofile(d / "train.src.idx")
-    d = variant("idx_negative")
-    idx = np.fromfile(d / "train.tgt.idx", dtype=np.int64)
-    idx[3] = -(1 << 40)
-    idx.tofile(d / "train.tgt.idx")
-    d = variant("bin_truncated")
-    (d / "train.src.bin").write_bytes((d / "train.src.bin").read_bytes()[:-2])
-    d = variant("no_spm")
-    (d / "spm.model").unlink()
-    d = variant("spm_garbage")
-    (d / "spm.model").write_bytes(b"garbage")
-    d = variant("idx_missing")
-    (d / "valid.src.idx").unlink()
+        if name in MANIFEST_EDITS:
+            manifest = json.loads((d / "manifest.json").read_text())
+            MANIFEST_EDITS[name](manifest)
+            write_json(d / "manifest.json", manifest)
+        else:
+            DATA_EDITS[name](d)
     return out
 
 
@@ -279,9 +279,12 @@ def data_dirs(root: Path, f: Files, g: Files) -> list[Case]:
     for key in ("missing", "a_file", "dir", "fifo", "dev_null"):
         dirs[key] = f[key]
     for name, d in dirs.items():
-        cases.append(Case("data-dirs", ["data", "info", str(d)], "cli", timeout=20, note=name))
+        # every variant is broken: training must refuse it; `info` reads the manifest only
+        cases.append(Case("data-dirs", ["data", "info", str(d)], "cli", timeout=20, note=name,
+                          bad_value=name in MANIFEST_EDITS or name.startswith("manifest")))
         cases.append(Case("data-dirs", ["train", str(g["spec"]), "--data", str(d), "--out", str(root / "dr" / name),
-                                        "--procs", "1"], "cli", timeout=90, note=name))
+                                        "--procs", "1", "--set", "train.steps=3"], "cli", timeout=90, note=name,
+                          bad_value=True))
     txt = root / "prep"
     txt.mkdir(exist_ok=True)
     (txt / "one.src").write_text("a\n")
