@@ -6,6 +6,7 @@ makes a tiny valid spec, data directory and checkpoint; `build_corpus` returns s
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -48,6 +49,7 @@ def hostile_files(root: Path) -> dict[str, Path]:
     return f
 
 
+@functools.lru_cache(maxsize=1)
 def tiny_spec_text() -> str:
     """specs/examples/tiny.attn resolved (no `extends`), one update of training."""
     from attncomp import ir

@@ -20,12 +20,14 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from attncomp.cli.main import _parser
+from bench.hostile_corpus import hostile_files, odd_named_specs, tiny_spec_text
 
 EXAMPLES = int(os.environ.get("ATTNCOMP_HOSTILE_EXAMPLES", "4"))
 SEED = os.environ.get("ATTNCOMP_HOSTILE_SEED")
@@ -49,6 +51,8 @@ WORK = {("train", "--procs"), ("train", "--gpus"), ("train", "--nnodes"), ("demo
 HOSTILE_ONLY = {("demo", "--out"): ["a_file", "under_file", "dev_null", "dev_zero", "fifo"],
                 ("eval", "--sacrebleu-test"): None}
 TIMEOUT = {"train": 60, "demo": 60}
+OUTPUTS = {"out", "output"}  # the dest of every option naming something a command writes
+FRESH = "<a new path>"  # replaced by a path that does not exist yet, one per example, so examples do not interact
 
 
 def commands() -> list[tuple[str, argparse.ArgumentParser]]:
@@ -70,13 +74,17 @@ def commands() -> list[tuple[str, argparse.ArgumentParser]]:
 COMMANDS = dict(commands())
 
 
-def _values(command: str, action: argparse.Action, files: dict, good: dict) -> st.SearchStrategy[str]:
+def _file(key: str) -> str:
+    return f"<file:{key}>"  # a hostile file, made afresh for each example (commands may write over them)
+
+
+def _values(command: str, action: argparse.Action, good: dict) -> st.SearchStrategy[str]:
     option = action.option_strings[-1] if action.option_strings else action.dest
     if action.dest == "overrides":
         return st.sampled_from(SETS)
     if (command, option) in HOSTILE_ONLY:
         keys = HOSTILE_ONLY[(command, option)]
-        return st.sampled_from([str(files[k]) for k in keys] if keys else ["", "nonsense"])
+        return st.sampled_from([_file(k) for k in keys] if keys else ["", "nonsense"])
     if action.choices:
         return st.sampled_from(sorted(action.choices) + ["", "nonsense"])
     if action.type is int:
@@ -84,15 +92,17 @@ def _values(command: str, action: argparse.Action, files: dict, good: dict) -> s
     if action.type is float:
         return st.sampled_from(HOSTILE_FLOATS)
     # a FIFO given as an input or output FILE waits for its other end, as it should (`--input <(zcat x.gz)`)
-    paths = [str(files[k]) for k in PATHS if not (k == "fifo" and action.metavar == "FILE")]
+    paths = [_file(k) for k in PATHS if not (k == "fifo" and action.metavar == "FILE")]
+    if action.dest in OUTPUTS:  # never the good artifacts: the examples that follow read them
+        return st.one_of(st.sampled_from(paths), st.just(FRESH))
     role = GOOD_FOR_METAVAR.get(action.metavar or "")
     if role:
-        return st.one_of(st.sampled_from([str(good[role])] * 3 + paths), st.just(str(files["dir"] / "new_out")))
+        return st.one_of(st.sampled_from([str(good[role])] * 3 + paths), st.just(FRESH))
     return st.sampled_from(HOSTILE_STRINGS + paths[:6] + [str(good["spec"]), str(good["data"])])
 
 
 @st.composite
-def command_lines(draw, command: str, files: dict, good: dict) -> list[str]:
+def command_lines(draw, command: str, good: dict) -> list[str]:
     """A command line of `command`: every positional, a random subset of its options, hostile values."""
     parser = COMMANDS[command]
     argv = command.split()
@@ -101,7 +111,7 @@ def command_lines(draw, command: str, files: dict, good: dict) -> list[str]:
             continue
         if not action.option_strings:
             count = 1 if action.nargs in (None, 1) else draw(st.integers(1, 3))
-            argv += [draw(_values(command, action, files, good)) for _ in range(count)]
+            argv += [draw(_values(command, action, good)) for _ in range(count)]
             continue
         forced = (command, action.option_strings[-1]) in HOSTILE_ONLY and action.option_strings[-1] == "--out"
         if not (action.required or forced or draw(st.booleans())):
@@ -111,27 +121,36 @@ def command_lines(draw, command: str, files: dict, good: dict) -> list[str]:
             argv.append(name)
             continue
         for _ in range(draw(st.integers(1, 2)) if isinstance(action, argparse._AppendAction) else 1):
-            argv += [name, draw(_values(command, action, files, good))]
+            argv += [name, draw(_values(command, action, good))]
     if command == "train":  # one update whatever the spec says; last --set wins
         argv += ["--set", "train.steps=1", "--set", "train.checkpoint.every=1"]
     return argv
 
 
-def _files(hostile: dict, tiny: dict) -> tuple[dict, dict]:
-    good = dict(tiny)
-    good["prefix"] = tiny["data"] / "text" / "train"
-    return hostile, good
+def _resolve(argv: list[str], where: Path) -> list[str]:
+    """Placeholders -> paths: hostile files made afresh under `where`, a new path that does not exist yet."""
+    files = hostile_files(where / "files")
+    files.update({f"odd_{k}": v for k, v in odd_named_specs(where / "odd", tiny_spec_text()).items()})
+    resolved = []
+    for a in argv:
+        if a == FRESH:
+            a = str(where / "new")
+        elif a.startswith("<file:"):
+            a = str(files[a[len("<file:"):-1]])
+        resolved.append(a)
+    return resolved
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_every_command_survives_hostile_arguments(command, hostile, tiny_artifacts, sandbox):
-    files, good = _files(hostile, tiny_artifacts)
+def test_every_command_survives_hostile_arguments(command, tiny_artifacts, sandbox, tmp_path):
+    good = dict(tiny_artifacts, prefix=tiny_artifacts["data"] / "text" / "train")
     seen: list[str] = []
 
     @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=SEED is None,
               phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(argv=command_lines(command, files, good))
+    @given(argv=command_lines(command, good))
     def attack(argv: list[str]) -> None:
+        argv = _resolve(argv, tmp_path / f"example{len(seen)}")
         outcome = sandbox.run(argv, timeout=TIMEOUT.get(command.split()[0], 30))
         seen.append(shlex.join(argv))
         problems = outcome.problems(command=command.split()[0])
