@@ -66,7 +66,7 @@ class Outcome:
         if expect and not re.search(expect, self.stderr, re.M):
             found.append(f"stderr lacks {expect!r} (e.g. the error names the wrong line)")
         if self.hung:
-            found.append(f"hang (killed after {self.seconds:.0f}s)")
+            found.append(f"hang, or too slow (killed after {self.seconds:.0f}s)")
         if self.escaped:
             found.append("exception escaped run(): " + self.escaped.strip().splitlines()[-1][:200])
         elif TRACEBACK.search(self.stderr) or TRACEBACK.search(self.stdout):

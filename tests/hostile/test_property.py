@@ -124,6 +124,8 @@ def command_lines(draw, command: str, good: dict) -> list[str]:
             argv += [name, draw(_values(command, action, good))]
     if command == "train":  # one update whatever the spec says; last --set wins
         argv += ["--set", "train.steps=1", "--set", "train.checkpoint.every=1"]
+    if command in ("translate", "eval"):  # an untrained model writes to max_len: keep decoding short
+        argv += ["--set", "decode.max_len=4"]
     return argv
 
 
