@@ -69,15 +69,18 @@ def odd_named_specs(root: Path, text: str) -> dict[str, Path]:
     return out
 
 
-def good_artifacts(root: Path, sandbox: Sandbox) -> dict[str, Path]:
-    """A valid spec, a prepared data directory, a run directory with checkpoints, two text files."""
+def good_artifacts(root: Path, sandbox: Sandbox, data: Path | None = None, run: Path | None = None) -> dict[str, Path]:
+    """A valid spec, a prepared data directory, a run directory with checkpoints, two text files.
+
+    `data` and `run` reuse a prepared directory and a finished run of tiny.attn instead of making them.
+    """
     root.mkdir(parents=True, exist_ok=True)
-    g = {"spec": root / "tiny.attn", "data": root / "data", "run": root / "run", "src": root / "src.txt",
-         "ref": root / "ref.txt"}
+    g = {"spec": root / "tiny.attn", "data": data or root / "data", "run": run or root / "run",
+         "src": root / "src.txt", "ref": root / "ref.txt"}
     g["spec"].write_text(tiny_spec_text())
     for argv in (["data", "sample", "--out", str(g["data"]), "--pairs", "200", "--held-out", "20", "--force"],
                  ["train", str(g["spec"]), "--data", str(g["data"]), "--out", str(g["run"]), "--procs", "1"]):
-        if argv[0] == "train" and (g["run"] / "checkpoint_avg.pt").exists():
+        if (argv[0] == "data" and data) or (argv[0] == "train" and (g["run"] / "checkpoint_avg.pt").exists()):
             continue
         outcome = sandbox.run(argv, timeout=300)
         if outcome.code != 0:

@@ -17,5 +17,9 @@ def sandbox(tmp_path_factory) -> Sandbox:
 
 @pytest.fixture(scope="session")
 def tiny_artifacts(tmp_path_factory, sandbox) -> dict:
-    """tiny.attn resolved with one training update, a 200-pair sample corpus, and the run it makes."""
+    """tiny.attn resolved with one training update, a 200-pair sample corpus, and the run it makes (~10 s).
+
+    Made here rather than taken from tests/conftest.py's `trained_tiny` (300 updates): this test then costs
+    seconds when run alone, and does not depend on a long training finishing under load.
+    """
     return good_artifacts(tmp_path_factory.mktemp("good"), sandbox)
