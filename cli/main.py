@@ -1,10 +1,19 @@
-"""`attncomp COMMAND ...`: one argparse sub-command per stage, errors as one clear message."""
+"""`attncomp COMMAND ...`: one argparse sub-command per stage, errors as one clear message.
+
+Exit codes (README, "Exit codes"): 0 success; 1 a failed check, an unmet `expect`, a training failure
+or a differing `diff`; 2 a bad spec, data directory or command line (argparse's usage errors too);
+70 an internal error, a bug in attncomp, reported in one line with the traceback written to a file;
+130 interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import tempfile
+import time
+import traceback
 from typing import Callable, Sequence
 
 from attncomp.errors import AttncompError
@@ -18,6 +27,10 @@ COMMANDS: list[tuple[str, str]] = [
     ("attncomp.cli.demo_command", "register"),
     ("attncomp.cli.sweep_command", "register"),
 ]
+
+EXIT_INTERNAL = 70  # EX_SOFTWARE of sysexits.h: "an internal software error has been detected"
+EXIT_INTERRUPTED = 130
+TRACEBACK_DIR_ENV = "ATTNCOMP_TRACEBACK_DIR"  # where internal errors leave their traceback (default: temp dir)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,22 +46,53 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(argv: Sequence[str] | None = None) -> int:
-    """Parse arguments, run the command, and turn every AttncompError into its exit code."""
-    args = _parser().parse_args(argv)
-    handler: Callable[[argparse.Namespace], int | None] = args.handler
+def _save_traceback(err: BaseException, argv: Sequence[str] | None) -> str:
+    """Write the traceback of `err` to a new file and return its path ('' when nothing could be written)."""
+    folder = os.environ.get(TRACEBACK_DIR_ENV) or tempfile.gettempdir()
+    stamp = time.strftime("%Y%m%d-%H%M%S")
     try:
+        fd, path = tempfile.mkstemp(prefix=f"attncomp-traceback-{stamp}-", suffix=".txt", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(f"attncomp {list(sys.argv[1:] if argv is None else argv)!r}\n\n")
+            f.write("".join(traceback.format_exception(type(err), err, err.__traceback__)))
+    except (OSError, ValueError):
+        return ""
+    return path
+
+
+def internal_error(err: BaseException, argv: Sequence[str] | None = None) -> str:
+    """The one line that reports an exception that is not an AttncompError (a bug), traceback saved aside."""
+    message = " ".join(str(err).split())  # one line, whatever the exception text holds
+    if len(message) > 300:
+        message = message[:297] + "..."
+    path = _save_traceback(err, argv)
+    where = f"the traceback is in {path}" if path else "the traceback could not be written"
+    return f"internal error: {type(err).__name__}: {message or '(no message)'} — a bug in attncomp; {where}"
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse arguments, run the command, and turn every AttncompError into its exit code.
+
+    Any other exception is a bug: one line on stderr, the traceback in a file, exit EXIT_INTERNAL.
+    argparse's usage errors leave by SystemExit(2), as argparse makes them.
+    """
+    try:
+        args = _parser().parse_args(argv)  # a usage error leaves here by SystemExit(2)
+        handler: Callable[[argparse.Namespace], int | None] = args.handler
         return handler(args) or 0
     except AttncompError as err:
         print(err.format(), file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `attncomp show ... | head`
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Exception as err:  # the last line of defence: never a traceback on the terminal
+        print(internal_error(err, argv), file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def main() -> None:

@@ -1,0 +1,339 @@
+"""A large hostile corpus against every `attncomp` command: no traceback, no hang, no code run.
+
+    python -m bench.hostile [--only CATEGORY] [--list] [--failures FILE] [--timeout S]
+
+Every case is a command line (and the files it reaches, made by bench/hostile_corpus.py) run in a
+child process of a fork server that has attncomp and torch imported already: each child gets its own
+working directory, process group, memory limit (3 GiB of address space) and time limit; a child still
+running at its limit is killed with its whole process group and counts as a hang. Printed: a table of
+outcomes per category (exit codes, one-line errors, tracebacks, internal errors, hangs, code run) and a
+summary line; the exit status is 1 when any case fails, and --failures FILE writes each failing case
+(command line, what happened) for routing.
+
+A case fails when: it hangs; an exception escapes `run()` or a traceback is printed; it ends in an
+internal error (exit 70, or "internal error" in a worker's report); its exit code is not one of 0, 1, 2;
+it fails without one clear `error: ...` line (a spec error may add its located line, caret and hint);
+the payload of a code-injection case ran; or a value the case names as bad was taken (exit 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import re
+import resource
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+DOCUMENTED_EXITS = (0, 1, 2)
+MEMORY_LIMIT = 3 << 30  # bytes of address space per case (torch alone maps about 0.7 GiB)
+ERROR_LINE = re.compile(r"^(?:.*:\d+:\d+: |attncomp[\w -]*: )?error: \S")  # located, plain or argparse's
+TRACEBACK = re.compile(r"^Traceback \(most recent call last\)|^  File \"", re.M)
+INTERNAL = re.compile(r"internal error")
+PRELOAD = ["torch", "attncomp.cli.main", "attncomp.cli.spec_commands", "attncomp.cli.build_command",
+           "attncomp.cli.data_command", "attncomp.cli.train_command", "attncomp.cli.decode_command",
+           "attncomp.cli.demo_command", "attncomp.compiler"]
+
+
+@dataclass
+class Outcome:
+    """What one command line did."""
+
+    argv: list[str]
+    code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    hung: bool = False
+    escaped: str = ""  # the traceback of an exception that left run()
+    seconds: float = 0.0
+    code_ran: bool = False  # a code-injection canary was written
+    poked: bool | None = None  # whether the case's signal reached a worker (None: the case sends none)
+
+    def problems(self, *, bad_value: bool = False, command: str = "", expect: str = "") -> list[str]:
+        """Why this outcome breaks the rules (empty when it keeps them)."""
+        found = []
+        if self.poked is False:
+            found.append("harness: the signal found no worker to hit (the run ended or never started workers)")
+        if expect and not re.search(expect, self.stderr, re.M):
+            found.append(f"stderr lacks {expect!r} (e.g. the error names the wrong line)")
+        if self.hung:
+            found.append(f"hang, or too slow (killed after {self.seconds:.0f}s)")
+        if self.escaped:
+            found.append("exception escaped run(): " + self.escaped.strip().splitlines()[-1][:200])
+        elif TRACEBACK.search(self.stderr) or TRACEBACK.search(self.stdout):
+            found.append("traceback printed")
+        if self.code_ran:
+            found.append("CODE RAN: the injected payload wrote its canary")
+        internal = [line for line in self.stderr.splitlines() if INTERNAL.search(line)]
+        if self.code == 70 or internal:
+            found.append(internal[0][:300] if internal else "internal error: exit 70")
+        elif self.code is not None and self.code not in DOCUMENTED_EXITS and not self.hung:
+            found.append(f"undocumented exit code {self.code}")
+        if self.code not in (None, 0) and not internal and not self.hung and not self.escaped:
+            found += self._error_lines(command)
+        if bad_value and self.code == 0:
+            found.append("bad value taken: exit 0")
+        return found
+
+    def _error_lines(self, command: str) -> list[str]:
+        lines = self.stderr.splitlines()
+        errors = [line for line in lines if ERROR_LINE.match(line)]
+        if not errors:
+            if command == "diff" and self.code == 1:
+                return []  # `diff` exits 1 when the specs differ; documented
+            tail = lines[-1][:200] if lines else "(nothing on stderr)"
+            return [f"exit {self.code} without an 'error: ...' line; stderr ends: {tail!r}"]
+        found = []
+        if len(errors) > 1 and command not in ("check", "build"):  # these two report each spec they were given
+            found.append(f"{len(errors)} error lines for one failure: {errors[:2]!r}")
+        too_long = [line for line in errors if len(line) > 600]
+        return found + ([f"error line of {len(too_long[0])} characters (dumps input?)"] if too_long else [])
+
+    def summary(self) -> str:
+        tail = self.stderr.strip().splitlines()[-1][:240] if self.stderr.strip() else ""
+        return f"exit {'hang' if self.hung else self.code}; stderr: {tail!r}"
+
+
+def _child(argv: list[str], cwd: str, out_dir: str, stdin_path: str | None, env: dict[str, str],
+           after: list[str]) -> None:  # pragma: no cover - runs in the fork server's child
+    os.setpgrp()
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    os.chdir(cwd)
+    os.environ.update(env)
+    os.dup2(os.open(stdin_path or os.devnull, os.O_RDONLY), 0)
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        os.dup2(os.open(os.path.join(out_dir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+    sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    result: dict = {"code": None, "escaped": ""}
+    try:
+        from attncomp.cli.main import run
+
+        result["code"] = run(argv)
+    except SystemExit as stop:
+        result["code"] = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except BaseException:  # noqa: BLE001 - exactly what this harness looks for
+        result["escaped"] = traceback.format_exc()
+    for pattern in after:  # import what a build wrote: an injected payload runs here if anywhere
+        for module in sorted(Path(cwd).glob(pattern)):
+            try:
+                import runpy
+
+                runpy.run_path(str(module), run_name="hostile_import")
+            except BaseException:  # noqa: BLE001 - a module that fails to import ran no payload past that point
+                pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    Path(out_dir, "result.json").write_text(json.dumps(result))
+    os._exit(0)
+
+
+def _group_members(pgid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of the live processes in a process group."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[2]) == pgid:
+                found.append((int(entry.name), (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()))
+        except (OSError, ValueError):
+            continue
+    return sorted(found)
+
+
+@dataclass
+class Poke:
+    """Send `signum` to one training worker (the newest spawned process) `delay` seconds into a case."""
+
+    delay: float
+    signum: int
+    worker: int = -1  # index among the spawned workers, oldest first
+
+    def fire(self, pgid: int) -> bool:
+        workers = [pid for pid, cmd in _group_members(pgid) if "spawn_main" in cmd and "resource_tracker" not in cmd]
+        if len(workers) < 2:
+            return False
+        os.kill(workers[self.worker], self.signum)
+        return True
+
+
+class Sandbox:
+    """Runs command lines in children of a fork server that has attncomp imported (fast, isolated)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.ctx = multiprocessing.get_context("forkserver")
+        self.ctx.set_forkserver_preload(PRELOAD)
+        self.count = 0
+
+    def run(self, argv: Sequence[str], *, timeout: float = 30.0, stdin: Path | None = None, canary: Path | None = None,
+            after: Sequence[str] = (), poke: Poke | None = None, cwd: Path | None = None) -> Outcome:
+        self.count += 1
+        out_dir = Path(tempfile.mkdtemp(prefix=f"case{self.count}-", dir=self.root))
+        work = Path(cwd) if cwd else out_dir
+        env = {"ATTNCOMP_TRACEBACK_DIR": str(out_dir), "OMP_NUM_THREADS": "1"}
+        proc = self.ctx.Process(target=_child, args=(list(argv), str(work), str(out_dir),
+                                                    str(stdin) if stdin else None, env, list(after)))
+        start = time.monotonic()
+        proc.start()
+        hung, poked = self._wait(proc, timeout, poke, start)
+        seconds = time.monotonic() - start
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # workers a command left behind, and a hung command
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.join()
+        outcome = Outcome(list(argv), hung=hung, seconds=seconds, poked=poked)
+        outcome.stdout = _read(out_dir / "stdout")
+        outcome.stderr = _read(out_dir / "stderr")
+        if (out_dir / "result.json").exists():
+            result = json.loads((out_dir / "result.json").read_text())
+            outcome.code, outcome.escaped = result["code"], result["escaped"]
+        elif not hung:
+            outcome.escaped = f"the child died (exit {proc.exitcode}) without a result"
+        outcome.code_ran = bool(canary and canary.exists())
+        return outcome
+
+    @staticmethod
+    def _wait(proc, timeout: float, poke: Poke | None, start: float) -> tuple[bool, bool | None]:
+        """(hung, poked): wait for the child, sending the poke's signal when its time comes."""
+        poked = None if poke is None else False
+        while proc.is_alive():
+            elapsed = time.monotonic() - start
+            if elapsed > timeout:
+                return True, poked
+            if poke is not None and not poked and elapsed >= poke.delay:
+                poked = poke.fire(proc.pid)
+            proc.join(0.2)
+        return False, poked
+
+
+def _read(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+        data = data if len(data) <= 40000 else data[:20000] + b"\n[...]\n" + data[-20000:]
+        return data.decode("utf-8", errors="backslashreplace")
+    except OSError:
+        return ""
+
+
+@dataclass
+class Case:
+    """One hostile command line: its category, the argv and how to judge it."""
+
+    category: str
+    argv: list[str]
+    owner: str  # the helper area that owns the behaviour: front, ckpt, dist, cli
+    timeout: float = 30.0
+    bad_value: bool = False  # exit 0 is a failure: the case names a value that must be refused
+    stdin: Path | None = None
+    canary: Path | None = None
+    after: list[str] = field(default_factory=list)
+    poke: Poke | None = None
+    note: str = ""
+    cwd: Path | None = None
+    expect: str = ""  # a regular expression stderr must match (a located error's line number)
+
+
+def run_cases(cases: list[Case], sandbox: Sandbox, progress: bool = True) -> list[tuple[Case, Outcome, list[str]]]:
+    results = []
+    for i, case in enumerate(cases, 1):
+        outcome = sandbox.run(case.argv, timeout=case.timeout, stdin=case.stdin, canary=case.canary,
+                              after=case.after, poke=case.poke, cwd=case.cwd)
+        command = next((a for a in case.argv if not a.startswith("-")), "")
+        problems = outcome.problems(bad_value=case.bad_value, command=command, expect=case.expect)
+        results.append((case, outcome, problems))
+        if progress:
+            mark = "FAIL" if problems else "ok"
+            print(f"[{i}/{len(cases)}] {mark:4} {case.category}: {_shell(case.argv)[:150]}", file=sys.stderr)
+    return results
+
+
+def _shell(argv: Sequence[str]) -> str:
+    import shlex
+
+    return "attncomp " + " ".join(shlex.quote(a) for a in argv)
+
+
+def table(results: list[tuple[Case, Outcome, list[str]]]) -> str:
+    """Outcome per category: cases, exit codes seen, failing, one-line?, traceback, internal, hang, code run."""
+    rows: dict[str, dict] = defaultdict(lambda: defaultdict(int))
+    codes: dict[str, set] = defaultdict(set)
+    for case, outcome, problems in results:
+        row = rows[case.category]
+        row["cases"] += 1
+        row["fail"] += bool(problems)
+        codes[case.category].add("hang" if outcome.hung else str(outcome.code))
+        row["traceback"] += any(p.startswith(("traceback", "exception")) for p in problems)
+        row["internal"] += any("internal error" in p for p in problems)
+        row["not one line"] += any(p.startswith(("exit", "error line")) or " error lines " in p for p in problems)
+        row["hang"] += outcome.hung
+        row["code run"] += outcome.code_ran
+        row["taken"] += any(p.startswith("bad value") for p in problems)
+    head = ["category", "cases", "exits", "fail", "traceback", "internal", "not one line", "hang", "code run", "taken"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in sorted(rows):
+        row = rows[name]
+        exits = ",".join(sorted(codes[name]))
+        lines.append(f"| {name} | {row['cases']} | {exits} | " + " | ".join(str(row[h]) for h in head[3:]) + " |")
+    return "\n".join(lines)
+
+
+def failure_report(results: list[tuple[Case, Outcome, list[str]]]) -> str:
+    by_owner: dict[str, list[str]] = defaultdict(list)
+    for case, outcome, problems in results:
+        if problems:
+            by_owner[case.owner].append(f"- [{case.category}] {_shell(case.argv)}{'  # ' + case.note if case.note else ''}"
+                                        f"\n    {'; '.join(problems)}\n    {outcome.summary()}")
+    return "\n\n".join(f"## {owner} ({len(items)})\n" + "\n".join(items) for owner, items in sorted(by_owner.items()))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from bench.hostile_corpus import build_corpus
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", action="append", default=[], metavar="CATEGORY", help="run these categories only")
+    parser.add_argument("--list", action="store_true", help="list the cases and run nothing")
+    parser.add_argument("--failures", metavar="FILE", help="write the failing cases, grouped by owner, to FILE")
+    parser.add_argument("--work", metavar="DIR", help="keep the corpus and outputs here (default: a temp dir)")
+    args = parser.parse_args(argv)
+    root = Path(args.work or tempfile.mkdtemp(prefix="attncomp-hostile-"))
+    root.mkdir(parents=True, exist_ok=True)
+    sandbox = Sandbox(root / "runs")
+    (root / "runs").mkdir(exist_ok=True)
+    cases = build_corpus(root / "corpus", sandbox)
+    if args.only:
+        cases = [c for c in cases if c.category in args.only or c.category.split(":")[0] in args.only]
+    if args.list:
+        for case in cases:
+            print(f"{case.category}\t{case.owner}\t{_shell(case.argv)}")
+        return 0
+    start = time.monotonic()
+    results = run_cases(cases, sandbox)
+    print(table(results))
+    failed = sum(bool(p) for _, _, p in results)
+    report = failure_report(results)
+    if args.failures:
+        Path(args.failures).write_text(report + "\n")
+    elif failed:
+        print("\n" + report)
+    print(f"\n{len(results)} hostile cases, {len(results) - failed} held, {failed} failed "
+          f"({time.monotonic() - start:.0f}s; work in {root})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
