@@ -47,7 +47,9 @@ def test_average_command_skips_unreadable_checkpoints_of_a_run(tmp_path, capsys)
     assert run(["average", str(tmp_path / "run"), "--last", "2", "-o", str(tmp_path / "avg.pt")]) == 0
     err = capsys.readouterr().err
     assert "skipping" in err and "checkpoint_00000016.pt" in err and "averaged 2 checkpoint(s)" in err
-    assert run(["average", str(tmp_path / "run"), "-o", str(tmp_path / "nowhere" / "avg.pt")]) == 2
+    with pytest.raises(SystemExit) as refused:  # an output under a missing folder is a usage error
+        run(["average", str(tmp_path / "run"), "-o", str(tmp_path / "nowhere" / "avg.pt")])
+    assert refused.value.code == 2
     assert "cannot write" in capsys.readouterr().err
 
 
