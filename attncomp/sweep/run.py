@@ -58,7 +58,7 @@ def plan(paths: list[str], options: Options) -> list[Planned]:
 
 
 def train_argv(row: Planned, options: Options, run_dir: Path) -> list[str]:
-    argv = ["train", row.path, "--data", options.data, "--out", str(run_dir), "--procs", "1", "--resume"]
+    argv = ["train", row.path, "--data", options.data, "--out", str(run_dir), "--resume"]  # one GPU, or one CPU worker
     for override in row_overrides(options):
         argv += ["--set", override]
     if options.minutes is not None:
