@@ -136,15 +136,15 @@ def _train_all(todo: list[Planned], state: SweepState, train: TrainFn, parallel:
 def score_row(state: SweepState, row: Planned, seconds: float | None) -> dict:
     from attncomp.compiler import load_checkpoint
     from attncomp.sweep.evaluate import evaluate
-    from attncomp.train import checkpoint as ckpt
+    from attncomp import checkpoint as ckpt
 
     path = state.run_dir(row.name) / ckpt.AVERAGE
     if not path.exists():
         raise TrainingError(f"row {row.name} finished training without {path}; run the sweep again to resume")
-    model, payload = load_checkpoint(path, device="cpu")
+    model, found = load_checkpoint(path, device="cpu")
     measured = evaluate(model, PreparedData(state.options.data), state.options.bleu_sentences)
     params = sum(p.numel() for p in model.parameters())
-    return {**hyperparameters(row.spec), "params_m": round(params / 1e6, 3), "steps": payload["step"],
+    return {**hyperparameters(row.spec), "params_m": round(params / 1e6, 3), "steps": found.header.step,
             "train_minutes": None if seconds is None else round(seconds / 60, 2), **measured,
             **paper_figures(row.path), "spec_hash": ir.spec_hash(row.spec)}
 
