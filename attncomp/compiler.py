@@ -61,7 +61,7 @@ def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | 
     stored = checkpoint.stored_spec(found)
     if expect_spec is not None:
         wanted = ir.load(expect_spec)
-        if ir.spec_hash(wanted) != found.header.spec_hash:
+        if ir.spec_hash(wanted) != ir.spec_hash(stored):  # both in today's canonical form
             changed = ", ".join(key for key, _, _ in ir.diff(stored, wanted)[:6])
             raise checkpoint.CheckpointError(f"{path} was trained with another spec than {expect_spec} "
                                              f"(they differ in: {changed})")
