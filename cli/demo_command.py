@@ -17,6 +17,7 @@ TINY_SPEC = """# The tiny demo model (as specs/examples/tiny.attn, inlined so th
 model tiny {
   d_model = 64  heads = 4  d_ff = 256  layers = 2
   vocab = shared(256)  tie = all  positions = sinusoidal
+  bias { attention = false  ffn = true }
   encoder { }  decoder { }
   dropout { residual = 0.0 }
 }

@@ -45,8 +45,8 @@ def _bytes(n: int) -> str:
 
 def _bias(model: nodes.Model, site: str, width: int) -> int:
     """The bias terms of one projection of `width` outputs at `site` ("attention" or "ffn"): the one
-    place biases are counted (today one key, `model.bias`, switches both sites)."""
-    return width if model.bias else 0
+    place biases are counted: `model.bias.attention` and `model.bias.ffn`)."""
+    return width if getattr(model.bias, site) else 0
 
 
 def _linear(model: nodes.Model, site: str, d_in: int, d_out: int) -> int:
