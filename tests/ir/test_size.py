@@ -56,7 +56,7 @@ def test_compile_refuses_beyond_the_limit_and_force_passes(monkeypatch):
     with pytest.raises(SpecError, match="force=True"):
         attncomp.compile(ROOT / "specs/examples/tiny.attn", device="meta")
     model = attncomp.compile(ROOT / "specs/examples/tiny.attn", device="meta", force=True)
-    assert sum(p.numel() for p in model.parameters()) == 249_856
+    assert sum(p.numel() for p in model.parameters()) == 248_320
 
 
 def test_build_refuses_beyond_the_limit_in_one_line(tmp_path, capsys):
@@ -66,7 +66,7 @@ def test_build_refuses_beyond_the_limit_in_one_line(tmp_path, capsys):
     assert run(["build", str(spec), "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert time.perf_counter() - start < 5
-    assert "huge.attn: model huge has 54,427,440,381,952 parameters" in err and "--force" in err
+    assert "huge.attn: model huge has 54,426,635,075,584 parameters" in err and "--force" in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "huge.py").exists()
 
 
@@ -77,7 +77,7 @@ def test_build_prints_the_estimate_and_force_passes_the_limit(tmp_path, capsys, 
     capsys.readouterr()
     assert run(["build", tiny, "--no-write", "--force"]) == 0
     out = capsys.readouterr().out
-    assert "tiny: estimated 249,856 parameters, 976.0 KiB as float32" in out and "(249,856)" in out
+    assert "tiny: estimated 248,320 parameters, 970.0 KiB as float32" in out and "(248,320)" in out
 
 
 def test_check_reports_the_count_and_warns_beyond_the_limit(tmp_path, capsys):
@@ -85,5 +85,5 @@ def test_check_reports_the_count_and_warns_beyond_the_limit(tmp_path, capsys):
     spec.write_text(HUGE)
     assert run(["check", str(spec)]) == 0
     captured = capsys.readouterr()
-    assert "54,427,440,381,952 parameters" in captured.out
+    assert "54,426,635,075,584 parameters" in captured.out
     assert "warning:" in captured.err and "refuses it without --force" in captured.err
