@@ -67,7 +67,9 @@ def test_tiny_spec_learns_the_sample_corpus_within_a_minute(sample_data, tmp_pat
     seconds = time.monotonic() - start
     metrics = ckpt.load(run_dir / "checkpoint_00000300.pt").header.metrics
     assert metrics["loss"] < 1.6, metrics  # label-smoothed validation loss; it starts near ln(256) = 5.5
-    assert seconds < 60, f"took {seconds:.0f}s"
+    # about a minute alone on 2 cores (the README's promise); the suite runs two test workers side by side
+    # (pytest -n 2), which measured 46 s here with the other worker training too: 90 s leaves room for that
+    assert seconds < 90, f"took {seconds:.0f}s"
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(sample_data, tmp_path, monkeypatch, capsys):
