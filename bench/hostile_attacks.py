@@ -359,8 +359,11 @@ def outputs(root: Path, f: Files, g: Files) -> list[Case]:
                               "--device", "cpu"], "cli"),
                             (["average", str(g["ckpt"]), "-o", p], "cli"),
                             (["data", "sample", "--out", p, "--pairs", "50", "--held-out", "5"], "cli")):
-            bad = key in ("under_file", "a_file", "dir", "dev_zero") and argv[0] not in ("translate", "eval") or \
-                key in ("under_file", "dir")
+            # an existing file is a fine output for commands that write a file (they replace it atomically),
+            # an existing directory for those that fill one (train, build); anything else must be refused
+            writes_file, fills_dir = argv[0] in ("translate", "eval", "average"), argv[0] in ("train", "build")
+            bad = key == "under_file" or (key == "a_file" and not writes_file) or (key == "dir" and not fills_dir) \
+                or (key == "dev_zero" and argv[0] not in ("translate", "eval"))
             cases.append(Case("outputs", argv, owner, timeout=120, bad_value=bad, note=key))
     return cases
 

@@ -145,6 +145,8 @@ def output_file(text: str) -> str:
 def output_dir(text: str) -> str:
     """A directory to create or fill: no file in the way, and the nearest existing ancestor writable."""
     path = Path(_name(text))
+    if path.is_symlink() and not path.exists():
+        raise Bad(f"{shown(text)} is a symbolic link to nothing; remove it or give another directory")
     if path.exists():
         if not path.is_dir():
             raise Bad(f"{shown(text)} is a file, not a directory")

@@ -26,7 +26,8 @@ def _display(path: Path) -> str:
         shown = os.path.relpath(path)
     except ValueError:  # another drive on Windows, or a NUL byte
         shown = str(path)
-    return printable(shown)
+    shown = printable(shown)  # one line, and not the whole of a path thousands of characters long
+    return shown if len(shown) <= 160 else f"{shown[:80]}...{shown[-60:]} ({len(shown)} characters)"
 
 
 def _check_path(path: Path, shown: str, span: Span | None) -> None:
