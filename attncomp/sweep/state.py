@@ -23,11 +23,6 @@ STATE = "sweep.json"
 FORMAT = "attncomp-sweep"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `path` through a temporary file and a rename, so a reader sees the old file or the new one."""
-    files.write_atomically(path, text)
-
-
 @dataclass(frozen=True)
 class Options:
     """What every row of a sweep shares; a sweep directory keeps the options it was started with."""
@@ -95,4 +90,4 @@ class SweepState:
         self.out.mkdir(parents=True, exist_ok=True)
         raw = {"format": FORMAT, "version": 1, "options": asdict(self.options),
                "rows": {name: asdict(row) for name, row in self.rows.items()}}
-        write_atomic(self.out / STATE, json.dumps(raw, indent=2) + "\n")
+        files.write_atomically(self.out / STATE, json.dumps(raw, indent=2) + "\n")

@@ -12,9 +12,10 @@ import io
 import json
 from pathlib import Path
 
+from attncomp import files
 from attncomp.ir import nodes
 from attncomp.sweep.paper import TABLE3, paper_row
-from attncomp.sweep.state import SweepState, write_atomic
+from attncomp.sweep.state import SweepState
 
 # (key, Markdown heading); the hyperparameters come from the resolved spec, the rest from the result
 HYPER = [("N", "N"), ("d_model", "d_model"), ("d_ff", "d_ff"), ("h", "h"), ("d_k", "d_k"), ("d_v", "d_v"),
@@ -88,9 +89,9 @@ def write_tables(state: SweepState) -> None:
     header = (f"Sweep of {len(records)} spec(s) on {options.data}, {budget} each"
               + (f", --set {' '.join(options.overrides)}" if options.overrides else "")
               + f"; BLEU on the first {options.bleu_sentences} validation sentences.\n\n")
-    write_atomic(out / "results.md", header + markdown(records))
-    write_atomic(out / "results.csv", csv_text(records))
-    write_atomic(out / "results.json", json.dumps({"options": {**state.options.__dict__,
+    files.write_atomically(out / "results.md", header + markdown(records))
+    files.write_atomically(out / "results.csv", csv_text(records))
+    files.write_atomically(out / "results.json", json.dumps({"options": {**state.options.__dict__,
                                                                "overrides": list(options.overrides)},
                                                    "rows": records}, indent=2) + "\n")
     for record in records:
