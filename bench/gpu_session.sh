@@ -9,6 +9,7 @@
 #   compile   bench/throughput.py, every configuration (torch.compile included), one spec: SPEC (default base)
 #   train     `attncomp train specs/base.attn --gpus 1` on real de-en batches for TRAIN_MINUTES (default 1.5)
 #   train-compile   the same with --compile
+#   profile   bench/profile_step.py: the GPU kernels of one configuration's step (CONFIG, default attncomp), SPEC
 #   loss      bench/loss.py: the plain and the fused projection + loss alone, base and big widths
 #   decode    `attncomp eval` of a bench/quality.py checkpoint on the de-en test set: BLEU and sentences/s
 #
@@ -39,8 +40,10 @@ for stage in "$@"; do
     tests) timeout 300 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider 2>&1 | tee "$out/tests.log" ;;
     eager) timeout 360 python3 bench/throughput.py --spec base --spec big --no-compile --data "$data" \
              --json "$out/eager.json" 2>&1 | tee "$out/eager.log" ;;
-    compile) timeout "${COMPILE_LIMIT:-540}" python3 bench/throughput.py --spec "${SPEC:-base}" \
+    compile) timeout "${COMPILE_LIMIT:-540}" python3 bench/throughput.py --spec "${SPEC:-base}" --data "$data" \
                --json "$out/compile-${SPEC:-base}.json" 2>&1 | tee "$out/compile-${SPEC:-base}.log" ;;
+    profile) timeout 240 python3 bench/profile_step.py --spec "${SPEC:-base}" --config "${CONFIG:-attncomp}" \
+               --trace "$out/profile-${SPEC:-base}.json.gz" 2>&1 | tee "$out/profile-${SPEC:-base}.log" ;;
     loss) for d in 512 1024; do
             timeout 120 python3 bench/loss.py --device cuda --tokens 25000 --d-model $d 2>&1 | tee "$out/loss-$d.log"
           done ;;
@@ -50,7 +53,7 @@ for stage in "$@"; do
               timeout 240 $attncomp eval "$CKPT" --src "$SRC" --ref "$REF" --device cuda --json \
                 --batch-tokens $tokens --output "$out/decode.hyp" 2>&1 | tee "$out/decode-$tokens.json"
             done ;;
-    *) echo "unknown stage $stage (tests eager compile loss train train-compile decode)" >&2 ;;
+    *) echo "unknown stage $stage (tests eager compile profile loss train train-compile decode)" >&2 ;;
   esac
 done
 echo "=== done $(date +%T)"
