@@ -164,8 +164,12 @@ def model_flops(spec, sentences: int, length: int) -> float:
     return counter.get_total_flops()
 
 
-def real_batches(spec, data_dir: str, device: torch.device, updates: int) -> tuple[Callable, float, float]:
-    """A step over the runner's real, length-bucketed updates; their padding fraction and target tokens."""
+def real_batches(spec, data_dir: str, device: torch.device, updates: int,
+                 compiled: bool = False) -> tuple[Callable, float, float]:
+    """A step over the runner's real, length-bucketed updates; their padding fraction and target tokens.
+
+    The step cycles through `updates` updates; time it after one pass over all of them (the first
+    use of each shape builds kernels, plans or compiled graphs: a cost of the first epoch only)."""
     import numpy as np
 
     from attncomp.compiler import compile_spec
@@ -180,13 +184,14 @@ def real_batches(spec, data_dir: str, device: torch.device, updates: int) -> tup
     padding, _ = padding_of(split.src.lengths, split.tgt.lengths, plan)
     model = compile_spec(spec, device=device).train()
     step_module = TrainStep(model, spec.train.loss.label_smoothing)
+    run = torch.compile(step_module) if compiled else step_module
     batches = [{k: v.to(device) for k, v in translation_batch(split, u).items()} for u in plan]
     dense = [bool((split.src.lengths[u] == split.src.lengths[u][0]).all()) for u in plan]
     counter = iter(range(1 << 62))
 
     def loss() -> torch.Tensor:
         i = next(counter) % len(batches)
-        return step_module(batches[i], dense[i])[0] / batches[i]["tgt_out"].numel()
+        return run(batches[i], dense[i])[0] / batches[i]["tgt_out"].numel()
 
     return _trainer(model, model.parameters(), loss, device), padding, \
         float(np.mean([int(split.tgt.lengths[u].sum()) for u in plan]))
@@ -205,7 +210,19 @@ def main(argv=None) -> list[Result]:
     parser.add_argument("--tiny", action="store_true", help="tiny dimensions (CPU smoke test)")
     parser.add_argument("--data", help="also time the runner's real batches from this prepared data directory")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--sdpa", help="allow only these SDPA kernels: comma-separated flash, efficient, cudnn, math")
     args = parser.parse_args(argv)
+    if args.sdpa:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        kernels = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                   "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+        with sdpa_kernel([kernels[k] for k in args.sdpa.split(",")]):
+            return _run(parser, args)
+    return _run(parser, args)
+
+
+def _run(parser, args) -> list[Result]:
 
     from attncomp import ir
 
@@ -233,8 +250,9 @@ def main(argv=None) -> list[Result]:
                                     tokens, flops, rate))
             _write(args.json, rate, device, results)
         if args.data:
-            results.append(_measure_real(spec, name, args, device, rate))
-            _write(args.json, rate, device, results)
+            for compiled in (False, True) if any("compile" in c for c in configs) else (False,):
+                results.append(_measure_real(spec, name, args, device, rate, compiled))
+                _write(args.json, rate, device, results)
     _print(results)
     return results
 
@@ -265,14 +283,23 @@ def _measure(spec, name, config, make, device, args, tokens, flops, rate) -> Res
     return result
 
 
-def _measure_real(spec, name, args, device, rate) -> Result:
+def _measure_real(spec, name, args, device, rate, compiled: bool) -> Result:
+    config = f"attncomp{' + compile' if compiled else ''}, real batches"
     try:
-        step, padding, tokens = real_batches(spec, args.data, device, updates=args.steps + args.warmup)
-        seconds = time_step(step, device, args.warmup, args.steps)
+        updates = args.steps + args.warmup
+        step, padding, tokens = real_batches(spec, args.data, device, updates, compiled)
+        start = time.perf_counter()
+        for _ in range(updates):
+            step()
+        _sync(device)
+        print(f"  {name:6} {config}: the first pass over {updates} updates took {time.perf_counter() - start:.1f} s",
+              flush=True)
+        seconds = time_step(step, device, 0, args.steps)
     except Exception as err:  # noqa: BLE001 - as in _measure
-        print(f"  {name:6} real batches failed: {type(err).__name__}: {err}", flush=True)
-        return Result(name, "attncomp, real batches", float("nan"), 0.0, 0.0, 0.0, error=f"{err}"[:2000])
-    return Result(name, "attncomp, real batches", seconds * 1e3, tokens / seconds, 0.0, 0.0, padding)
+        print(f"  {name:6} {config} failed: {type(err).__name__}: {err}", flush=True)
+        return Result(name, config, float("nan"), 0.0, 0.0, 0.0, error=f"{err}"[:2000])
+    print(f"  {name:6} {config:32} {tokens / seconds:>12,.0f} tok/s", flush=True)
+    return Result(name, config, seconds * 1e3, tokens / seconds, 0.0, 0.0, padding)
 
 
 def _print(results: list[Result]) -> None:

@@ -46,7 +46,8 @@ def test_fused_matches_unfused_in_bf16_under_each_backend(backend):
 
 @pytest.mark.parametrize("backend", ["efficient", "math"])
 def test_padding_masks_under_the_backends_that_take_them(backend):
-    spec = small(ir.load(ROOT / "specs/table3/B1.attn"), factor=4)  # d_k != d_v: never flash
+    # d_k 8 != d_v 32: never flash; the memory-efficient kernel needs head sizes divisible by 8
+    spec = small(ir.load(ROOT / "specs/table3/B1.attn"), factor=2)
     plain, fused = _pair(spec)
     src, tgt = batch(spec, b=8, s=32, t=32)
     src[3] = 0  # a sentence of nothing but padding: its attention rows see no key
