@@ -29,7 +29,7 @@ train() {  # train NAME EXTRA-ARGS...
   local name=$1
   shift
   timeout 300 $attncomp train specs/base.attn --data "$data" --gpus 1 --out "/tmp/$name" --time-limit "$minutes" \
-    --set train.checkpoint.every=250 "$@" 2>&1 | tr '\r' '\n' | tee "$out/$name.log"
+    --set train.checkpoint.every=250 --log-interval 10 "$@" 2>&1 | tr '\r' '\n' | tee "$out/$name.log"
   cp "/tmp/$name/run.json" "$out/$name.run.json" 2>/dev/null
 }
 
@@ -50,7 +50,7 @@ for stage in "$@"; do
     train) train train-base ;;
     train-compile) train train-base-compile --compile ;;
     decode) for tokens in 6000 24000; do
-              timeout 240 $attncomp eval "$CKPT" --src "$SRC" --ref "$REF" --device cuda --json \
+              timeout "${DECODE_LIMIT:-240}" $attncomp eval "$CKPT" --src "$SRC" --ref "$REF" --device cuda --json \
                 --batch-tokens $tokens --output "$out/decode.hyp" 2>&1 | tee "$out/decode-$tokens.json"
             done ;;
     *) echo "unknown stage $stage (tests eager compile profile loss train train-compile decode)" >&2 ;;
