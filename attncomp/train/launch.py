@@ -200,16 +200,21 @@ class _SignalForwarder:
 
 
 def _config(nproc: int, nodes: Nodes):
+    import dataclasses
+
     from torch.distributed.launcher.api import LaunchConfig
 
     standalone = nodes.nnodes == 1 and nodes.rdzv_endpoint is None
+    # signals_to_handle and shutdown_timeout are newer than the oldest PyTorch we support (2.11 lacks the second)
+    known = {field.name for field in dataclasses.fields(LaunchConfig)}
+    optional = {"signals_to_handle": "SIGINT,SIGHUP,SIGQUIT", "shutdown_timeout": SHUTDOWN_SECONDS}
     return LaunchConfig(
         min_nodes=nodes.nnodes, max_nodes=nodes.nnodes, nproc_per_node=nproc,
         run_id=nodes.rdzv_id or (f"attncomp-{uuid.uuid4().hex[:8]}" if standalone else "attncomp"),
         rdzv_backend="c10d", rdzv_endpoint="localhost:0" if standalone else nodes.rdzv_endpoint,
         rdzv_configs={"join_timeout": max(60, int(nodes.timeout))},
         max_restarts=nodes.max_restarts, monitor_interval=0.1, start_method="spawn",
-        signals_to_handle="SIGINT,SIGHUP,SIGQUIT", shutdown_timeout=SHUTDOWN_SECONDS,
+        **{key: value for key, value in optional.items() if key in known},
     )
 
 
