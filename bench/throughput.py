@@ -175,17 +175,18 @@ def real_batches(spec, data_dir: str, device: torch.device, updates: int,
     from attncomp.compiler import compile_spec
     from attncomp.data.batching import Batcher, translation_batch
     from attncomp.data.dataset import PreparedData
-    from attncomp.train.step import TrainStep
+    from attncomp.train.step import TrainStep, compiled as compile_step
     from bench.padding import padding as padding_of
 
     split = PreparedData(data_dir).split("train")
     batcher = Batcher(split.src.lengths, split.tgt.lengths, spec.train.batch.count, 1, 1, 1 << 20)
     plan = batcher.epoch(0)[:updates]
     padding, _ = padding_of(split.src.lengths, split.tgt.lengths, plan)
-    model = compile_spec(spec, device=device).train()
-    step_module = TrainStep(model, spec.train.loss.label_smoothing)
-    run = torch.compile(step_module) if compiled else step_module
     batches = [{k: v.to(device) for k, v in translation_batch(split, u).items()} for u in plan]
+    model = compile_spec(spec, device=device).train()
+    most = max(b["tgt_out"].numel() for b in batches)
+    step_module = TrainStep(model, spec.train.loss.label_smoothing, max_tokens=most if compiled else None)
+    run = compile_step(step_module) if compiled else step_module  # as the runner's --compile
     dense = [bool((split.src.lengths[u] == split.src.lengths[u][0]).all()) for u in plan]
     counter = iter(range(1 << 62))
 
@@ -258,13 +259,14 @@ def _run(parser, args) -> list[Result]:
 
 
 def _write(path: str | None, rate: float, device: torch.device, results: list[Result]) -> None:
-    """The results so far (rewritten after each configuration, so a run cut short keeps them)."""
+    """The results so far as a list of rows, each naming the device (rewritten after each configuration,
+    so a run cut short keeps them)."""
     if not path:
         return
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    rows = [{**asdict(r), "device": name, "torch": torch.__version__, "matmul_flops": rate} for r in results]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps({"matmul_flops": rate, "device": name, "torch": torch.__version__,
-                                      "results": [asdict(r) for r in results]}, indent=2) + "\n")
+    Path(path).write_text(json.dumps(rows, indent=2) + "\n")
 
 
 def _measure(spec, name, config, make, device, args, tokens, flops, rate) -> Result:

@@ -42,6 +42,16 @@ def _matmul_dtype(device: torch.device, dtype: torch.dtype) -> torch.dtype:
     return dtype
 
 
+def _chunks(rows, chunk: int, pieces: int | None) -> list[tuple]:
+    """(start, end) of each chunk of rows: of `chunk` rows, or `pieces` of them whatever `rows` is — the
+    first pieces - 1 of rows // pieces rows, the last to the end (an end of None), so that with `rows`
+    symbolic (torch.compile, dynamic shapes) no bound depends on its value."""
+    if pieces is None:
+        return [(start, start + chunk) for start in range(0, rows, chunk)]
+    size = rows // pieces
+    return [(i * size, (i + 1) * size if i < pieces - 1 else None) for i in range(pieces)]
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
     """Per chunk of rows, with logits l = h W^T, p = softmax(l) and eps the label smoothing:
 
@@ -56,7 +66,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float,
-                chunk: int, needs_grad: bool) -> torch.Tensor:
+                chunk: int, needs_grad: bool, pieces: int | None) -> torch.Tensor:
         wide = _wide(hidden.dtype)
         mm = _matmul_dtype(hidden.device, hidden.dtype)
         w = weight.to(mm)
@@ -64,8 +74,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_weight = torch.zeros(weight.shape, dtype=_wide(weight.dtype), device=weight.device)
         totals = torch.zeros(3, dtype=wide, device=hidden.device)
         vocab = weight.shape[0]
-        for start in range(0, hidden.shape[0], chunk):
-            h, t = hidden[start : start + chunk], target[start : start + chunk]
+        for start, end in _chunks(hidden.shape[0], chunk, pieces):
+            h, t = hidden[start:end], target[start:end]
             real = (t != PAD).unsqueeze(-1)
             logits = h.to(mm) @ w.T  # (n, V): one chunk at a time
             p = torch.softmax(logits, dim=-1, dtype=wide)
@@ -80,7 +90,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             h_real = h.to(grad_weight.dtype) * real
             w_t = weight.index_select(0, t).to(wide)
             gh = (g @ w).to(wide) - (1.0 - smoothing) * w_t - (smoothing / vocab) * weight.sum(0, dtype=wide)
-            grad_hidden[start : start + chunk] = (gh * real).to(hidden.dtype)
+            grad_hidden[start:end] = (gh * real).to(hidden.dtype)
             grad_weight += (g.T @ h_real.to(mm)).to(grad_weight.dtype)
             grad_weight.index_add_(0, t, h_real, alpha=-(1.0 - smoothing))
             grad_weight -= (smoothing / vocab) * h_real.sum(0)
@@ -92,11 +102,15 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_hidden, grad_weight = ctx.saved_tensors
         scale = grad_totals[0]  # only the smoothed loss is trained; nll and counts are for reporting
         return (grad_hidden * scale.to(grad_hidden.dtype), grad_weight * scale.to(grad_weight.dtype),
-                None, None, None, None)
+                None, None, None, None, None)
 
 
 def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float,
-                         chunk: int = 8192) -> torch.Tensor:
-    """token_losses(hidden @ weight.T, target) without materialising the logits: hidden (N, d), target (N,)."""
+                         chunk: int = 8192, pieces: int | None = None) -> torch.Tensor:
+    """token_losses(hidden @ weight.T, target) without materialising the logits: hidden (N, d), target (N,).
+
+    Rows go in chunks of `chunk`, or with `pieces` in that many equal chunks whatever N is: under
+    torch.compile with dynamic shapes a loop over N // chunk would make N a guard, and every new batch
+    shape a recompilation."""
     needs_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
-    return _LinearCrossEntropy.apply(hidden, weight, target, smoothing, chunk, needs_grad)
+    return _LinearCrossEntropy.apply(hidden, weight, target, smoothing, chunk, needs_grad, pieces)

@@ -29,7 +29,7 @@ from attncomp.errors import DataError, TrainingError
 from attncomp.train import cluster, states
 from attncomp.train.monitor import Monitor
 from attncomp.train.schedule import learning_rate
-from attncomp.train.step import TrainStep
+from attncomp.train.step import TrainStep, compiled
 
 FAULT_NAN = "ATTNCOMP_FAULT_NAN_AT_STEP"  # tests: make the loss of this update NaN
 
@@ -122,7 +122,8 @@ class Trainer:
         self.step, self.position = 0, (0, 0)
         self.health = Health(self.device)
         self.train_step = TrainStep(self.model, self.recipe.loss.label_smoothing, fused_loss=cfg.fused_loss,
-                                    through_forward=cfg.fsdp)
+                                    through_forward=cfg.fsdp,
+                                    max_tokens=cfg.max_tokens_per_worker if cfg.compile else None)
         self.ddp = self.train_step
         if cfg.fsdp:
             from torch.distributed.fsdp import fully_shard
@@ -134,7 +135,7 @@ class Trainer:
         self.optimizer = make_optimizer(self.recipe.optimizer, self.model.parameters(), self.cuda)
         lr = learning_rate(self.recipe.schedule, self.spec.model.d_model, self.recipe.steps)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda i: lr(i + 1))
-        self.net = torch.compile(self.ddp) if cfg.compile else self.ddp
+        self.net = compiled(self.ddp) if cfg.compile else self.ddp  # dynamic shapes: no compile per shape
         self.autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.cuda and \
             self.recipe.precision == "bf16" else contextlib.nullcontext()
         self.monitor = Monitor(self.out, self.recipe.steps, enabled=rank == 0, cuda=self.cuda,

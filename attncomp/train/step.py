@@ -7,6 +7,8 @@ attncomp.train.loss, which never materialises the logits; `fused_loss=False` use
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -19,10 +21,12 @@ class TrainStep(nn.Module):
     it returns logits, so the plain loss is used."""
 
     def __init__(self, model: nn.Module, smoothing: float, fused_loss: bool = True, chunk: int = 8192,
-                 through_forward: bool = False):
+                 through_forward: bool = False, max_tokens: int | None = None):
         super().__init__()
         self.model = model
         self.smoothing, self.fused_loss, self.chunk = smoothing, fused_loss, chunk
+        # with a bound on a micro-batch's tokens, the loss runs in a fixed number of chunks (see `compiled`)
+        self.pieces = None if max_tokens is None else max(1, -(-max_tokens // chunk))
         self.lm = model.spec.model.encoder is None
         self.through_forward = through_forward
 
@@ -38,5 +42,14 @@ class TrainStep(nn.Module):
             hidden = (m.hidden_dense if dense else m.hidden)(batch["src"], batch["tgt_in"])
         weight, target = m.output_weight(), batch["tgt_out"]
         if self.fused_loss:
-            return linear_cross_entropy(hidden.flatten(0, 1), weight, target.flatten(), self.smoothing, self.chunk)
+            return linear_cross_entropy(hidden.flatten(0, 1), weight, target.flatten(), self.smoothing, self.chunk,
+                                        self.pieces)
         return token_losses(F.linear(hidden, weight), target, self.smoothing)
+
+
+def compiled(step: nn.Module, backend: str | Callable = "inductor") -> Callable[..., torch.Tensor]:
+    """torch.compile for batches whose shapes change from update to update (the runner's): sentences and
+    lengths are dynamic from the first call, so a new shape reuses the compiled graphs (one for batches
+    with source padding, one for batches without) instead of compiling again. Give the TrainStep a
+    `max_tokens`, so that the fused loss's chunk loop does not depend on the shape either."""
+    return torch.compile(step, dynamic=True, backend=backend)

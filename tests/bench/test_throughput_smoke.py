@@ -14,7 +14,8 @@ def test_every_eager_configuration_runs(tmp_path):
     names = {r.config for r in results}
     assert names == {c for c in throughput.CONFIGS if "compile" not in c}
     assert all(r.tokens_per_s > 0 and r.mfu > 0 for r in results)
-    assert json.loads(out.read_text())["results"][0]["spec"] == "base"
+    rows = json.loads(out.read_text())
+    assert rows[0]["spec"] == "base" and all(row["device"] == "cpu" and row["tokens_per_s"] > 0 for row in rows)
 
 
 def test_real_batches_report_padding(sample_data):
