@@ -13,6 +13,10 @@
 #   loss      bench/loss.py: the plain and the fused projection + loss alone, base and big widths
 #   decode    `attncomp eval` of a bench/quality.py checkpoint on the de-en test set: BLEU and sentences/s
 #
+# On the GPU machine (PyTorch there, no pydantic/lark): carry wheels (.whl, see /work/.library/device/README.md)
+# and the prepared data, then: pip install --target /tmp/site .whl/*.whl; PYTHONPATH=/tmp/site:$PWD;
+# ln -sfn ../cli attncomp/cli; ATTNCOMP="python3 -m attncomp.cli.main". Results of 2026-11-22: bench/results/.
+#
 # Inputs (environment): DATA, de-en prepared with a 37000 vocabulary (`attncomp data prepare ... --vocab-size
 # 37000`); CKPT, SRC, REF for decode; ATTNCOMP, the command (default `attncomp`). Logs and JSON go to OUT.
 set -u
