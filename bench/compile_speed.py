@@ -121,10 +121,12 @@ def main() -> None:
               f"   ({parts})")
     layers = [int(n) for n in args.layers.split(",")]
     sets = lambda n: [f"model.layers={n}", "expect.params=none"]  # noqa: E731 - other depths miss base's 65M
-    times = [timed_build("specs/base.attn", args.repeat, sets(n))["best"] for n in layers]
+    got = [timed_build("specs/base.attn", args.repeat, sets(n)) for n in layers]
+    times = [g["best"] for g in got]
+    compiling = [g["stages"]["parse"] + g["stages"]["compile"] for g in got]
     shown = ", ".join(f"{n}: {t:.3f}" for n, t in zip(layers, times))
-    print(f"per layer (base, model.layers = {args.layers})  {1000 * slope(layers, times):.1f} ms   "
-          f"(best build s by layers: {shown})")
+    print(f"per layer (base, model.layers = {args.layers})  build {1000 * slope(layers, times):.1f} ms, "
+          f"parse + compile {1000 * slope(layers, compiling):.1f} ms   (best build s by layers: {shown})")
     count = len(list((ROOT / "specs").rglob("*.attn")))
     print(f"all {count} specs: check + build --no-write in one process  {float(_python(_ALL, 'specs')):.2f} s")
 
