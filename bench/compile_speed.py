@@ -14,7 +14,9 @@ Each figure comes from a fresh Python process (so nothing is cached from an earl
   same FLOPs from the IR (attncomp.ir.flops);
 - `per layer`: the least-squares slope of the best build time of base over `model.layers` =
   --layers (with `expect.params=none`: other depths do not have base's parameters);
-- `all specs`: `attncomp check specs` then `attncomp build specs --no-write` in one process.
+- `all specs`: `attncomp check specs` then `attncomp build specs --no-write` in one process; and
+  what the build report does for each (compile on meta, parameters, attention, `expect`) with the
+  FLOPs from attncomp.ir.flops instead of the meta-tensor count.
 """
 
 from __future__ import annotations
@@ -81,6 +83,24 @@ if checked or built:
 print(time.perf_counter() - start)
 """
 
+_ALL_IR_FLOPS = r"""
+import sys, time
+from pathlib import Path
+from attncomp import ir
+from attncomp.compiler import compile_spec
+from attncomp.ir.flops import training_flops
+from attncomp.report import attention_report, check_expect, count_params
+start = time.perf_counter()
+for path in sorted(Path(sys.argv[1]).rglob("*.attn")):
+    spec = ir.load(path)
+    model = compile_spec(spec, device="meta")
+    params, _ = count_params(model)
+    attention_report(model)
+    if not all(row["ok"] for row in check_expect(spec, params, training_flops(spec))):
+        raise SystemExit(f"{path}: expect not met")
+print(time.perf_counter() - start)
+"""
+
 
 def _python(code: str, *args: str) -> str:
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
@@ -129,6 +149,8 @@ def main() -> None:
           f"parse + compile {1000 * slope(layers, compiling):.1f} ms   (best build s by layers: {shown})")
     count = len(list((ROOT / "specs").rglob("*.attn")))
     print(f"all {count} specs: check + build --no-write in one process  {float(_python(_ALL, 'specs')):.2f} s")
+    print(f"all {count} specs: the report's work with ir.flops for the FLOP count, one process  "
+          f"{float(_python(_ALL_IR_FLOPS, 'specs')):.2f} s")
 
 
 if __name__ == "__main__":
