@@ -63,6 +63,11 @@ class EntryGraphs(Mapping[str, fx.Graph]):
     def __len__(self) -> int:
         return len(self._makers)
 
+    @property
+    def made(self) -> list[str]:
+        """The entry points made so far."""
+        return list(self._made)
+
     def then(self, step: Callable[[str, fx.Graph], fx.Graph]) -> "EntryGraphs":
         """Graphs that are `step(name, graph)` of these, each made on first read."""
         return EntryGraphs({name: functools.partial(self._after, step, name) for name in self._makers})
