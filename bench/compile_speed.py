@@ -8,7 +8,8 @@ Each figure comes from a fresh Python process (so nothing is cached from an earl
   `import torch` included; `import torch` alone is timed too);
 - `build`: `attncomp build SPEC --no-write` run in a process that has imported attncomp's command
   line (and so torch): the first build of the process, then the best of the next `--repeat - 1`;
-  with the part each stage took in the best one: parse and resolve the spec (ir.load), compile
+  the best one's CPU time too (this process's own, less moved by other processes on a busy machine than
+  its wall-clock time), and the part each stage took in the best one: parse and resolve the spec (ir.load), compile
   on the meta device (lower + passes of the entry points the report reads), the report (parameters,
   FLOPs counted on meta tensors, attention), of which the FLOP count (timed again alone), and the
   same FLOPs from the IR (attncomp.ir.flops);
@@ -43,12 +44,12 @@ sets = [a for o in overrides for a in ("--set", o)]
 
 def build():
     out = io.StringIO()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with contextlib.redirect_stdout(out):
         code = run(["build", spec_path, "--no-write", *sets])
     if code:
         raise SystemExit(f"build {spec_path} exited {code}")
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 def stages():
     t0 = time.perf_counter()
@@ -67,8 +68,8 @@ def stages():
             "ir.flops": t5 - t4}
 
 first = build()
-rest = [build() for _ in range(repeat - 1)]
-print(json.dumps({"first": first, "best": min(rest or [first]), "stages": stages()}))
+best = min([build() for _ in range(repeat - 1)] or [first])
+print(json.dumps({"first": first[0], "best": best[0], "best_cpu": best[1], "stages": stages()}))
 """
 
 _ALL = r"""
@@ -137,16 +138,17 @@ def main() -> None:
         whole = process_seconds(spec)
         got = timed_build(spec, args.repeat)
         parts = ", ".join(f"{k} {v:.3f}" for k, v in got["stages"].items())
-        print(f"{name:<5} process {whole:5.2f} s   build first {got['first']:.3f} s, best {got['best']:.3f} s"
-              f"   ({parts})")
+        print(f"{name:<5} process {whole:5.2f} s   build first {got['first']:.3f} s, best {got['best']:.3f} s "
+              f"(CPU {got['best_cpu']:.3f} s)   ({parts})")
     layers = [int(n) for n in args.layers.split(",")]
     sets = lambda n: [f"model.layers={n}", "expect.params=none"]  # noqa: E731 - other depths miss base's 65M
     got = [timed_build("specs/base.attn", args.repeat, sets(n)) for n in layers]
-    times = [g["best"] for g in got]
+    times, cpu = [g["best"] for g in got], [g["best_cpu"] for g in got]
     compiling = [g["stages"]["parse"] + g["stages"]["compile"] for g in got]
     shown = ", ".join(f"{n}: {t:.3f}" for n, t in zip(layers, times))
-    print(f"per layer (base, model.layers = {args.layers})  build {1000 * slope(layers, times):.1f} ms, "
-          f"parse + compile {1000 * slope(layers, compiling):.1f} ms   (best build s by layers: {shown})")
+    print(f"per layer (base, model.layers = {args.layers})  build {1000 * slope(layers, times):.1f} ms "
+          f"(CPU {1000 * slope(layers, cpu):.1f} ms), parse + compile {1000 * slope(layers, compiling):.1f} ms"
+          f"   (best build s by layers: {shown})")
     count = len(list((ROOT / "specs").rglob("*.attn")))
     print(f"all {count} specs: check + build --no-write in one process  {float(_python(_ALL, 'specs')):.2f} s")
     print(f"all {count} specs: the report's work with ir.flops for the FLOP count, one process  "
