@@ -214,8 +214,3 @@ def entry_makers(model: nodes.Model) -> dict[str, Callable[[], fx.Graph]]:
         makers["init_cache"] = partial(init_cache_graph, model)
         makers["decode_step"] = partial(decode_step_graph, model)
     return makers
-
-
-def entry_graphs(model: nodes.Model) -> dict[str, fx.Graph]:
-    """Every entry point's graph, lowered now."""
-    return {name: make() for name, make in entry_makers(model).items()}
