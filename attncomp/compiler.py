@@ -22,11 +22,17 @@ def _override_text(key: str, value: Any) -> str:
 
 def compile_spec(spec: nodes.Spec, passes: Sequence[str] = DEFAULT_PASSES,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> CompiledModel:
-    """A resolved Spec -> a model whose entry points run the optimised graphs."""
+    """A resolved Spec -> a model whose entry points run the optimised graphs.
+
+    On the meta device (shapes only: the build report, `--emit`) each entry point is lowered and
+    optimised when first read; a model with weights has them all made here, as plain methods.
+    """
     model = lower(spec, device=device)
     if dtype is not None:
         model = model.to(dtype)
-    return optimise(model, passes) if passes else model
+    if passes:
+        model = optimise(model, passes)
+    return model if torch.device(device or "cpu").type == "meta" else model.bind_all()
 
 
 def compile(source: str | os.PathLike | nodes.Spec, overrides: Sequence[str] = (), *,  # noqa: A001

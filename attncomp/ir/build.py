@@ -3,7 +3,9 @@
 Four steps, each with located errors:
 
 1. `_Builder` checks each file's tree against the IR's fields (unknown keys and values get "did you
-   mean") and converts it to plain data, remembering the span of every key it saw;
+   mean") and converts it to plain data, remembering the span of every key it saw; scalar values
+   are read by attncomp.ir.values, whose units (`25K`, `10min`) the syntax stage defines
+   (attncomp.syntax.units);
 2. `merge` lays the files over one another, base first, then the command-line overrides;
 3. `_fill_defaults` applies the rules that need the whole spec: model-level keys (d_model, heads, ...)
    are defaults for each stack, d_k = d_v = d_model / heads when unset, embedding dropout = residual;
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import keyword
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,9 @@ from pydantic import BaseModel, ValidationError
 from attncomp.errors import Span, SpecError, did_you_mean
 from attncomp.ir import nodes
 from attncomp.ir.schema import Kind, fields_of, keys_of, kind_name
+from attncomp.ir.values import SCALAR_READERS, SCALAR_TEXT, UNITS_ACCEPTED, literal, number, scalar_form
 from attncomp.syntax import ast
 
-COUNT_UNITS = {"K": 10**3, "k": 10**3, "M": 10**6, "G": 10**9, "B": 10**9}
-TIME_UNITS = {"s": Decimal(1) / 60, "sec": Decimal(1) / 60, "min": Decimal(1), "h": Decimal(60)}
 STACKS = ("encoder", "decoder")
 STACK_DEFAULTS = "_stack"  # where model-level d_model, heads, ... wait until stacks are known
 
@@ -42,8 +42,8 @@ class Doc:
 
 
 def _choice_text(cls: type[BaseModel]) -> str:
-    if cls in _SCALAR_TEXT:
-        return _SCALAR_TEXT[cls]
+    if cls in SCALAR_TEXT:
+        return SCALAR_TEXT[cls]
     args = [n for n in cls.model_fields if n != "kind"]
     return f"{kind_name(cls)}({', '.join(args)})" if args else kind_name(cls)
 
@@ -122,7 +122,7 @@ class _Builder:
             first = self.doc.spans[here]
             raise SpecError(f'"{last}" is set twice (first at line {first.line})', item.span)
         if kind.what == "block" and not (isinstance(item.value, ast.Name) and item.value.id == "none"
-                                         and kind.optional) and not _scalar_form(kind.members[0]):
+                                         and kind.optional) and not scalar_form(kind.members[0]):
             raise SpecError(f'"{last}" is a block; write {last} {{ ... }}', item.span)
         self.doc.spans[here] = item.span
         slot[last] = self.value(kind, item.value, here, last)
@@ -135,15 +135,15 @@ class _Builder:
         if kind.what == "choice":
             return self.choice(kind.members, raw, path, key)
         if kind.what == "block":
-            return _scalar_form(kind.members[0])(raw, key)
+            return scalar_form(kind.members[0])(raw, key)
         if kind.what == "literal":
-            return _literal(kind.members, raw, key)
+            return literal(kind.members, raw, key)
         if kind.what == "bool":
             if isinstance(raw, ast.Name) and raw.id in ("true", "false"):
                 return raw.id == "true"
             raise SpecError(f"{key} must be true or false", raw.span)
         if kind.what in ("int", "float"):
-            return _number(raw, key, integer=kind.what == "int")
+            return number(raw, key, integer=kind.what == "int")
         if isinstance(raw, (ast.Name, ast.String)):
             return raw.id if isinstance(raw, ast.Name) else raw.value
         raise SpecError(f"{key} must be a name", raw.span)
@@ -166,14 +166,14 @@ class _Builder:
                 return {"kind": name}
             return self.call(cls, raw, path)
         for member in members:
-            scalar = _SCALAR_READERS.get(member)
+            scalar = SCALAR_READERS.get(member)
             if scalar is not None:
                 converted = scalar(raw, key)
                 if converted is not None:
                     return converted
         forms = ", ".join(_choice_text(m) for m in members)
         if isinstance(raw, ast.Number) and raw.unit:
-            units = [u for m in members for u in _UNITS_ACCEPTED.get(m, ())]
+            units = [u for m in members for u in UNITS_ACCEPTED.get(m, ())]
             raise SpecError(f'unit "{raw.unit}" does not fit {key}{did_you_mean(raw.unit, units)}', raw.span,
                             hint=f"{key} takes {forms}")
         raise SpecError(f"{key} takes {forms}", raw.span)
@@ -209,117 +209,6 @@ class _Root(BaseModel):
 
 
 _ROOT = _Root
-
-
-def _literal(allowed: tuple, raw: ast.Value, key: str) -> str:
-    word = raw.id if isinstance(raw, ast.Name) else raw.value if isinstance(raw, ast.String) else None
-    options = " or ".join(f'"{a}"' for a in allowed)
-    if word is None:
-        raise SpecError(f"{key} must be one of {options}", raw.span)
-    if word not in allowed:
-        raise SpecError(f'unknown {key} "{word}"{did_you_mean(word, allowed)}', raw.span,
-                        hint=f"expected {options}")
-    return word
-
-
-def _decimal(raw: ast.Number, key: str) -> Decimal:
-    try:
-        value = Decimal(raw.text.replace("_", ""))
-    except InvalidOperation:
-        raise SpecError(f'"{raw.text}" is not a number', raw.span) from None
-    if value != 0 and value.adjusted() > 18:
-        raise SpecError(f"{key}: {raw.text}{raw.unit} is out of range", raw.span)
-    return -value if raw.negative else value
-
-
-def _number(raw: ast.Value, key: str, integer: bool) -> int | float:
-    if not isinstance(raw, ast.Number):
-        raise SpecError(f"{key} must be a number", raw.span)
-    value = _decimal(raw, key)
-    if raw.unit:
-        if raw.unit not in COUNT_UNITS:
-            known = list(COUNT_UNITS)
-            raise SpecError(f'unit "{raw.unit}" does not fit {key}{did_you_mean(raw.unit, known)}', raw.span,
-                            hint="a count takes K (thousand), M (million) or G (billion), or no unit")
-        value *= COUNT_UNITS[raw.unit]
-    if integer:
-        if value != value.to_integral_value():
-            raise SpecError(f"{key} must be a whole number, got {raw.text}{raw.unit}", raw.span)
-        return int(value)
-    return float(value)
-
-
-# --- scalar forms: values written without a call ----------------------------------------------
-
-
-def _read_steps(raw: ast.Value, key: str):
-    if isinstance(raw, ast.Number) and (not raw.unit or raw.unit in COUNT_UNITS):
-        return {"kind": "steps", "steps": _number(raw, key, integer=True)}
-    return None
-
-
-def _read_time(raw: ast.Value, key: str):
-    if isinstance(raw, ast.Number) and raw.unit in TIME_UNITS:
-        return {"kind": "time", "minutes": float(_decimal(raw, key) * TIME_UNITS[raw.unit])}
-    return None
-
-
-def _read_fixed(raw: ast.Value, key: str):
-    if isinstance(raw, ast.Number) and (not raw.unit or raw.unit in COUNT_UNITS):
-        return {"kind": "fixed", "length": _number(raw, key, integer=True)}
-    return None
-
-
-def _read_src_plus(raw: ast.Value, key: str):
-    if isinstance(raw, ast.Offset):
-        if raw.base != "src":
-            raise SpecError(f'{key} can be "src + k"; "{raw.base}" is unknown{did_you_mean(raw.base, ["src"])}',
-                            raw.span)
-        return {"kind": "src_plus", "offset": _number(raw.amount, key, integer=True)}
-    if isinstance(raw, ast.Name) and raw.id == "src":
-        return {"kind": "src_plus", "offset": 0}
-    return None
-
-
-def _read_tolerance(raw: ast.Value, key: str) -> dict:
-    if isinstance(raw, ast.Number):
-        return {"value": _number(raw, key, integer=False)}
-    if not isinstance(raw, ast.Tolerance):
-        raise SpecError(f"{key} expects a number with an optional tolerance, like 65M +- 5%", raw.span)
-    out = {"value": _number(raw.value, key, integer=False)}
-    tol = raw.tolerance
-    if isinstance(tol, ast.Number) and tol.unit == "%":
-        out["percent"] = float(_decimal(tol, key))
-    else:
-        out["absolute"] = _number(tol, key, integer=False)
-    return out
-
-
-_SCALAR_TEXT = {
-    nodes.Steps: "a number of updates (5000)",
-    nodes.Time: "a duration (30s, 10min, 2h)",
-    nodes.Fixed: "a number of tokens (200)",
-    nodes.SrcPlus: "src + k",
-}
-_UNITS_ACCEPTED = {nodes.Steps: tuple(COUNT_UNITS), nodes.Time: tuple(TIME_UNITS), nodes.Fixed: tuple(COUNT_UNITS)}
-
-_SCALAR_READERS = {
-    nodes.Steps: _read_steps,
-    nodes.Time: _read_time,
-    nodes.Fixed: _read_fixed,
-    nodes.SrcPlus: _read_src_plus,
-}
-
-
-def _read_bias(raw: ast.Value, key: str) -> dict:
-    """`bias = true|false`: both kinds of bias at once (what `bias` meant before it was a block)."""
-    if isinstance(raw, ast.Name) and raw.id in ("true", "false"):
-        return {"attention": raw.id == "true", "ffn": raw.id == "true"}
-    raise SpecError(f"{key} must be true, false or a block: {key} {{ attention = false  ffn = true }}", raw.span)
-
-
-def _scalar_form(cls):
-    return {nodes.Tolerance: _read_tolerance, nodes.Bias: _read_bias}.get(cls)
 
 
 # --- step 2: merge ----------------------------------------------------------------------------

@@ -6,10 +6,11 @@ every key; it is read off the pydantic models in attncomp.ir.nodes, so the langu
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel
 
@@ -59,18 +60,22 @@ def classify(annotation: Any) -> Kind:
     raise TypeError(f"unsupported annotation {annotation!r}")
 
 
-def fields_of(cls: type[BaseModel]) -> dict[str, Kind]:
-    return {name: classify(f.annotation) for name, f in cls.model_fields.items() if name != "kind"}
+@functools.cache
+def fields_of(cls: type[BaseModel]) -> Mapping[str, Kind]:
+    """The fields of an IR node and what each takes (read once per class: the IR is fixed)."""
+    return types.MappingProxyType({name: classify(f.annotation) for name, f in cls.model_fields.items()
+                                   if name != "kind"})
 
 
-def _model_keys() -> dict[str, Kind]:
+@functools.cache
+def _model_keys() -> Mapping[str, Kind]:
     """Keys a model block accepts: its own, plus stack keys that default both stacks."""
     own = {k: v for k, v in fields_of(nodes.Model).items() if k != "name"}
     stack = fields_of(nodes.Decoder)
-    return {**stack, **own}
+    return types.MappingProxyType({**stack, **own})
 
 
-def keys_of(cls: type[BaseModel]) -> dict[str, Kind]:
+def keys_of(cls: type[BaseModel]) -> Mapping[str, Kind]:
     return _model_keys() if cls is nodes.Model else fields_of(cls)
 
 

@@ -9,12 +9,14 @@ torch.compile see an ordinary module.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import linecache
-from typing import Callable
+from typing import Callable, Iterator, Mapping
 
 import torch
 from torch import fx, nn
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from attncomp.ir import nodes
 
@@ -33,18 +35,73 @@ def graph_function(graph: fx.Graph, name: str) -> Callable:
     return fn
 
 
+class EntryGraphs(Mapping[str, fx.Graph]):
+    """The entry points' graphs by name, each made the first time it is read and then kept.
+
+    Lowering and passes then cost only the entry points a caller reads: the build report reads
+    `forward` alone. `then(step)` chains a step (the passes) that also runs on first read.
+    """
+
+    def __init__(self, makers: Mapping[str, Callable[[], fx.Graph]]):
+        self._makers = dict(makers)
+        self._made: dict[str, fx.Graph] = {}
+
+    @classmethod
+    def of(cls, graphs: Mapping[str, fx.Graph]) -> "EntryGraphs":
+        made = cls({name: functools.partial(lambda g: g, graph) for name, graph in graphs.items()})
+        made._made.update(graphs)
+        return made
+
+    def __getitem__(self, name: str) -> fx.Graph:
+        if name not in self._made:
+            self._made[name] = self._makers[name]()  # KeyError for a name the model lacks, as a dict
+        return self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+    @property
+    def made(self) -> list[str]:
+        """The entry points made so far."""
+        return list(self._made)
+
+    def then(self, step: Callable[[str, fx.Graph], fx.Graph]) -> "EntryGraphs":
+        """Graphs that are `step(name, graph)` of these, each made on first read."""
+        return EntryGraphs({name: functools.partial(self._after, step, name) for name in self._makers})
+
+    def _after(self, step: Callable[[str, fx.Graph], fx.Graph], name: str) -> fx.Graph:
+        return step(name, self[name])
+
+
+class _EntryMethod:
+    """A class attribute that becomes the entry point's generated method the first time it is looked up."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, obj, owner):
+        if obj is None:
+            return self
+        fn = graph_function(obj.graphs[self.name], self.name)
+        setattr(owner, self.name, fn)  # the class is this model's own (made by with_graphs)
+        return fn.__get__(obj, owner)
+
+
 class CompiledModel(nn.Module):
     """A compiled spec. Entry points: see attncomp.lower.stacks; `graphs` holds their fx graphs."""
 
     spec: nodes.Spec
-    graphs: dict[str, fx.Graph]
+    graphs: EntryGraphs
 
     def __init__(self, spec: nodes.Spec, params: nn.Module):
         super().__init__()
         for name, child in params.named_children():
             self.add_module(name, child)
         self.spec = spec
-        self.graphs = {}
+        self.graphs = EntryGraphs({})
 
     @property
     def entry_points(self) -> list[str]:
@@ -54,11 +111,24 @@ class CompiledModel(nn.Module):
         """An fx.GraphModule of one entry point over this model's parameters (for passes, printing)."""
         return fx.GraphModule(self, self.graphs[name], class_name=f"{self.spec.model.name}_{name}")
 
-    def with_graphs(self, graphs: dict[str, fx.Graph]) -> "CompiledModel":
-        """This model, its methods now generated from `graphs` (same parameters, same object)."""
-        methods = {name: graph_function(graph, name) for name, graph in graphs.items()}
+    def pass_module(self, graph: fx.Graph) -> fx.GraphModule:
+        """A GraphModule over this model's parameters that generates its code only when asked (for passes)."""
+        return _LazyGraphModule(self, graph, class_name=f"{self.spec.model.name}_pass")
+
+    def with_graphs(self, graphs: Mapping[str, fx.Graph]) -> "CompiledModel":
+        """This model, its methods now generated from `graphs` (same parameters, same object).
+
+        A method's code is generated when it is first looked up; `bind_all()` generates them all now.
+        """
+        methods = {name: _EntryMethod(name) for name in graphs}
         self.__class__ = type(f"{self.spec.model.name}_compiled", (CompiledModel,), methods)
-        self.graphs = dict(graphs)
+        self.graphs = graphs if isinstance(graphs, EntryGraphs) else EntryGraphs.of(graphs)
+        return self
+
+    def bind_all(self) -> "CompiledModel":
+        """Make every entry point's graph and method now, so torch.compile and DDP see plain methods."""
+        for name in self.graphs:
+            getattr(self, name)
         return self
 
     def output_weight(self) -> torch.Tensor:

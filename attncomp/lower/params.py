@@ -21,6 +21,14 @@ from torch import nn
 from attncomp.ir import nodes
 
 
+def embedding(rows: int, dim: int) -> nn.Embedding:
+    """nn.Embedding; on the meta device without its default N(0, 1) fill, which on meta runs a Python
+    decomposition that imports torch._dynamo (seconds, once per process) to fill nothing."""
+    if torch.get_default_device().type == "meta":
+        return nn.Embedding(rows, dim, _weight=torch.empty(rows, dim))
+    return nn.Embedding(rows, dim)
+
+
 class Attention(nn.Module):
     def __init__(self, d_q: int, d_kv: int, heads: int, d_k: int, d_v: int, kind: str, bias: bool):
         super().__init__()
@@ -57,7 +65,7 @@ class Stack(nn.Module):
     def __init__(self, stack: nodes.Stack, positions, d_memory: int | None, bias: nodes.Bias, eps: float):
         super().__init__()
         if isinstance(positions, nodes.Learned):
-            self.pos = nn.Embedding(positions.max_len, stack.d_model)
+            self.pos = embedding(positions.max_len, stack.d_model)
         self.layers = nn.ModuleList(Layer(stack, d_memory, bias, eps) for _ in range(stack.layers))
         if stack.norm == "pre":
             self.norm = nn.LayerNorm(stack.d_model, eps=eps)
@@ -70,12 +78,12 @@ class Parameters(nn.Module):
         super().__init__()
         enc, dec = model.encoder, model.decoder
         if model.tie == "all":
-            self.embed = nn.Embedding(model.tgt_vocab, model.d_model)
+            self.embed = embedding(model.tgt_vocab, model.d_model)
         else:
             if enc is not None:
-                self.src_embed = nn.Embedding(model.src_vocab, enc.d_model)
+                self.src_embed = embedding(model.src_vocab, enc.d_model)
             if dec is not None:
-                self.tgt_embed = nn.Embedding(model.tgt_vocab, dec.d_model)
+                self.tgt_embed = embedding(model.tgt_vocab, dec.d_model)
         if model.tie == "none":
             self.output = nn.Linear(model.d_model, model.tgt_vocab, bias=False)
         if enc is not None:

@@ -23,6 +23,8 @@ self-attention needs only the causal mask; source padding is masked wherever the
 from __future__ import annotations
 
 import operator
+from functools import partial
+from typing import Callable
 
 import torch
 from torch import fx
@@ -202,14 +204,13 @@ def _cached_self_attn(b, model, prefix: str, dec: nodes.Stack, h: Node, past_k: 
     return b.module(f"{attn}.o_proj", merge_heads(b, out))
 
 
-def entry_graphs(model: nodes.Model) -> dict[str, fx.Graph]:
-    """Every entry point the model has, by name (`hidden*` serve training, see attncomp.train.step)."""
-    graphs = {"forward": forward_graph(model), "hidden": forward_graph(model, project=False)}
+def entry_makers(model: nodes.Model) -> dict[str, Callable[[], fx.Graph]]:
+    """How to lower every entry point the model has, by name (`hidden*` serve training, see attncomp.train.step)."""
+    makers = {"forward": partial(forward_graph, model), "hidden": partial(forward_graph, model, project=False)}
     if model.encoder is not None:
-        graphs["hidden_dense"] = forward_graph(model, project=False, padded=False)
-    if model.encoder is not None:
-        graphs["encode"] = encode_graph(model)
+        makers["hidden_dense"] = partial(forward_graph, model, project=False, padded=False)
+        makers["encode"] = partial(encode_graph, model)
     if model.decoder is not None:
-        graphs["init_cache"] = init_cache_graph(model)
-        graphs["decode_step"] = decode_step_graph(model)
-    return graphs
+        makers["init_cache"] = partial(init_cache_graph, model)
+        makers["decode_step"] = partial(decode_step_graph, model)
+    return makers

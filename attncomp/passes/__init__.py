@@ -50,9 +50,14 @@ def run_passes(gm: fx.GraphModule, names: Sequence[str]) -> tuple[fx.GraphModule
 
 
 def optimise(model: CompiledModel, names: Sequence[str] = DEFAULT_PASSES) -> CompiledModel:
-    """Run the passes over every entry point and rebind the model's methods to the results."""
-    graphs = {name: run_passes(model.graph_module(name), names)[0].graph for name in model.entry_points}
-    return model.with_graphs(graphs)
+    """Rebind the model's methods to its entry points after the passes.
+
+    The passes run over an entry point when its graph or method is first read, on a GraphModule that
+    generates Python code only if asked: the method is generated once, from the final graph.
+    """
+    check_pass_names(names)
+    names = tuple(names)
+    return model.with_graphs(model.graphs.then(lambda _, graph: run_passes(model.pass_module(graph), names)[0].graph))
 
 
 __all__ = ["DEFAULT_PASSES", "PASSES", "count_fused", "optimise", "run_passes"]

@@ -119,6 +119,13 @@ def record_extension(out: Path, path: Path, step: int, changes: list[str]) -> No
     files.write_atomically(record, json.dumps(data, indent=2) + "\n")
 
 
+def all_reduce(t: torch.Tensor) -> torch.Tensor:
+    """Sum `t` over the workers in place (nothing to do for one)."""
+    if dist.is_initialized():
+        dist.all_reduce(t)
+    return t
+
+
 def agree(values: list[float], device: torch.device) -> list[float]:
     """The element-wise maximum over all ranks (a rank with nothing to say passes 0)."""
     if not dist.is_initialized():

@@ -156,3 +156,18 @@ def test_golden_graph_of_the_tiny_spec(stage):
                              attncomp.compiler.DEFAULT_PASSES, device="meta")
     for entry in model.entry_points:
         check_golden(GOLDEN / stage / f"tiny.{entry}.fx", model.graph_module(entry).code.lstrip("\n"))
+
+
+def test_entry_points_are_made_on_first_use_on_meta_and_all_at_once_with_weights():
+    import types
+
+    from attncomp.compiler import compile_spec
+
+    spec = ir.load(ROOT / "specs/examples/tiny.attn")
+    meta = compile_spec(spec, device="meta")
+    assert meta.graphs.made == [] and set(meta.entry_points) >= {"forward", "encode", "decode_step"}
+    meta.forward  # noqa: B018 - looking the method up makes it
+    assert meta.graphs.made == ["forward"]
+    real = compile_spec(spec)
+    assert set(real.graphs.made) == set(real.entry_points)
+    assert all(isinstance(type(real).__dict__[name], types.FunctionType) for name in real.entry_points)

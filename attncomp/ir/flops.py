@@ -1,0 +1,57 @@
+"""Training FLOPs per target token, counted from the IR alone, without building or running anything.
+
+It counts what `torch.utils.flop_counter` counts when the optimised forward and backward run on
+meta tensors (the build report's figure; equal for every shipped spec and variant, tested in
+tests/ir/test_flops.py): the matrix products, nothing else (biases, norms, softmax, masks and
+the other elementwise work are not counted).
+
+- a projection x W^T with N rows costs 2 N d_in d_out forward, and as much again for each of the
+  two gradients (of x and of W): 6 N d_in d_out;
+- an attention over Tq queries and Tk keys costs 2 B h Tq Tk (d_k + d_v) forward (scores, then
+  weights @ values; the additive score's product with v_a costs what q @ k^T does) and twice that
+  backward (both operands of both products): 6 B h Tq Tk (d_k + d_v).
+
+Counted for `batch` sentences of `length` source and `length` target tokens, per target token.
+"""
+
+from __future__ import annotations
+
+from attncomp.ir import nodes
+
+FLOP_BATCH, FLOP_LENGTH = 8, 64  # the build report's sentences
+
+
+def _projection(rows: int, d_in: int, d_out: int) -> int:
+    return 6 * rows * d_in * d_out
+
+
+def _attention(stack: nodes.Stack, batch: int, t_q: int, t_k: int, d_memory: int) -> int:
+    """One attention sublayer: q from the stack's states, k and v from `d_memory`-wide states."""
+    h, d = stack.heads, stack.d_model
+    rows_q, rows_k = batch * t_q, batch * t_k
+    count = _projection(rows_q, d, h * stack.d_k) + _projection(rows_q, h * stack.d_v, d)  # q_proj, o_proj
+    count += _projection(rows_k, d_memory, h * stack.d_k) + _projection(rows_k, d_memory, h * stack.d_v)
+    return count + 6 * batch * h * t_q * t_k * (stack.d_k + stack.d_v)
+
+
+def _layer(stack: nodes.Stack, batch: int, length: int, d_memory: int | None) -> int:
+    count = _attention(stack, batch, length, length, stack.d_model)
+    if d_memory is not None:  # cross-attention: memory of `length` source tokens
+        count += _attention(stack, batch, length, length, d_memory)
+    rows = batch * length
+    return count + _projection(rows, stack.d_model, stack.d_ff) + _projection(rows, stack.d_ff, stack.d_model)
+
+
+def training_flops(spec: nodes.Spec, batch: int = FLOP_BATCH, length: int = FLOP_LENGTH) -> float:
+    """Forward and backward FLOPs of one training step, per target token (the build report's figure)."""
+    m = spec.model
+    enc, dec = m.encoder, m.decoder
+    total = 0
+    if enc is not None:
+        total += enc.layers * _layer(enc, batch, length, None)
+    if dec is not None:
+        d_memory = enc.d_model if enc is not None else None
+        total += dec.layers * _layer(dec, batch, length, d_memory)
+    top = dec if dec is not None else enc
+    total += _projection(batch * length, top.d_model, m.tgt_vocab)  # the pre-softmax linear
+    return total / (batch * length)

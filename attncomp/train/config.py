@@ -1,0 +1,56 @@
+"""What a training run is told (RunConfig), and what is made straight from it: the vocabulary check
+and the optimiser."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from attncomp.data.dataset import PreparedData
+from attncomp.errors import DataError
+
+
+@dataclass
+class RunConfig:
+    factory: Callable  # factory(device) -> CompiledModel; picklable (functools.partial)
+    spec_text: str
+    spec_hash: str
+    data: str
+    out: str
+    device: str = "cpu"  # "cuda" or "cpu"
+    max_tokens_per_worker: int = 4096
+    resume: bool = False
+    compile: bool = False
+    profile: bool = False
+    log_every: int = 10
+    log_interval: float = 60.0  # seconds between progress lines without a terminal (train.monitor)
+    stop_at: int | None = None  # save and stop after this update (resume later with --resume)
+    time_limit: float | None = None  # minutes: then save, average and finish as if the steps were done
+    fused_loss: bool = True  # the output projection and the loss in chunks, without full logits
+    fsdp: bool = False  # shard parameters, gradients and optimiser state across workers (FSDP2)
+    timeout: float = 600.0  # seconds a collective may wait for a peer before the run stops
+    # resume_check(stored spec text, checkpoint name) -> the allowed changes ("key: old -> new"), or raises
+    resume_check: Callable[[str, str], list[str]] | None = None
+
+
+def check_vocab(data: PreparedData, m) -> None:
+    """The data's vocabulary sizes must be the model's (`m`: the spec's model)."""
+    have = (data.vocab["src_size"], data.vocab["tgt_size"])
+    need = (m.tgt_vocab, m.tgt_vocab) if m.encoder is None else (m.src_vocab, m.tgt_vocab)
+    if m.encoder is None and not data.vocab["shared"]:
+        raise DataError(f"a decoder-only model reads source and target with one vocabulary, but {data.path} "
+                        "has separate ones; prepare it without --separate-vocab")
+    if have != need:
+        shown = f"shared({have[0]})" if data.vocab["shared"] else f"separate(src = {have[0]}, tgt = {have[1]})"
+        raise DataError(f"{data.path} has a vocabulary of {have[0]}{'' if have[0] == have[1] else ' + ' + str(have[1])}"
+                        f" tokens but the spec's model expects {need[0]}"
+                        f"{'' if need[0] == need[1] else ' + ' + str(need[1])}; prepare the data with that size, "
+                        f'or train with --set "model.vocab={shown}"')
+
+
+def make_optimizer(spec_optimizer, params, cuda: bool) -> torch.optim.Optimizer:
+    kind = torch.optim.AdamW if spec_optimizer.kind == "adamw" else torch.optim.Adam
+    return kind(params, lr=1.0, betas=(spec_optimizer.beta1, spec_optimizer.beta2), eps=spec_optimizer.eps,
+                weight_decay=spec_optimizer.weight_decay, fused=cuda or None)

@@ -1,0 +1,100 @@
+"""The state of a run between updates — step, position in the data, model, optimiser, schedule, RNG —
+and its save and resume: atomic checkpoints (sharded under FSDP), resume checks, the final average."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from attncomp import __version__
+from attncomp import checkpoint as ckpt
+from attncomp.errors import TrainingError
+from attncomp.train import cluster, states
+from attncomp.train.batches import RunData
+from attncomp.train.config import RunConfig
+from attncomp.train.monitor import Monitor
+
+
+class RunState:
+    def __init__(self, cfg: RunConfig, rank: int, world: int, model, optimizer, scheduler, data: RunData,
+                 monitor: Monitor):
+        self.cfg, self.rank, self.world, self.out = cfg, rank, world, Path(cfg.out)
+        self.model, self.optimizer, self.scheduler, self.data, self.monitor = model, optimizer, scheduler, data, monitor
+        self.recipe = model.spec.train
+        self.step, self.position = 0, (0, 0)
+        self.last_save = time.monotonic()
+
+    def _header(self, metrics: dict) -> ckpt.Header:
+        return ckpt.Header(attncomp=__version__, kind="train", spec=self.cfg.spec_text, spec_hash=self.cfg.spec_hash,
+                           tokenizers=self._tokenizers(), data=json.dumps(self.data.data.manifest), step=self.step,
+                           position=tuple(self.position), metrics=metrics, sharded=self.cfg.fsdp)
+
+    def save(self, metrics: dict) -> Path:
+        """A checkpoint: one file written by rank 0, or under FSDP a directory of DCP shards, one per worker."""
+        rng = states.rng_states(self.data.device, self.data.cuda, self.world)
+        tensors = states.for_checkpoint(self.model, self.optimizer, self.cfg.fsdp)
+        path = ckpt.checkpoint_path(self.out, self.step, sharded_dir=self.cfg.fsdp)
+        saved = ckpt.Checkpoint(self._header(metrics), model=tensors["model"], optimizer=tensors["optimizer"],
+                                scheduler=self.scheduler.state_dict(), rng=rng)
+        if self.cfg.fsdp:
+            ckpt.sharded.save(saved, tensors, path, self.rank, ckpt.write_file)
+        elif self.rank == 0:
+            ckpt.save(saved, path)
+        if self.rank == 0:
+            ckpt.prune(self.out, self.recipe.checkpoint.keep)
+        if dist.is_initialized():
+            dist.barrier()
+        self.last_save = time.monotonic()
+        return path
+
+    def _tokenizers(self) -> dict[str, torch.Tensor]:
+        def blob(side: str) -> torch.Tensor:
+            return torch.frombuffer(bytearray(self.data.data.tokenizer(side).model_bytes), dtype=torch.uint8)
+
+        return {"src": blob("src"), "tgt": blob("tgt")}
+
+    def remove_stale(self) -> None:
+        for path in ckpt.remove_stale(self.out):
+            self.monitor.note(f"removed {path}, left behind by a save that was interrupted")
+
+    def _check_spec(self, path: Path, header: ckpt.Header) -> None:
+        """The same spec, or one that only changes how long the run goes (recorded in the log and run.json)."""
+        if header.spec_hash == self.cfg.spec_hash:
+            return
+        if self.cfg.resume_check is None:
+            raise TrainingError(f"{path} was trained with another spec; resume with the same spec and --set options")
+        changes = self.cfg.resume_check(header.spec, str(path))
+        self.monitor.note(f"extending the run from step {header.step}: {'; '.join(changes)}")
+        if self.rank == 0:
+            cluster.record_extension(self.out, path, header.step, changes)
+
+    def restore(self) -> None:
+        found = cluster.agree_on_checkpoint(self.out, self.rank, self.world, self.monitor.note)
+        if found is None:
+            self.monitor.note(f"no checkpoint in {self.out}; starting from step 0")
+            return
+        path, header = found.path, found.header
+        if header.kind != "train":
+            raise TrainingError(f"{path} is an averaged checkpoint; training resumes from a train checkpoint")
+        self._check_spec(path, header)
+        states.load(self.model, self.optimizer, self.cfg.fsdp, found)
+        self.scheduler.load_state_dict(found.scheduler)
+        self.step, self.position = header.step, tuple(header.position)
+        if len(found.rng) == self.world:
+            states.set_rng_state(found.rng[self.rank], self.data.device, self.data.cuda)
+        else:
+            self.monitor.note(f"{path} was written by {len(found.rng)} workers, this run has {self.world}: "
+                              "dropout continues from fresh random streams")
+        self.monitor.note(f"resumed from {path} at step {self.step}")
+
+    def average(self) -> None:
+        """Rank 0 averages the last checkpoints (the spec's average_last) into checkpoint_avg.pt."""
+        if self.rank == 0:
+            last = ckpt.last_readable(self.out, self.recipe.checkpoint.average_last, warn=self.monitor.note)
+            if last:
+                ckpt.save(ckpt.average(last, warn=self.monitor.note), self.out / ckpt.AVERAGE)
+                self.monitor.note(f"averaged {len(last)} checkpoint(s) into {self.out / ckpt.AVERAGE}")
