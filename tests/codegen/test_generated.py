@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,9 +27,9 @@ def load_module(path: Path, name: str):
     return module
 
 
-def rendered_module(spec, tmp_path: Path, name="gen"):
+def rendered_module(spec, tmp_path: Path, name="gen", **options):
     path = tmp_path / f"{name}.py"
-    path.write_text(render(spec, "model m { }", "inline.attn"))
+    path.write_text(render(spec, "model m { }", "inline.attn", **options))
     return load_module(path, f"attncomp_test_{name}")
 
 
@@ -82,6 +84,7 @@ def test_generated_module_equals_the_compiled_graphs(name, tmp_path):
     if m.encoder is not None and m.decoder is not None:
         assert (generated(src, tgt) - compiled(src, tgt)).abs().max() < 1e-9
         assert (generated.encode(src) - compiled.encode(src)).abs().max() < 1e-9
+        assert (generated.hidden_dense(src, tgt) - compiled.hidden_dense(src, tgt)).abs().max() < 1e-9
         caches = [model.init_cache(src, model.encode(src)) for model in (generated, compiled)]
     elif m.decoder is not None:
         assert (generated(tgt) - compiled(tgt)).abs().max() < 1e-9
@@ -94,6 +97,41 @@ def test_generated_module_equals_the_compiled_graphs(name, tmp_path):
         (a, caches[0]), (b, caches[1]) = generated.decode_step(tokens, caches[0]), compiled.decode_step(tokens, caches[1])
         assert (a - b).abs().max() < 1e-9
         tokens = a.argmax(-1, keepdim=True).clamp(min=5)
+
+
+@pytest.mark.parametrize("passes", [(), ("canonicalize", "fuse_attention")])
+def test_generated_module_is_the_program_the_chosen_passes_made(passes, tmp_path):
+    spec = small(ir.load(ROOT / "specs/base.attn"))
+    text = render(spec, "model m { }", "inline.attn", passes=passes)
+    fused = "fuse_attention" in passes
+    assert ("F.scaled_dot_product_attention(" in text) == fused
+    assert ("torch.softmax(" in text) != fused
+    assert "torch.cat((self_attn_q_proj_weight" not in text  # fuse_qkv did not run
+    assert "torch.cat((self_attn_q_proj_weight" in render(spec, "model m { }", "inline.attn")
+    compiled = attncomp.compile(spec, passes=passes, dtype=torch.float64).eval()
+    generated = rendered_module(spec, tmp_path, f"p{len(passes)}", passes=passes).Model().double().eval()
+    generated.load_state_dict(compiled.state_dict())
+    src, tgt = batch(spec)
+    assert (generated(src, tgt) - compiled(src, tgt)).abs().max() < 1e-9
+
+
+def test_layers_are_a_loop_not_copies():
+    spec = small(ir.load(ROOT / "specs/base.attn"))
+    texts = [render(spec.model_copy(update={"model": spec.model.model_copy(update={
+        name: getattr(spec.model, name).model_copy(update={"layers": n}) for name in ("encoder", "decoder")})}),
+        "model m { }", "inline.attn") for n in (2, 3)]
+    assert len(texts[0].splitlines()) == len(texts[1].splitlines())
+    assert "layers.1" not in texts[1] and "layers, \"1\"" not in texts[1]
+    assert "for i, layer in enumerate(self.encoder.layers):" in texts[1]
+    assert texts[1].count("class EncoderLayer(nn.Module):") == 1
+
+
+def test_codegen_does_not_import_the_runtime():
+    code = ("import sys, attncomp.codegen; "
+            "bad = [m for m in sys.modules if m.split('.')[1:2] in (['train'], ['decode'], ['checkpoint'], ['data'])"
+            " and m.startswith('attncomp.')]; print(bad); sys.exit(bool(bad))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_dropout_follows_train_and_eval(tmp_path):
