@@ -6,9 +6,10 @@ method of the layer class; every layer must compute the same (equal signatures).
 one placeholder call per stack, which becomes
 
     for i, layer in enumerate(self.decoder.layers):
-        getitem_2, getitem_3 = cache[1 + 2 * i], cache[2 + 2 * i]     # this layer's cache entries
-        x, cat, cat_1 = layer.decode_step(x, getitem_2, getitem_3)   # the layer's method
-        per_layer += (cat, cat_1)                                     # what the entry point returns
+        cache_0 = cache[2 * i]                               # this layer's cache entries
+        cache_1 = cache[1 + 2 * i]
+        cat, cat_1, x = layer.decode_step(x, cache_0, cache_1)   # the layer's method
+        per_layer += (cat, cat_1)                            # what the entry point returns
 
 An input of the layer is the previous layer's output (the stream `x`), the same value for every
 layer (a mask, the encoder's memory), or an entry of an argument at an index affine in i (a cache).
@@ -91,9 +92,16 @@ def method_text(graph: fx.Graph, name: str, indent: str = "    ") -> tuple[str, 
 
 
 def _params(regions: list[Region], names: dict[fx.Node, str]) -> list[str]:
-    """Placeholder names: the stream is x; any other input keeps layer 0's name for it."""
+    """Placeholder names: the stream is x; the others are named after layer 0's inputs."""
     stream = _stream_position(regions)
-    return ["x" if j == stream else names.get(n, n.name) for j, n in enumerate(_inputs(regions[0]))]
+    return ["x" if j == stream else _input_name(n, names) for j, n in enumerate(_inputs(regions[0]))]
+
+
+def _input_name(node: fx.Node, names: dict[fx.Node, str]) -> str:
+    """An argument's entry is named after it and layer 0's index (cache_1); other inputs keep their name."""
+    if node.op == "call_function" and node.target is operator.getitem and isinstance(node.args[1], int):
+        return f"{node.args[0].name}_{node.args[1]}"
+    return names.get(node, node.name)
 
 
 def _is_training(node: fx.Node) -> bool:

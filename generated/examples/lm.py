@@ -175,7 +175,7 @@ class DecoderLayer(nn.Module):
         add_1 = torch.add(add, dropout_1)
         return add_1
 
-    def decode_step(self, x, getitem_1, getitem_2):
+    def decode_step(self, x, cache_0, cache_1):
         training = self.training
         self_attn_norm = self.self_attn_norm(x)
         self_attn_q_proj_weight = self.self_attn.q_proj.weight
@@ -189,14 +189,14 @@ class DecoderLayer(nn.Module):
         linear = F.linear(self_attn_norm, cat, cat_1)
         split = torch.split(linear, (512, 512, 512), -1)
         getitem = split[0]
-        getitem_3 = split[1]
-        getitem_4 = split[2]
-        unflatten = torch.unflatten(getitem_3, -1, (8, 64))
+        getitem_1 = split[1]
+        getitem_2 = split[2]
+        unflatten = torch.unflatten(getitem_1, -1, (8, 64))
         transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_4, -1, (8, 64))
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 64))
         transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        cat_2 = torch.cat((getitem_1, transpose), 2)
-        cat_3 = torch.cat((getitem_2, transpose_1), 2)
+        cat_2 = torch.cat((cache_0, transpose), 2)
+        cat_3 = torch.cat((cache_1, transpose_1), 2)
         unflatten_2 = torch.unflatten(getitem, -1, (8, 64))
         transpose_2 = torch.transpose(unflatten_2, 1, 2)
         dropout_p = ops.dropout_p(0.1, training)
@@ -291,9 +291,9 @@ class Model(nn.Module):
         x = dropout
         per_layer = ()
         for i, layer in enumerate(self.decoder.layers):
-            getitem_1 = cache[2 * i]
-            getitem_2 = cache[1 + 2 * i]
-            cat, cat_1, x = layer.decode_step(x, getitem_1, getitem_2)
+            cache_0 = cache[2 * i]
+            cache_1 = cache[1 + 2 * i]
+            cat, cat_1, x = layer.decode_step(x, cache_0, cache_1)
             per_layer += (cat, cat_1)
         decoder_out = x
         decoder_per_layer = per_layer

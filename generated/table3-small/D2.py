@@ -356,7 +356,7 @@ class DecoderLayer(nn.Module):
         transpose_1 = torch.transpose(unflatten_1, 1, 2)
         return (transpose, transpose_1)
 
-    def decode_step(self, x, getitem_2, getitem_3, getitem_4, getitem_5, logical_not):
+    def decode_step(self, x, cache_1, cache_2, cache_3, cache_4, logical_not):
         training = self.training
         self_attn_q_proj_weight = self.self_attn.q_proj.weight
         self_attn_k_proj_weight = self.self_attn.k_proj.weight
@@ -365,14 +365,14 @@ class DecoderLayer(nn.Module):
         linear = F.linear(x, cat, None)
         split = torch.split(linear, (128, 128, 128), -1)
         getitem = split[0]
-        getitem_6 = split[1]
-        getitem_7 = split[2]
-        unflatten = torch.unflatten(getitem_6, -1, (8, 16))
+        getitem_1 = split[1]
+        getitem_2 = split[2]
+        unflatten = torch.unflatten(getitem_1, -1, (8, 16))
         transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_7, -1, (8, 16))
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 16))
         transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        cat_1 = torch.cat((getitem_2, transpose), 2)
-        cat_2 = torch.cat((getitem_3, transpose_1), 2)
+        cat_1 = torch.cat((cache_1, transpose), 2)
+        cat_2 = torch.cat((cache_2, transpose_1), 2)
         unflatten_2 = torch.unflatten(getitem, -1, (8, 16))
         transpose_2 = torch.transpose(unflatten_2, 1, 2)
         scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, cat_1, cat_2, scale = 0.25)
@@ -385,7 +385,7 @@ class DecoderLayer(nn.Module):
         cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)
         unflatten_3 = torch.unflatten(cross_attn_q_proj, -1, (8, 16))
         transpose_4 = torch.transpose(unflatten_3, 1, 2)
-        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_4, getitem_4, getitem_5, scale = 0.25, attn_mask = logical_not)
+        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_4, cache_3, cache_4, scale = 0.25, attn_mask = logical_not)
         transpose_5 = torch.transpose(scaled_dot_product_attention_1, 1, 2)
         flatten_1 = torch.flatten(transpose_5, -2)
         cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)
@@ -563,12 +563,12 @@ class Model(nn.Module):
         x = dropout
         per_layer = ()
         for i, layer in enumerate(self.decoder.layers):
-            getitem_2 = cache[1 + 4 * i]
-            getitem_3 = cache[2 + 4 * i]
-            getitem_4 = cache[3 + 4 * i]
-            getitem_5 = cache[4 + 4 * i]
-            cat, cat_1, x = layer.decode_step(x, getitem_2, getitem_3, getitem_4, getitem_5, logical_not)
-            per_layer += (cat, cat_1, getitem_4, getitem_5)
+            cache_1 = cache[1 + 4 * i]
+            cache_2 = cache[2 + 4 * i]
+            cache_3 = cache[3 + 4 * i]
+            cache_4 = cache[4 + 4 * i]
+            cat, cat_1, x = layer.decode_step(x, cache_1, cache_2, cache_3, cache_4, logical_not)
+            per_layer += (cat, cat_1, cache_3, cache_4)
         decoder_out = x
         decoder_per_layer = per_layer
         select = torch.select(decoder_out, 1, -1)
