@@ -1,13 +1,14 @@
 """Print the compiled model's module tree as classes, so parameter names (and the state dict) match.
 
-Leaves are written as their constructors (nn.Linear, nn.LayerNorm, nn.Embedding, a bare
-nn.Parameter); every other module becomes a class named after where it sits (`self_attn` ->
+Leaves are written as their constructors (any module of torch.nn without children: nn.Linear,
+nn.LayerNorm, nn.Embedding, ...; a bare nn.Parameter); every other module becomes a class named after where it sits (`self_attn` ->
 SelfAttention, an item of `encoder.layers` -> EncoderLayer), which also receives the methods the
 printer made for it. The same name with a different body gets its parent's name in front.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 from torch import nn
@@ -34,15 +35,29 @@ class ClassText:
 
 
 def _leaf(module: nn.Module) -> str | None:
-    if isinstance(module, nn.Linear):
-        return f"nn.Linear({module.in_features}, {module.out_features}, bias={module.bias is not None})"
-    if isinstance(module, nn.LayerNorm):
-        if not module.elementwise_affine or len(module.normalized_shape) != 1:
-            raise ModuleError("only LayerNorm over the last dimension with weight and bias is printed")
-        return f"nn.LayerNorm({module.normalized_shape[0]}, eps={module.eps!r}, bias={module.bias is not None})"
-    if isinstance(module, nn.Embedding):
-        return f"nn.Embedding({module.num_embeddings}, {module.embedding_dim})"
-    return None
+    """`nn.Name(args)` for a module of torch.nn without children, read back from its attributes:
+    required arguments by position, the others by keyword where they differ from the default. So
+    a norm or an embedding the lowering starts to use is printed with no change here."""
+    cls = type(module)
+    if cls.__module__.split(".")[:2] != ["torch", "nn"] or isinstance(module, nn.ModuleList) or \
+            next(module.children(), None) is not None:
+        return None
+    args = []
+    for name, param in inspect.signature(cls.__init__).parameters.items():
+        if name in ("self", "device", "dtype") or name.startswith("_") or param.kind in (param.VAR_POSITIONAL,
+                                                                                           param.VAR_KEYWORD):
+            continue
+        if name == "bias" and not isinstance(getattr(module, "bias", None), bool):
+            value = module.bias is not None  # a Parameter or None on the module, a bool in the signature
+        elif hasattr(module, name):
+            value = getattr(module, name)
+        else:
+            raise ModuleError(f"cannot read {cls.__name__}'s argument {name} back from the module")
+        if param.default is inspect.Parameter.empty:
+            args.append(repr(value))
+        elif value != param.default:
+            args.append(f"{name}={value!r}")
+    return f"nn.{cls.__name__}({', '.join(args)})"
 
 
 def _camel(name: str) -> str:
@@ -83,7 +98,7 @@ class Printer:
             if len(names) != 1:
                 raise ModuleError(f"the items of {path} differ")
             return f"nn.ModuleList({names.pop()}() for _ in range({len(module)}))"
-        name = self._class(module, _camel(attr), path, parent, f"The parameters of a `{attr}`.")
+        name = self._class(module, _camel(attr), path, parent, f"The parameters of `{attr}`.")
         return f"{name}()"
 
     def model(self, root: nn.Module, doc: str) -> str:

@@ -109,23 +109,23 @@ class ops:
 
 
 class SelfAttention(nn.Module):
-    """The parameters of a `self_attn`."""
+    """The parameters of `self_attn`."""
 
     def __init__(self):
         super().__init__()
-        self.q_proj = nn.Linear(512, 512, bias=True)
-        self.k_proj = nn.Linear(512, 512, bias=True)
-        self.v_proj = nn.Linear(512, 512, bias=True)
-        self.o_proj = nn.Linear(512, 512, bias=True)
+        self.q_proj = nn.Linear(512, 512)
+        self.k_proj = nn.Linear(512, 512)
+        self.v_proj = nn.Linear(512, 512)
+        self.o_proj = nn.Linear(512, 512)
 
 
 class FeedForward(nn.Module):
-    """The parameters of a `ffn`."""
+    """The parameters of `ffn`."""
 
     def __init__(self):
         super().__init__()
-        self.fc1 = nn.Linear(512, 2048, bias=True)
-        self.fc2 = nn.Linear(2048, 512, bias=True)
+        self.fc1 = nn.Linear(512, 2048)
+        self.fc2 = nn.Linear(2048, 512)
 
 
 class DecoderLayer(nn.Module):
@@ -134,9 +134,9 @@ class DecoderLayer(nn.Module):
     def __init__(self):
         super().__init__()
         self.self_attn = SelfAttention()
-        self.self_attn_norm = nn.LayerNorm(512, eps=1e-05, bias=True)
+        self.self_attn_norm = nn.LayerNorm((512,))
         self.ffn = FeedForward()
-        self.ffn_norm = nn.LayerNorm(512, eps=1e-05, bias=True)
+        self.ffn_norm = nn.LayerNorm((512,))
 
     def forward(self, x):
         training = self.training
@@ -216,13 +216,13 @@ class DecoderLayer(nn.Module):
 
 
 class Decoder(nn.Module):
-    """The parameters of a `decoder`."""
+    """The parameters of `decoder`."""
 
     def __init__(self):
         super().__init__()
         self.pos = nn.Embedding(1024, 512)
         self.layers = nn.ModuleList(DecoderLayer() for _ in range(8))
-        self.norm = nn.LayerNorm(512, eps=1e-05, bias=True)
+        self.norm = nn.LayerNorm((512,))
 
 
 class Model(nn.Module):

@@ -111,7 +111,7 @@ class ops:
 
 
 class SelfAttention(nn.Module):
-    """The parameters of a `self_attn`."""
+    """The parameters of `self_attn`."""
 
     def __init__(self):
         super().__init__()
@@ -122,12 +122,12 @@ class SelfAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """The parameters of a `ffn`."""
+    """The parameters of `ffn`."""
 
     def __init__(self):
         super().__init__()
-        self.fc1 = nn.Linear(128, 512, bias=True)
-        self.fc2 = nn.Linear(512, 128, bias=True)
+        self.fc1 = nn.Linear(128, 512)
+        self.fc2 = nn.Linear(512, 128)
 
 
 class EncoderLayer(nn.Module):
@@ -136,9 +136,9 @@ class EncoderLayer(nn.Module):
     def __init__(self):
         super().__init__()
         self.self_attn = SelfAttention()
-        self.self_attn_norm = nn.LayerNorm(128, eps=1e-05, bias=True)
+        self.self_attn_norm = nn.LayerNorm((128,))
         self.ffn = FeedForward()
-        self.ffn_norm = nn.LayerNorm(128, eps=1e-05, bias=True)
+        self.ffn_norm = nn.LayerNorm((128,))
 
     def forward(self, dropout, logical_not):
         training = self.training
@@ -206,7 +206,7 @@ class EncoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """The parameters of a `encoder`."""
+    """The parameters of `encoder`."""
 
     def __init__(self):
         super().__init__()
@@ -214,7 +214,7 @@ class Encoder(nn.Module):
 
 
 class CrossAttention(nn.Module):
-    """The parameters of a `cross_attn`."""
+    """The parameters of `cross_attn`."""
 
     def __init__(self):
         super().__init__()
@@ -230,11 +230,11 @@ class DecoderLayer(nn.Module):
     def __init__(self):
         super().__init__()
         self.self_attn = SelfAttention()
-        self.self_attn_norm = nn.LayerNorm(128, eps=1e-05, bias=True)
+        self.self_attn_norm = nn.LayerNorm((128,))
         self.cross_attn = CrossAttention()
-        self.cross_attn_norm = nn.LayerNorm(128, eps=1e-05, bias=True)
+        self.cross_attn_norm = nn.LayerNorm((128,))
         self.ffn = FeedForward()
-        self.ffn_norm = nn.LayerNorm(128, eps=1e-05, bias=True)
+        self.ffn_norm = nn.LayerNorm((128,))
 
     def forward(self, dropout_3, encoder_layers_0_ffn_norm, logical_not):
         training = self.training
@@ -402,7 +402,7 @@ class DecoderLayer(nn.Module):
 
 
 class Decoder(nn.Module):
-    """The parameters of a `decoder`."""
+    """The parameters of `decoder`."""
 
     def __init__(self):
         super().__init__()

@@ -114,7 +114,7 @@ class ops:
 
 
 class SelfAttention(nn.Module):
-    """The parameters of a `self_attn`."""
+    """The parameters of `self_attn`."""
 
     def __init__(self):
         super().__init__()
@@ -125,12 +125,12 @@ class SelfAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """The parameters of a `ffn`."""
+    """The parameters of `ffn`."""
 
     def __init__(self):
         super().__init__()
-        self.fc1 = nn.Linear(512, 2048, bias=True)
-        self.fc2 = nn.Linear(2048, 512, bias=True)
+        self.fc1 = nn.Linear(512, 2048)
+        self.fc2 = nn.Linear(2048, 512)
 
 
 class EncoderLayer(nn.Module):
@@ -139,9 +139,9 @@ class EncoderLayer(nn.Module):
     def __init__(self):
         super().__init__()
         self.self_attn = SelfAttention()
-        self.self_attn_norm = nn.LayerNorm(512, eps=1e-05, bias=True)
+        self.self_attn_norm = nn.LayerNorm((512,))
         self.ffn = FeedForward()
-        self.ffn_norm = nn.LayerNorm(512, eps=1e-05, bias=True)
+        self.ffn_norm = nn.LayerNorm((512,))
 
     def forward(self, x, logical_not):
         training = self.training
@@ -209,7 +209,7 @@ class EncoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """The parameters of a `encoder`."""
+    """The parameters of `encoder`."""
 
     def __init__(self):
         super().__init__()
@@ -217,7 +217,7 @@ class Encoder(nn.Module):
 
 
 class CrossAttention(nn.Module):
-    """The parameters of a `cross_attn`."""
+    """The parameters of `cross_attn`."""
 
     def __init__(self):
         super().__init__()
@@ -233,11 +233,11 @@ class DecoderLayer(nn.Module):
     def __init__(self):
         super().__init__()
         self.self_attn = SelfAttention()
-        self.self_attn_norm = nn.LayerNorm(512, eps=1e-05, bias=True)
+        self.self_attn_norm = nn.LayerNorm((512,))
         self.cross_attn = CrossAttention()
-        self.cross_attn_norm = nn.LayerNorm(512, eps=1e-05, bias=True)
+        self.cross_attn_norm = nn.LayerNorm((512,))
         self.ffn = FeedForward()
-        self.ffn_norm = nn.LayerNorm(512, eps=1e-05, bias=True)
+        self.ffn_norm = nn.LayerNorm((512,))
 
     def forward(self, x, encoder_out, logical_not):
         training = self.training
@@ -405,7 +405,7 @@ class DecoderLayer(nn.Module):
 
 
 class Decoder(nn.Module):
-    """The parameters of a `decoder`."""
+    """The parameters of `decoder`."""
 
     def __init__(self):
         super().__init__()
