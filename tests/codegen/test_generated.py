@@ -169,3 +169,15 @@ def test_spec_text_cannot_inject_code(tmp_path):
     assert kinds <= {"Expr", "Import", "ImportFrom", "Assign", "FunctionDef", "ClassDef"}
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "os"]
     assert "\r" not in text and "\x00" not in text and "\u2028" not in text
+
+
+@pytest.mark.parametrize("passes", ["", "canonicalize,fuse_attention"])
+def test_build_writes_the_program_its_passes_made(passes, tmp_path, capsys):
+    from attncomp.cli.main import run
+
+    assert run(["build", str(ROOT / "specs/examples/tiny.attn"), "-o", str(tmp_path), "--passes", passes]) == 0
+    capsys.readouterr()
+    text = (tmp_path / "tiny.py").read_text()
+    assert f"Passes: {passes.replace(',', ', ') or 'none'}." in text
+    assert ("F.scaled_dot_product_attention(" in text) == bool(passes)
+    assert "torch.cat((self_attn_q_proj_weight" not in text
