@@ -1,15 +1,16 @@
-"""Stage 5: a resolved Spec -> a standalone, readable PyTorch module (jinja2 templates).
+"""Stage 5: a compiled model -> a standalone, readable PyTorch module, printed from its optimised graphs.
 
-The module renders what the optimised graphs compute — scaled dot-product attention through
-`F.scaled_dot_product_attention`, additive attention explicitly — with the same parameter names, so
-one state dict loads into either.
+The code comes from the graphs (attncomp.codegen.program: regions, printer, entry, modules), so the
+module is the compiled program, passes included, with the same parameter names; the jinja2 template
+only frames it with the header, the spec and the docstring.
 
 What reaches the generated file, and how (nothing a spec, its file name or its path controls gets in
 any other way):
 - lines 1 and 2 are fixed text (HEADER), so no input can place a `coding=` declaration where Python
   reads one; line 2 declares UTF-8;
-- code: identifiers from the IR that match IDENTIFIER (the model name; every other name is a fixed
-  keyword of the template), integers, and floats written by repr() (finite, validated by the IR);
+- code: printed by torch.fx from graphs the compiler built (names of the compiler's modules,
+  parameters and nodes, integers, floats written by repr(): finite, validated by the IR); the model
+  name only in docstrings, and only if it matches IDENTIFIER;
 - comments: the spec's path as a repr() string literal, the spec as written and its resolved text,
   each line with every non-printable character escaped (`comment_safe`), so no character ends the
   comment (newline, \r, form feed, U+0085, U+2028, ...);
