@@ -3,7 +3,8 @@
 - parameters, total (tied weights once) and by component;
 - training FLOPs per target token (forward and backward, counted by torch's FlopCounterMode
   while the optimised graph runs on the meta device) with 64-token source and target sentences;
-- each attention: where it is, whether it was fused, and which SDPA kernels it can use in bf16
+- each attention: where it is, whether it was fused, its mask (read from the graph: the nodes that
+  build SDPA's attn_mask, or the explicit attention's masked_fill), and which SDPA kernels it can use in bf16
   on an sm80+ GPU (the rules of PyTorch's sdp_utils), with the reason for each one it cannot;
 - the spec's `expect` lines, checked.
 """
@@ -15,10 +16,11 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.nn.functional as F
+from torch import fx
 from torch.utils.flop_counter import FlopCounterMode
 
 from attncomp.ir import nodes
-from attncomp.lower import CompiledModel
+from attncomp.lower import CompiledModel, ops
 
 FLOP_BATCH, FLOP_LENGTH = 8, 64
 
@@ -96,11 +98,41 @@ def _backends(kind: str, mask: str, d_k: int, d_v: int) -> dict[str, str]:
     return {"flash": "; ".join(flash) or "yes", "efficient": "; ".join(efficient) or "yes", "math": "yes"}
 
 
-_MASK_NAMES = {  # what an explicit mask is, by site and attention kind
-    ("encoder", "self_attn"): {"local": "band + padding", "*": "padding"},
-    ("decoder", "self_attn"): {"local": "causal band", "*": "causal"},
-    ("decoder", "cross_attn"): {"*": "padding"},
-}
+def _describe_mask(mask) -> str:
+    """What a mask is, read from the nodes that build it (ops.padding_mask, ops.band_mask, ...)."""
+    if not isinstance(mask, fx.Node):
+        return "none"
+    if mask.target is torch.logical_not:
+        return _describe_mask(mask.args[0])
+    if mask.target is torch.logical_or:
+        return " + ".join(_describe_mask(m) for m in mask.args)
+    if mask.target is ops.padding_mask:
+        return "padding"
+    if mask.target is ops.causal_mask:
+        return "causal"
+    if mask.target is ops.band_mask:
+        return "causal band" if mask.args[2] else "band"
+    return mask.name
+
+
+def _mask_of(attention: fx.Node) -> str:
+    """The mask of one attention in the graph: SDPA's attn_mask or is_causal, or the -inf masked_fill
+    that the explicit attention applies to its scores."""
+    if attention.target is F.scaled_dot_product_attention:
+        if attention.kwargs.get("is_causal"):
+            return "causal"
+        return _describe_mask(attention.kwargs.get("attn_mask"))
+    seen, todo = set(), [attention]
+    while todo:  # back from `weights @ v` to the scores' masked_fill (a handful of nodes)
+        node = todo.pop()
+        if node.target is torch.softmax and isinstance(node.args[0], fx.Node) and \
+                node.args[0].target is torch.masked_fill:
+            return _describe_mask(node.args[0].args[1])
+        if node.target is torch.softmax:
+            return "none"
+        seen.add(node)
+        todo.extend(n for n in node.all_input_nodes if n not in seen and n.op == "call_function")
+    return "none"
 
 
 def attention_report(model: CompiledModel) -> list[AttentionReport]:
@@ -117,8 +149,7 @@ def attention_report(model: CompiledModel) -> list[AttentionReport]:
         stack = getattr(m, stack_name)
         kind = stack.attention.kind if role == "self_attn" else stack.cross_attention.kind
         fused = all(n.target is F.scaled_dot_product_attention for n in group)
-        names = _MASK_NAMES[(stack_name, role)]
-        mask = names.get(kind, names["*"])
+        mask = _mask_of(group[0])
         site = f"{stack_name} self-attention" if role == "self_attn" else "encoder-decoder attention"
         rows.append(AttentionReport(site, len(group), kind, fused, mask, stack.d_k, stack.d_v,
                                     _backends(kind if fused else "additive", mask, stack.d_k, stack.d_v)))

@@ -36,7 +36,7 @@ def _emit(stage: str, spec, path: str, passes: list[str], entry: str | None) -> 
     if stage == "ir":
         return ir.to_text(spec)
     if stage == "py":
-        return render(spec, _source_text(path), path)
+        return render(spec, _source_text(path), path, passes=passes)
     model = compile_spec(spec, passes=() if stage == "fx" else passes, device="meta")
     if entry and entry not in model.entry_points:
         raise UsageError(f'{spec.model.name} has no entry point "{entry}"; it has {", ".join(model.entry_points)}')
@@ -53,7 +53,8 @@ def _build_one(path: str, args: argparse.Namespace) -> dict:
     spec = _load(path, args)
     if not args.json:
         print(f"{spec.model.name}: estimated {estimate(spec).describe()}; building", flush=True)
-    report = build_report(compile_spec(spec, passes=args.passes, device="meta"))
+    model = compile_spec(spec, passes=args.passes, device="meta")
+    report = build_report(model)
     result = report.to_json()
     if not report.expect_ok:
         failed = [r for r in report.expect if not r["ok"]]
@@ -64,7 +65,7 @@ def _build_one(path: str, args: argparse.Namespace) -> dict:
         raise ExpectError(f"{path}: expect not met: {details}")
     target = output_path(path, args.out)
     if not args.no_write:
-        write_atomically(target, render(spec, _source_text(path), path))
+        write_atomically(target, render(spec, _source_text(path), path, passes=args.passes, model=model))
         result["generated"] = str(target)
     if not args.json:
         print(format_report(report))

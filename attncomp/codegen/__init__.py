@@ -1,4 +1,4 @@
-"""Stage 5: render standalone PyTorch modules from resolved specs (jinja2)."""
+"""Stage 5: print standalone PyTorch modules from the optimised graphs of compiled specs."""
 
 from attncomp.codegen.render import output_path, render, write_atomically
 

@@ -1,15 +1,16 @@
-"""Stage 5: a resolved Spec -> a standalone, readable PyTorch module (jinja2 templates).
+"""Stage 5: a compiled model -> a standalone, readable PyTorch module, printed from its optimised graphs.
 
-The module renders what the optimised graphs compute — scaled dot-product attention through
-`F.scaled_dot_product_attention`, additive attention explicitly — with the same parameter names, so
-one state dict loads into either.
+The code comes from the graphs (attncomp.codegen.program: regions, printer, entry, modules), so the
+module is the compiled program, passes included, with the same parameter names; the jinja2 template
+only frames it with the header, the spec and the docstring.
 
 What reaches the generated file, and how (nothing a spec, its file name or its path controls gets in
 any other way):
 - lines 1 and 2 are fixed text (HEADER), so no input can place a `coding=` declaration where Python
   reads one; line 2 declares UTF-8;
-- code: identifiers from the IR that match IDENTIFIER (the model name; every other name is a fixed
-  keyword of the template), integers, and floats written by repr() (finite, validated by the IR);
+- code: printed by torch.fx from graphs the compiler built (names of the compiler's modules,
+  parameters and nodes, integers, floats written by repr(): finite, validated by the IR); the model
+  name only in docstrings, and only if it matches IDENTIFIER;
 - comments: the spec's path as a repr() string literal, the spec as written and its resolved text,
   each line with every non-printable character escaped (`comment_safe`), so no character ends the
   comment (newline, \r, form feed, U+0085, U+2028, ...);
@@ -23,6 +24,7 @@ import keyword
 import os
 import re
 from pathlib import Path
+from typing import Sequence
 
 import jinja2
 
@@ -30,7 +32,11 @@ from attncomp import __version__, ir
 from attncomp import files
 from attncomp.errors import AttncompError, SpecError, printable
 from attncomp.ir import nodes
-from attncomp.lower.params import embedding_names
+from attncomp.codegen.modules import ModuleError
+from attncomp.codegen.printer import PrintError
+from attncomp.codegen.program import print_model
+from attncomp.lower import CompiledModel, lower
+from attncomp.passes import DEFAULT_PASSES, optimise
 from attncomp.syntax.parse import normalise_newlines
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -78,70 +84,15 @@ def _checked(text: str) -> str:
     return text
 
 
-def _number(value: float | int) -> str:
-    return repr(value) if isinstance(value, float) else str(int(value))
-
-
-def _stack(model: nodes.Model, name: str) -> dict | None:
-    stack = getattr(model, name)
-    if stack is None:
-        return None
-    cross = name == "decoder" and model.encoder is not None
-    local = isinstance(stack.attention, nodes.Local)
-    pre = stack.norm == "pre"
-    kind = "decoder" if name == "decoder" else "encoder"
-    sublayers = "masked self-attention, encoder-decoder attention, " if cross else \
-        ("masked self-attention, " if kind == "decoder" else "self-attention, ")
-    return {
-        "name": name, "layer_class": f"{kind.capitalize()}Layer", "stack_class": kind.capitalize(),
-        "layer_doc": f"One {kind} layer: {sublayers}then the feed-forward net.",
-        "stack_doc": f"N = {stack.layers} identical {kind} layers" + (", then a final LayerNorm." if pre else "."),
-        "residual_doc": "x + Dropout(sublayer(LayerNorm(x))): pre-norm." if pre else
-        "LayerNorm(x + Dropout(sublayer(x))): post-norm, as in the paper.",
-        "self_attn_class": "AdditiveAttention" if stack.attention.kind == "additive" else "Attention",
-        "cross_attn_class": "AdditiveAttention" if cross and stack.cross_attention.kind == "additive" else "Attention",
-        "d_model": stack.d_model, "d_memory": model.encoder.d_model if cross else stack.d_model,
-        "heads": stack.heads, "d_k": stack.d_k, "d_v": stack.d_v, "d_ff": stack.d_ff, "layers": stack.layers,
-        "activation": "torch.relu" if stack.activation == "relu" else "F.gelu",
-        "pre": pre, "local": local, "window": stack.attention.window if local else 0, "cross": cross,
-    }
-
-
-def _attention_kinds(model: nodes.Model) -> set[str]:
-    kinds = {s.attention.kind for s in model.stacks}
-    if model.decoder is not None and model.encoder is not None:
-        kinds.add(model.decoder.cross_attention.kind)
-    return kinds
-
-
-def _embeddings(model: nodes.Model) -> dict:
-    names = embedding_names(model)
-    init = []
-    if model.tie == "all":
-        init.append(f"self.embed = nn.Embedding({model.tgt_vocab}, {model.d_model})  # source = target = output")
-    else:
-        if model.encoder is not None:
-            init.append(f"self.src_embed = nn.Embedding({model.src_vocab}, {model.encoder.d_model})")
-        if model.decoder is not None:
-            tied = "  # also the output projection" if model.tie == "decoder" else ""
-            init.append(f"self.tgt_embed = nn.Embedding({model.tgt_vocab}, {model.decoder.d_model}){tied}")
-    if model.tie == "none":
-        init.append(f"self.output = nn.Linear({model.d_model}, {model.tgt_vocab}, bias=False)")
-    tied = names["output"] != "output"
-    return {
-        "embedding_init": init, "src_table": names["src"], "tgt_table": names["tgt"], "tied_output": tied,
-        "logits_expr": f"F.linear(hidden, self.{names['output']}.weight)" if tied else "self.output(hidden)",
-    }
-
-
 def _entry_doc(model: nodes.Model) -> list[str]:
     if model.encoder is not None and model.decoder is not None:
         return ["    forward(src, tgt_in) -> logits        encode(src) -> memory",
-                "    init_cache(src, memory) -> cache      decode_step(tokens, cache) -> (logits, cache)"]
+                "    init_cache(src, memory) -> cache      decode_step(tokens, cache) -> (logits, cache)",
+                "    hidden(src, tgt_in), hidden_dense(src, tgt_in) -> states before the output projection"]
     if model.decoder is not None:
         return ["    forward(tokens) -> logits    init_cache(tokens) -> cache",
-                "    decode_step(tokens, cache) -> (logits, cache)"]
-    return ["    forward(src) -> logits    encode(src) -> memory"]
+                "    decode_step(tokens, cache) -> (logits, cache)    hidden(tokens) -> states"]
+    return ["    forward(src) -> logits    encode(src) -> memory    hidden(src) -> states"]
 
 
 def _title(model: nodes.Model) -> str:
@@ -152,31 +103,25 @@ def _title(model: nodes.Model) -> str:
     return f"The `{_identifier(model.name)}` model: an encoder-only Transformer"
 
 
-def render(spec: nodes.Spec, source: str, path: str) -> str:
-    """The generated module's text."""
-    m = spec.model
-    kinds = _attention_kinds(m)
-    p_residual = m.dropout.residual
-    stacks = [s for s in (_stack(m, "encoder"), _stack(m, "decoder")) if s is not None]
-    p_emb = m.dropout.embedding
+def _optimised(spec: nodes.Spec, passes: Sequence[str]) -> CompiledModel:
+    """The compiled program to print: lowered on the meta device (no weights needed), then the passes."""
+    model = lower(spec, device="meta")
+    return optimise(model, passes) if passes else model
+
+
+def render(spec: nodes.Spec, source: str, path: str, passes: Sequence[str] = DEFAULT_PASSES,
+           model: CompiledModel | None = None) -> str:
+    """The generated module's text: `model`, or `spec` compiled with `passes`, printed from its graphs."""
+    model = model if model is not None else _optimised(spec, passes)
+    try:
+        body = print_model(model, f"{_title(spec.model)}.")
+    except (PrintError, ModuleError) as err:
+        raise AttncompError(f"internal error: cannot print the compiled {spec.model.name}: {err}") from None
     context = {
         "version": __version__, "path": comment_safe(repr(str(path))), "hash": ir.spec_hash(spec),
-        "title": _title(m), "source_lines": _source_lines(source),
-        "resolved_lines": [comment_safe(line) for line in ir.to_text(spec).splitlines()], "entry_doc": _entry_doc(m),
-        "uses_sinusoidal": isinstance(m.positions, nodes.Sinusoidal), "uses_band": any(s["local"] for s in stacks),
-        "uses_sdpa": bool(kinds & {"scaled_dot", "local"}), "uses_additive": "additive" in kinds,
-        "attention_bias_arg": "" if m.bias.attention else ", bias=False",
-        "ffn_bias_arg": "" if m.bias.ffn else ", bias=False",
-        "activation_names": "/".join(sorted({s.activation for s in m.stacks})),
-        "stacks": stacks, "encoder": stacks[0] if m.encoder is not None else None,
-        "decoder": stacks[-1] if m.decoder is not None else None,
-        "p_attention": _number(m.dropout.attention), "p_activation": _number(m.dropout.activation),
-        "norm_eps": _number(m.norm_eps), "learned_positions": isinstance(m.positions, nodes.Learned),
-        "max_len": m.positions.max_len if isinstance(m.positions, nodes.Learned) else 0,
-        "has_positions": not isinstance(m.positions, nodes.NoPositions), "scale_embeddings": m.scale_embeddings,
-        "embedding_dropout": f"F.dropout(x, {_number(p_emb)}, self.training)" if p_emb else "x",
-        "residual_dropout": lambda var: f"F.dropout({var}, {_number(p_residual)}, self.training)" if p_residual else var,
-        **_embeddings(m),
+        "title": _title(spec.model), "source_lines": _source_lines(source),
+        "resolved_lines": [comment_safe(line) for line in ir.to_text(spec).splitlines()],
+        "entry_doc": _entry_doc(spec.model), "passes": ", ".join(passes) or "none", "body": body,
     }
     return _checked(_environment().get_template("model.py.j2").render(context))
 

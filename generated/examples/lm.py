@@ -2,7 +2,7 @@
 # -*- coding: utf-8 -*-
 # attncomp 0.1.0, spec sha256 e5535598566cba64991b6ebcb219578ee36f73ea5bed5f9459619ed6ab7ca454
 # Spec file (as a Python string): 'specs/examples/lm.attn'
-# Rebuild: `attncomp build SPEC` on that file.
+# Rebuild: `attncomp build SPEC` on that file. Passes: canonicalize, fuse_attention, fuse_qkv, eliminate_dead_code.
 #
 # The spec as written:
 #   # A decoder-only language model: pre-norm, GELU, learned positions, tied input/output embedding.
@@ -83,103 +83,146 @@
 #   }
 """The `lm` model: a decoder-only Transformer language model, standalone: imports only torch.
 
-Loads the state dict of any attncomp checkpoint of this spec (same parameter names). Entry points:
+Printed from the compiled program's optimised torch.fx graphs (after the passes named above): one
+class per module of the parameter tree, each layer class with one method per distinct layer body,
+and the model's entry points looping over the layers. Parameter names are the compiled model's, so
+one state dict loads into either. Entry points:
     forward(tokens) -> logits    init_cache(tokens) -> cache
-    decode_step(tokens, cache) -> (logits, cache)
+    decode_step(tokens, cache) -> (logits, cache)    hidden(tokens) -> states
 """
 
 import math
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-
-PAD = 0  # the padding token of every attncomp vocabulary
+from torch import Tensor, nn
 
 
-def padding_mask(tokens):
-    """(B, T) tokens -> (B, 1, 1, T), True where the key is padding."""
-    return torch.eq(tokens, PAD).unsqueeze(1).unsqueeze(2)
+
+class ops:
+    """Helpers the graphs call, copied verbatim from attncomp/lower/ops.py."""
+
+    @staticmethod
+    def dropout_p(p: float, training: bool) -> float:
+        """SDPA drops whenever dropout_p > 0, so evaluation must pass 0."""
+        return p if training else 0.0
 
 
-class Attention(nn.Module):
-    """Multi-head scaled dot-product attention, softmax(q k^T / sqrt(d_k)) v, as one fused kernel."""
-
-    def __init__(self, d_model, d_memory, heads, d_k, d_v, dropout):
-        super().__init__()
-        self.heads, self.d_k, self.d_v, self.dropout = heads, d_k, d_v, dropout
-        self.q_proj = nn.Linear(d_model, heads * d_k)
-        self.k_proj = nn.Linear(d_memory, heads * d_k)
-        self.v_proj = nn.Linear(d_memory, heads * d_v)
-        self.o_proj = nn.Linear(heads * d_v, d_model)
-
-    def keys_values(self, memory):
-        k = self.k_proj(memory).unflatten(-1, (self.heads, self.d_k)).transpose(1, 2)  # (B, h, S, d_k)
-        v = self.v_proj(memory).unflatten(-1, (self.heads, self.d_v)).transpose(1, 2)  # (B, h, S, d_v)
-        return k, v
-
-    def forward(self, x, k, v, hide=None, is_causal=False):
-        """Queries from x (B, T, d_model) over keys k and values v; `hide` is True where masked."""
-        q = self.q_proj(x).unflatten(-1, (self.heads, self.d_k)).transpose(1, 2)  # (B, h, T, d_k)
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=None if hide is None else ~hide, is_causal=is_causal,
-            dropout_p=self.dropout if self.training else 0.0, scale=1.0 / math.sqrt(self.d_k),
-        )  # (B, h, T, d_v); a query that may see no key gets zeros
-        return self.o_proj(y.transpose(1, 2).flatten(-2))  # (B, T, h * d_v) -> (B, T, d_model)
-
-
-class FeedForward(nn.Module):
-    """FFN(x) = fc2(dropout(gelu(fc1(x)))), applied at every position."""
-
-    def __init__(self, d_model, d_ff, activation, dropout):
-        super().__init__()
-        self.activation, self.dropout = activation, dropout
-        self.fc1 = nn.Linear(d_model, d_ff)
-        self.fc2 = nn.Linear(d_ff, d_model)
-
-    def forward(self, x):
-        h = self.activation(self.fc1(x))  # (B, T, d_ff)
-        return self.fc2(F.dropout(h, self.dropout, self.training) if self.dropout else h)
-
-
-class DecoderLayer(nn.Module):
-    """One decoder layer: masked self-attention, then the feed-forward net."""
+class SelfAttention(nn.Module):
+    """The parameters of `self_attn`."""
 
     def __init__(self):
         super().__init__()
-        self.self_attn = Attention(512, 512, 8, 64, 64, 0.1)
-        self.self_attn_norm = nn.LayerNorm(512, eps=1e-05)
-        self.ffn = FeedForward(512, 2048, F.gelu, 0.0)
-        self.ffn_norm = nn.LayerNorm(512, eps=1e-05)
+        self.q_proj = nn.Linear(512, 512)
+        self.k_proj = nn.Linear(512, 512)
+        self.v_proj = nn.Linear(512, 512)
+        self.o_proj = nn.Linear(512, 512)
 
-    def residual(self, x, norm, sublayer):
-        """x + Dropout(sublayer(LayerNorm(x))): pre-norm."""
-        y = sublayer(norm(x))
-        return x + F.dropout(y, 0.1, self.training)
 
-    def forward(self, x, hide=None, is_causal=False):
-        """x: (B, T, d_model); `hide` (True = masked) or `is_causal` masks self-attention."""
-        x = self.residual(x, self.self_attn_norm, lambda h: self.self_attn(h, *self.self_attn.keys_values(h), hide, is_causal))
-        return self.residual(x, self.ffn_norm, self.ffn)
+class FeedForward(nn.Module):
+    """The parameters of `ffn`."""
 
-    def step(self, x, past_k, past_v):
-        """Decoding: x (B, 1, d_model) is the newest position; returns it and the extended keys, values."""
-        h = self.self_attn_norm(x)
-        k_new, v_new = self.self_attn.keys_values(h)
-        k, v = torch.cat((past_k, k_new), 2), torch.cat((past_v, v_new), 2)  # (B, h, t + 1, d)
-        y = self.self_attn(h, k, v)
-        x = x + F.dropout(y, 0.1, self.training)
-        return self.residual(x, self.ffn_norm, self.ffn), k, v
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(512, 2048)
+        self.fc2 = nn.Linear(2048, 512)
+
+
+class DecoderLayer(nn.Module):
+    """One of Decoder's 8 identical layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.self_attn = SelfAttention()
+        self.self_attn_norm = nn.LayerNorm((512,))
+        self.ffn = FeedForward()
+        self.ffn_norm = nn.LayerNorm((512,))
+
+    def forward(self, x):
+        training = self.training
+        self_attn_norm = self.self_attn_norm(x)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
+        self_attn_q_proj_bias = self.self_attn.q_proj.bias
+        self_attn_k_proj_bias = self.self_attn.k_proj.bias
+        self_attn_v_proj_bias = self.self_attn.v_proj.bias
+        cat_1 = torch.cat((self_attn_q_proj_bias, self_attn_k_proj_bias, self_attn_v_proj_bias))
+        linear = F.linear(self_attn_norm, cat, cat_1)
+        split = torch.split(linear, (512, 512, 512), -1)
+        getitem = split[0]
+        getitem_1 = split[1]
+        getitem_2 = split[2]
+        unflatten = torch.unflatten(getitem_1, -1, (8, 64))
+        transpose = torch.transpose(unflatten, 1, 2)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 64))
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 64))
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)
+        dropout_p = ops.dropout_p(0.1, training)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.125, is_causal = True, dropout_p = dropout_p)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
+        flatten = torch.flatten(transpose_3, -2)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
+        add = torch.add(x, dropout)
+        ffn_norm = self.ffn_norm(add)
+        ffn_fc1 = self.ffn.fc1(ffn_norm)
+        gelu = F.gelu(ffn_fc1)
+        ffn_fc2 = self.ffn.fc2(gelu)
+        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)
+        add_1 = torch.add(add, dropout_1)
+        return add_1
+
+    def decode_step(self, x, cache_0, cache_1):
+        training = self.training
+        self_attn_norm = self.self_attn_norm(x)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
+        self_attn_q_proj_bias = self.self_attn.q_proj.bias
+        self_attn_k_proj_bias = self.self_attn.k_proj.bias
+        self_attn_v_proj_bias = self.self_attn.v_proj.bias
+        cat_1 = torch.cat((self_attn_q_proj_bias, self_attn_k_proj_bias, self_attn_v_proj_bias))
+        linear = F.linear(self_attn_norm, cat, cat_1)
+        split = torch.split(linear, (512, 512, 512), -1)
+        getitem = split[0]
+        getitem_1 = split[1]
+        getitem_2 = split[2]
+        unflatten = torch.unflatten(getitem_1, -1, (8, 64))
+        transpose = torch.transpose(unflatten, 1, 2)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 64))
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)
+        cat_2 = torch.cat((cache_0, transpose), 2)
+        cat_3 = torch.cat((cache_1, transpose_1), 2)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 64))
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)
+        dropout_p = ops.dropout_p(0.1, training)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, cat_2, cat_3, scale = 0.125, dropout_p = dropout_p)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
+        flatten = torch.flatten(transpose_3, -2)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
+        add = torch.add(x, dropout)
+        ffn_norm = self.ffn_norm(add)
+        ffn_fc1 = self.ffn.fc1(ffn_norm)
+        gelu = F.gelu(ffn_fc1)
+        ffn_fc2 = self.ffn.fc2(gelu)
+        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)
+        add_1 = torch.add(add, dropout_1)
+        return (cat_2, cat_3, add_1)
 
 
 class Decoder(nn.Module):
-    """N = 8 identical decoder layers, then a final LayerNorm."""
+    """The parameters of `decoder`."""
 
     def __init__(self):
         super().__init__()
         self.pos = nn.Embedding(1024, 512)
         self.layers = nn.ModuleList(DecoderLayer() for _ in range(8))
-        self.norm = nn.LayerNorm(512, eps=1e-05)
+        self.norm = nn.LayerNorm((512,))
 
 
 class Model(nn.Module):
@@ -187,54 +230,76 @@ class Model(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.tgt_embed = nn.Embedding(32000, 512)  # also the output projection
+        self.tgt_embed = nn.Embedding(32000, 512)
         self.decoder = Decoder()
 
-    def embed_tokens(self, table, stack, tokens, start=0):
-        """Dropout(Embedding(tokens) * sqrt(d_model) + PE) -> (B, T, d_model)."""
-        x = table(tokens)
-        x = x * math.sqrt(x.shape[-1])
-        positions = torch.arange(start, start + tokens.size(1), device=x.device)
-        x = x + stack.pos(positions)
-        return F.dropout(x, 0.1, self.training)
-
-    def logits(self, hidden):
-        """Hidden states -> scores over the vocabulary (the pre-softmax linear, tied)."""
-        return F.linear(hidden, self.tgt_embed.weight)
-
-    def decode(self, tokens):
-        """Target tokens (B, T) -> hidden states (B, T, d_model), each position seeing only earlier ones.
-
-        Padding is on the right, so a real position never sees a padded one: the causal mask suffices.
-        """
-        x = self.embed_tokens(self.tgt_embed, self.decoder, tokens)
-        hide, is_causal = None, True
-        for layer in self.decoder.layers:
-            x = layer(x, hide, is_causal)
-        return self.decoder.norm(x)
-
     def forward(self, tokens):
-        """Language modelling: tokens (B, T) -> logits (B, T, vocab) for each next token."""
-        return self.logits(self.decode(tokens))
+        tgt_embed = self.tgt_embed(tokens)
+        mul = torch.mul(tgt_embed, 22.627416997969522)
+        size = tokens.size(1)
+        getattr_1 = mul.device
+        arange = torch.arange(0, size, device = getattr_1)
+        decoder_pos = self.decoder.pos(arange)
+        add = torch.add(mul, decoder_pos)
+        training = self.training
+        dropout = F.dropout(add, p = 0.1, training = training)
+        x = dropout
+        for i, layer in enumerate(self.decoder.layers):
+            x = layer(x)
+        decoder_out = x
+        decoder_norm = self.decoder.norm(decoder_out)
+        tgt_embed_weight = self.tgt_embed.weight
+        linear = F.linear(decoder_norm, tgt_embed_weight)
+        return linear
+
+    def hidden(self, tokens):
+        tgt_embed = self.tgt_embed(tokens)
+        mul = torch.mul(tgt_embed, 22.627416997969522)
+        size = tokens.size(1)
+        getattr_1 = mul.device
+        arange = torch.arange(0, size, device = getattr_1)
+        decoder_pos = self.decoder.pos(arange)
+        add = torch.add(mul, decoder_pos)
+        training = self.training
+        dropout = F.dropout(add, p = 0.1, training = training)
+        x = dropout
+        for i, layer in enumerate(self.decoder.layers):
+            x = layer(x)
+        decoder_out = x
+        decoder_norm = self.decoder.norm(decoder_out)
+        return decoder_norm
 
     def init_cache(self, tokens):
-        """Per layer: self-attention keys and values, empty."""
-        weight = self.tgt_embed.weight
-        cache = []
-        for _ in self.decoder.layers:
-            cache.append(weight.new_zeros((tokens.size(0), 8, 0, 64)))
-            cache.append(weight.new_zeros((tokens.size(0), 8, 0, 64)))
-        return tuple(cache)
+        size = tokens.size(0)
+        tgt_embed_weight = self.tgt_embed.weight
+        repeated = tuple(tgt_embed_weight.new_zeros((size, 8, 0, 64)) for _ in range(16))
+        return repeated
 
     def decode_step(self, tokens, cache):
-        """The newest token (B, 1) -> (logits of the next token (B, vocab), the cache extended by it)."""
-        first, per_layer = 0, 2
-        start = cache[first].size(2)  # tokens decoded so far
-        x = self.embed_tokens(self.tgt_embed, self.decoder, tokens, start)
-        new_cache = []
+        getitem = cache[0]
+        size = getitem.size(2)
+        tgt_embed = self.tgt_embed(tokens)
+        mul = torch.mul(tgt_embed, 22.627416997969522)
+        size_1 = tokens.size(1)
+        getattr_1 = mul.device
+        add_18 = torch.add(size, size_1)
+        arange = torch.arange(size, add_18, device = getattr_1)
+        decoder_pos = self.decoder.pos(arange)
+        add_1 = torch.add(mul, decoder_pos)
+        training = self.training
+        dropout = F.dropout(add_1, p = 0.1, training = training)
+        x = dropout
+        per_layer = ()
         for i, layer in enumerate(self.decoder.layers):
-            base = first + i * per_layer
-            x, k, v = layer.step(x, cache[base], cache[base + 1])
-            new_cache += [k, v]
-        x = self.decoder.norm(x)
-        return self.logits(x[:, -1]), tuple(new_cache)
+            cache_0 = cache[2 * i]
+            cache_1 = cache[1 + 2 * i]
+            cat, cat_1, x = layer.decode_step(x, cache_0, cache_1)
+            per_layer += (cat, cat_1)
+        decoder_out = x
+        decoder_per_layer = per_layer
+        decoder_norm = self.decoder.norm(decoder_out)
+        select = torch.select(decoder_norm, 1, -1)
+        tgt_embed_weight = self.tgt_embed.weight
+        linear = F.linear(select, tgt_embed_weight)
+        return (linear, decoder_per_layer)
+

@@ -2,7 +2,7 @@
 # -*- coding: utf-8 -*-
 # attncomp 0.1.0, spec sha256 1d0ac02ddd9c96693a0b2db3e6e853c3f9366a9e6979b3b50bee9e16882cb530
 # Spec file (as a Python string): 'specs/table3/C5.attn'
-# Rebuild: `attncomp build SPEC` on that file.
+# Rebuild: `attncomp build SPEC` on that file. Passes: canonicalize, fuse_attention, fuse_qkv, eliminate_dead_code.
 #
 # The spec as written:
 #   # Table 3 (C): d_model = 1024 (h stays 8, so d_k = d_v = 128).
@@ -78,138 +78,334 @@
 #   }
 """The `C5` model: an encoder-decoder Transformer, standalone: imports only torch.
 
-Loads the state dict of any attncomp checkpoint of this spec (same parameter names). Entry points:
+Printed from the compiled program's optimised torch.fx graphs (after the passes named above): one
+class per module of the parameter tree, each layer class with one method per distinct layer body,
+and the model's entry points looping over the layers. Parameter names are the compiled model's, so
+one state dict loads into either. Entry points:
     forward(src, tgt_in) -> logits        encode(src) -> memory
     init_cache(src, memory) -> cache      decode_step(tokens, cache) -> (logits, cache)
+    hidden(src, tgt_in), hidden_dense(src, tgt_in) -> states before the output projection
 """
 
 import math
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-
-PAD = 0  # the padding token of every attncomp vocabulary
+from torch import Tensor, nn
 
 
-def padding_mask(tokens):
-    """(B, T) tokens -> (B, 1, 1, T), True where the key is padding."""
-    return torch.eq(tokens, PAD).unsqueeze(1).unsqueeze(2)
+
+class ops:
+    """Helpers the graphs call, copied verbatim from attncomp/lower/ops.py."""
+
+    @staticmethod
+    def padding_mask(tokens: Tensor, pad: int) -> Tensor:
+        """(B, T) tokens -> (B, 1, 1, T) bool, True where the key is padding."""
+        return torch.eq(tokens, pad).unsqueeze(1).unsqueeze(2)
+
+    @staticmethod
+    def sinusoidal(positions: Tensor, d_model: int, dtype: torch.dtype) -> Tensor:
+        """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...): (T,) -> (T, d_model)."""
+        half = torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float64)
+        inv_freq = torch.exp(half * (-math.log(10000.0) / d_model))
+        angles = positions.to(torch.float64).unsqueeze(1) * inv_freq.unsqueeze(0)  # (T, ceil(d/2))
+        table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)[:, :d_model]
+        return table.to(dtype)
 
 
-def sinusoidal(positions, d_model, dtype):
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))."""
-    half = torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float64)
-    inv_freq = torch.exp(half * (-math.log(10000.0) / d_model))
-    angles = positions.to(torch.float64).unsqueeze(1) * inv_freq.unsqueeze(0)  # (T, d_model / 2)
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)[:, :d_model].to(dtype)
-
-
-class Attention(nn.Module):
-    """Multi-head scaled dot-product attention, softmax(q k^T / sqrt(d_k)) v, as one fused kernel."""
-
-    def __init__(self, d_model, d_memory, heads, d_k, d_v, dropout):
-        super().__init__()
-        self.heads, self.d_k, self.d_v, self.dropout = heads, d_k, d_v, dropout
-        self.q_proj = nn.Linear(d_model, heads * d_k, bias=False)
-        self.k_proj = nn.Linear(d_memory, heads * d_k, bias=False)
-        self.v_proj = nn.Linear(d_memory, heads * d_v, bias=False)
-        self.o_proj = nn.Linear(heads * d_v, d_model, bias=False)
-
-    def keys_values(self, memory):
-        k = self.k_proj(memory).unflatten(-1, (self.heads, self.d_k)).transpose(1, 2)  # (B, h, S, d_k)
-        v = self.v_proj(memory).unflatten(-1, (self.heads, self.d_v)).transpose(1, 2)  # (B, h, S, d_v)
-        return k, v
-
-    def forward(self, x, k, v, hide=None, is_causal=False):
-        """Queries from x (B, T, d_model) over keys k and values v; `hide` is True where masked."""
-        q = self.q_proj(x).unflatten(-1, (self.heads, self.d_k)).transpose(1, 2)  # (B, h, T, d_k)
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=None if hide is None else ~hide, is_causal=is_causal,
-            dropout_p=self.dropout if self.training else 0.0, scale=1.0 / math.sqrt(self.d_k),
-        )  # (B, h, T, d_v); a query that may see no key gets zeros
-        return self.o_proj(y.transpose(1, 2).flatten(-2))  # (B, T, h * d_v) -> (B, T, d_model)
-
-
-class FeedForward(nn.Module):
-    """FFN(x) = fc2(dropout(relu(fc1(x)))), applied at every position."""
-
-    def __init__(self, d_model, d_ff, activation, dropout):
-        super().__init__()
-        self.activation, self.dropout = activation, dropout
-        self.fc1 = nn.Linear(d_model, d_ff)
-        self.fc2 = nn.Linear(d_ff, d_model)
-
-    def forward(self, x):
-        h = self.activation(self.fc1(x))  # (B, T, d_ff)
-        return self.fc2(F.dropout(h, self.dropout, self.training) if self.dropout else h)
-
-
-class EncoderLayer(nn.Module):
-    """One encoder layer: self-attention, then the feed-forward net."""
+class SelfAttention(nn.Module):
+    """The parameters of `self_attn`."""
 
     def __init__(self):
         super().__init__()
-        self.self_attn = Attention(1024, 1024, 8, 128, 128, 0.0)
-        self.self_attn_norm = nn.LayerNorm(1024, eps=1e-05)
-        self.ffn = FeedForward(1024, 2048, torch.relu, 0.0)
-        self.ffn_norm = nn.LayerNorm(1024, eps=1e-05)
+        self.q_proj = nn.Linear(1024, 1024, bias=False)
+        self.k_proj = nn.Linear(1024, 1024, bias=False)
+        self.v_proj = nn.Linear(1024, 1024, bias=False)
+        self.o_proj = nn.Linear(1024, 1024, bias=False)
 
-    def residual(self, x, norm, sublayer):
-        """LayerNorm(x + Dropout(sublayer(x))): post-norm, as in the paper."""
-        y = sublayer(x)
-        return norm(x + F.dropout(y, 0.1, self.training))
 
-    def forward(self, x, hide=None, is_causal=False):
-        """x: (B, T, d_model); `hide` (True = masked) or `is_causal` masks self-attention."""
-        x = self.residual(x, self.self_attn_norm, lambda h: self.self_attn(h, *self.self_attn.keys_values(h), hide, is_causal))
-        return self.residual(x, self.ffn_norm, self.ffn)
+class FeedForward(nn.Module):
+    """The parameters of `ffn`."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(1024, 2048)
+        self.fc2 = nn.Linear(2048, 1024)
+
+
+class EncoderLayer(nn.Module):
+    """One of Encoder's 6 identical layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.self_attn = SelfAttention()
+        self.self_attn_norm = nn.LayerNorm((1024,))
+        self.ffn = FeedForward()
+        self.ffn_norm = nn.LayerNorm((1024,))
+
+    def forward(self, x, logical_not):
+        training = self.training
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
+        linear = F.linear(x, cat, None)
+        split = torch.split(linear, (1024, 1024, 1024), -1)
+        getitem = split[0]
+        getitem_1 = split[1]
+        getitem_2 = split[2]
+        unflatten = torch.unflatten(getitem_1, -1, (8, 128))
+        transpose = torch.transpose(unflatten, 1, 2)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 128))
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 128))
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.08838834764831843, attn_mask = logical_not)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
+        flatten = torch.flatten(transpose_3, -2)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
+        add = torch.add(x, dropout)
+        self_attn_norm = self.self_attn_norm(add)
+        ffn_fc1 = self.ffn.fc1(self_attn_norm)
+        relu = torch.relu(ffn_fc1)
+        ffn_fc2 = self.ffn.fc2(relu)
+        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)
+        add_1 = torch.add(self_attn_norm, dropout_1)
+        ffn_norm = self.ffn_norm(add_1)
+        return ffn_norm
+
+    def hidden_dense(self, x):
+        training = self.training
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
+        linear = F.linear(x, cat, None)
+        split = torch.split(linear, (1024, 1024, 1024), -1)
+        getitem = split[0]
+        getitem_1 = split[1]
+        getitem_2 = split[2]
+        unflatten = torch.unflatten(getitem_1, -1, (8, 128))
+        transpose = torch.transpose(unflatten, 1, 2)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 128))
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 128))
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.08838834764831843)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
+        flatten = torch.flatten(transpose_3, -2)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
+        add = torch.add(x, dropout)
+        self_attn_norm = self.self_attn_norm(add)
+        ffn_fc1 = self.ffn.fc1(self_attn_norm)
+        relu = torch.relu(ffn_fc1)
+        ffn_fc2 = self.ffn.fc2(relu)
+        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)
+        add_1 = torch.add(self_attn_norm, dropout_1)
+        ffn_norm = self.ffn_norm(add_1)
+        return ffn_norm
 
 
 class Encoder(nn.Module):
-    """N = 6 identical encoder layers."""
+    """The parameters of `encoder`."""
 
     def __init__(self):
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer() for _ in range(6))
 
 
-class DecoderLayer(nn.Module):
-    """One decoder layer: masked self-attention, encoder-decoder attention, then the feed-forward net."""
+class CrossAttention(nn.Module):
+    """The parameters of `cross_attn`."""
 
     def __init__(self):
         super().__init__()
-        self.self_attn = Attention(1024, 1024, 8, 128, 128, 0.0)
-        self.self_attn_norm = nn.LayerNorm(1024, eps=1e-05)
-        self.cross_attn = Attention(1024, 1024, 8, 128, 128, 0.0)
-        self.cross_attn_norm = nn.LayerNorm(1024, eps=1e-05)
-        self.ffn = FeedForward(1024, 2048, torch.relu, 0.0)
-        self.ffn_norm = nn.LayerNorm(1024, eps=1e-05)
+        self.q_proj = nn.Linear(1024, 1024, bias=False)
+        self.k_proj = nn.Linear(1024, 1024, bias=False)
+        self.v_proj = nn.Linear(1024, 1024, bias=False)
+        self.o_proj = nn.Linear(1024, 1024, bias=False)
 
-    def residual(self, x, norm, sublayer):
-        """LayerNorm(x + Dropout(sublayer(x))): post-norm, as in the paper."""
-        y = sublayer(x)
-        return norm(x + F.dropout(y, 0.1, self.training))
 
-    def forward(self, x, hide=None, is_causal=False, memory_kv=None, memory_hide=None):
-        """x: (B, T, d_model); `hide` (True = masked) or `is_causal` masks self-attention."""
-        x = self.residual(x, self.self_attn_norm, lambda h: self.self_attn(h, *self.self_attn.keys_values(h), hide, is_causal))
-        x = self.residual(x, self.cross_attn_norm, lambda h: self.cross_attn(h, *memory_kv, memory_hide))
-        return self.residual(x, self.ffn_norm, self.ffn)
+class DecoderLayer(nn.Module):
+    """One of Decoder's 6 identical layers."""
 
-    def step(self, x, past_k, past_v, memory_kv, memory_hide):
-        """Decoding: x (B, 1, d_model) is the newest position; returns it and the extended keys, values."""
-        h = x
-        k_new, v_new = self.self_attn.keys_values(h)
-        k, v = torch.cat((past_k, k_new), 2), torch.cat((past_v, v_new), 2)  # (B, h, t + 1, d)
-        y = self.self_attn(h, k, v)
-        x = self.self_attn_norm(x + F.dropout(y, 0.1, self.training))
-        x = self.residual(x, self.cross_attn_norm, lambda h: self.cross_attn(h, *memory_kv, memory_hide))
-        return self.residual(x, self.ffn_norm, self.ffn), k, v
+    def __init__(self):
+        super().__init__()
+        self.self_attn = SelfAttention()
+        self.self_attn_norm = nn.LayerNorm((1024,))
+        self.cross_attn = CrossAttention()
+        self.cross_attn_norm = nn.LayerNorm((1024,))
+        self.ffn = FeedForward()
+        self.ffn_norm = nn.LayerNorm((1024,))
+
+    def forward(self, x, encoder_out, logical_not):
+        training = self.training
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
+        linear = F.linear(x, cat, None)
+        split = torch.split(linear, (1024, 1024, 1024), -1)
+        getitem = split[0]
+        getitem_1 = split[1]
+        getitem_2 = split[2]
+        unflatten = torch.unflatten(getitem_1, -1, (8, 128))
+        transpose = torch.transpose(unflatten, 1, 2)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 128))
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 128))
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.08838834764831843, is_causal = True)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
+        flatten = torch.flatten(transpose_3, -2)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
+        add = torch.add(x, dropout)
+        self_attn_norm = self.self_attn_norm(add)
+        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight
+        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight
+        cat_1 = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))
+        linear_1 = F.linear(encoder_out, cat_1, None)
+        split_1 = torch.split(linear_1, (1024, 1024), -1)
+        getitem_3 = split_1[0]
+        getitem_4 = split_1[1]
+        unflatten_3 = torch.unflatten(getitem_3, -1, (8, 128))
+        transpose_4 = torch.transpose(unflatten_3, 1, 2)
+        unflatten_4 = torch.unflatten(getitem_4, -1, (8, 128))
+        transpose_5 = torch.transpose(unflatten_4, 1, 2)
+        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)
+        unflatten_5 = torch.unflatten(cross_attn_q_proj, -1, (8, 128))
+        transpose_6 = torch.transpose(unflatten_5, 1, 2)
+        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_6, transpose_4, transpose_5, scale = 0.08838834764831843, attn_mask = logical_not)
+        transpose_7 = torch.transpose(scaled_dot_product_attention_1, 1, 2)
+        flatten_1 = torch.flatten(transpose_7, -2)
+        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)
+        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.1, training = training)
+        add_1 = torch.add(self_attn_norm, dropout_1)
+        cross_attn_norm = self.cross_attn_norm(add_1)
+        ffn_fc1 = self.ffn.fc1(cross_attn_norm)
+        relu = torch.relu(ffn_fc1)
+        ffn_fc2 = self.ffn.fc2(relu)
+        dropout_2 = F.dropout(ffn_fc2, p = 0.1, training = training)
+        add_2 = torch.add(cross_attn_norm, dropout_2)
+        ffn_norm = self.ffn_norm(add_2)
+        return ffn_norm
+
+    def hidden_dense(self, x, encoder_out):
+        training = self.training
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
+        linear = F.linear(x, cat, None)
+        split = torch.split(linear, (1024, 1024, 1024), -1)
+        getitem = split[0]
+        getitem_1 = split[1]
+        getitem_2 = split[2]
+        unflatten = torch.unflatten(getitem_1, -1, (8, 128))
+        transpose = torch.transpose(unflatten, 1, 2)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 128))
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 128))
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.08838834764831843, is_causal = True)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
+        flatten = torch.flatten(transpose_3, -2)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
+        add = torch.add(x, dropout)
+        self_attn_norm = self.self_attn_norm(add)
+        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight
+        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight
+        cat_1 = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))
+        linear_1 = F.linear(encoder_out, cat_1, None)
+        split_1 = torch.split(linear_1, (1024, 1024), -1)
+        getitem_3 = split_1[0]
+        getitem_4 = split_1[1]
+        unflatten_3 = torch.unflatten(getitem_3, -1, (8, 128))
+        transpose_4 = torch.transpose(unflatten_3, 1, 2)
+        unflatten_4 = torch.unflatten(getitem_4, -1, (8, 128))
+        transpose_5 = torch.transpose(unflatten_4, 1, 2)
+        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)
+        unflatten_5 = torch.unflatten(cross_attn_q_proj, -1, (8, 128))
+        transpose_6 = torch.transpose(unflatten_5, 1, 2)
+        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_6, transpose_4, transpose_5, scale = 0.08838834764831843)
+        transpose_7 = torch.transpose(scaled_dot_product_attention_1, 1, 2)
+        flatten_1 = torch.flatten(transpose_7, -2)
+        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)
+        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.1, training = training)
+        add_1 = torch.add(self_attn_norm, dropout_1)
+        cross_attn_norm = self.cross_attn_norm(add_1)
+        ffn_fc1 = self.ffn.fc1(cross_attn_norm)
+        relu = torch.relu(ffn_fc1)
+        ffn_fc2 = self.ffn.fc2(relu)
+        dropout_2 = F.dropout(ffn_fc2, p = 0.1, training = training)
+        add_2 = torch.add(cross_attn_norm, dropout_2)
+        ffn_norm = self.ffn_norm(add_2)
+        return ffn_norm
+
+    def init_cache(self, memory):
+        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight
+        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight
+        cat = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))
+        linear = F.linear(memory, cat, None)
+        split = torch.split(linear, (1024, 1024), -1)
+        getitem = split[0]
+        getitem_1 = split[1]
+        unflatten = torch.unflatten(getitem, -1, (8, 128))
+        transpose = torch.transpose(unflatten, 1, 2)
+        unflatten_1 = torch.unflatten(getitem_1, -1, (8, 128))
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)
+        return (transpose, transpose_1)
+
+    def decode_step(self, x, cache_1, cache_2, cache_3, cache_4, logical_not):
+        training = self.training
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
+        linear = F.linear(x, cat, None)
+        split = torch.split(linear, (1024, 1024, 1024), -1)
+        getitem = split[0]
+        getitem_1 = split[1]
+        getitem_2 = split[2]
+        unflatten = torch.unflatten(getitem_1, -1, (8, 128))
+        transpose = torch.transpose(unflatten, 1, 2)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 128))
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)
+        cat_1 = torch.cat((cache_1, transpose), 2)
+        cat_2 = torch.cat((cache_2, transpose_1), 2)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 128))
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, cat_1, cat_2, scale = 0.08838834764831843)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
+        flatten = torch.flatten(transpose_3, -2)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
+        add = torch.add(x, dropout)
+        self_attn_norm = self.self_attn_norm(add)
+        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)
+        unflatten_3 = torch.unflatten(cross_attn_q_proj, -1, (8, 128))
+        transpose_4 = torch.transpose(unflatten_3, 1, 2)
+        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_4, cache_3, cache_4, scale = 0.08838834764831843, attn_mask = logical_not)
+        transpose_5 = torch.transpose(scaled_dot_product_attention_1, 1, 2)
+        flatten_1 = torch.flatten(transpose_5, -2)
+        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)
+        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.1, training = training)
+        add_1 = torch.add(self_attn_norm, dropout_1)
+        cross_attn_norm = self.cross_attn_norm(add_1)
+        ffn_fc1 = self.ffn.fc1(cross_attn_norm)
+        relu = torch.relu(ffn_fc1)
+        ffn_fc2 = self.ffn.fc2(relu)
+        dropout_2 = F.dropout(ffn_fc2, p = 0.1, training = training)
+        add_2 = torch.add(cross_attn_norm, dropout_2)
+        ffn_norm = self.ffn_norm(add_2)
+        return (cat_1, cat_2, ffn_norm)
 
 
 class Decoder(nn.Module):
-    """N = 6 identical decoder layers."""
+    """The parameters of `decoder`."""
 
     def __init__(self):
         super().__init__()
@@ -221,63 +417,166 @@ class Model(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.embed = nn.Embedding(37000, 1024)  # source = target = output
+        self.embed = nn.Embedding(37000, 1024)
         self.encoder = Encoder()
         self.decoder = Decoder()
 
-    def embed_tokens(self, table, stack, tokens, start=0):
-        """Dropout(Embedding(tokens) * sqrt(d_model) + PE) -> (B, T, d_model)."""
-        x = table(tokens)
-        x = x * math.sqrt(x.shape[-1])
-        positions = torch.arange(start, start + tokens.size(1), device=x.device)
-        x = x + sinusoidal(positions, x.shape[-1], x.dtype)
-        return F.dropout(x, 0.1, self.training)
+    def forward(self, src, tgt_in):
+        padding_mask = ops.padding_mask(src, 0)
+        logical_not = torch.logical_not(padding_mask)
+        embed = self.embed(src)
+        mul = torch.mul(embed, 32.0)
+        size = src.size(1)
+        getattr_1 = mul.device
+        arange = torch.arange(0, size, device = getattr_1)
+        getattr_2 = mul.dtype
+        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)
+        add = torch.add(mul, sinusoidal)
+        training = self.training
+        dropout = F.dropout(add, p = 0.1, training = training)
+        x = dropout
+        for i, layer in enumerate(self.encoder.layers):
+            x = layer(x, logical_not)
+        encoder_out = x
+        embed_1 = self.embed(tgt_in)
+        mul_7 = torch.mul(embed_1, 32.0)
+        size_1 = tgt_in.size(1)
+        getattr_3 = mul_7.device
+        arange_1 = torch.arange(0, size_1, device = getattr_3)
+        getattr_4 = mul_7.dtype
+        sinusoidal_1 = ops.sinusoidal(arange_1, 1024, getattr_4)
+        add_13 = torch.add(mul_7, sinusoidal_1)
+        dropout_13 = F.dropout(add_13, p = 0.1, training = training)
+        x = dropout_13
+        for i, layer in enumerate(self.decoder.layers):
+            x = layer(x, encoder_out, logical_not)
+        decoder_out = x
+        embed_weight = self.embed.weight
+        linear = F.linear(decoder_out, embed_weight)
+        return linear
 
-    def logits(self, hidden):
-        """Hidden states -> scores over the vocabulary (the pre-softmax linear, tied)."""
-        return F.linear(hidden, self.embed.weight)
+    def hidden(self, src, tgt_in):
+        padding_mask = ops.padding_mask(src, 0)
+        logical_not = torch.logical_not(padding_mask)
+        embed = self.embed(src)
+        mul = torch.mul(embed, 32.0)
+        size = src.size(1)
+        getattr_1 = mul.device
+        arange = torch.arange(0, size, device = getattr_1)
+        getattr_2 = mul.dtype
+        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)
+        add = torch.add(mul, sinusoidal)
+        training = self.training
+        dropout = F.dropout(add, p = 0.1, training = training)
+        x = dropout
+        for i, layer in enumerate(self.encoder.layers):
+            x = layer(x, logical_not)
+        encoder_out = x
+        embed_1 = self.embed(tgt_in)
+        mul_7 = torch.mul(embed_1, 32.0)
+        size_1 = tgt_in.size(1)
+        getattr_3 = mul_7.device
+        arange_1 = torch.arange(0, size_1, device = getattr_3)
+        getattr_4 = mul_7.dtype
+        sinusoidal_1 = ops.sinusoidal(arange_1, 1024, getattr_4)
+        add_13 = torch.add(mul_7, sinusoidal_1)
+        dropout_13 = F.dropout(add_13, p = 0.1, training = training)
+        x = dropout_13
+        for i, layer in enumerate(self.decoder.layers):
+            x = layer(x, encoder_out, logical_not)
+        decoder_out = x
+        return decoder_out
+
+    def hidden_dense(self, src, tgt_in):
+        embed = self.embed(src)
+        mul = torch.mul(embed, 32.0)
+        size = src.size(1)
+        getattr_1 = mul.device
+        arange = torch.arange(0, size, device = getattr_1)
+        getattr_2 = mul.dtype
+        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)
+        add = torch.add(mul, sinusoidal)
+        training = self.training
+        dropout = F.dropout(add, p = 0.1, training = training)
+        x = dropout
+        for i, layer in enumerate(self.encoder.layers):
+            x = layer.hidden_dense(x)
+        encoder_out = x
+        embed_1 = self.embed(tgt_in)
+        mul_7 = torch.mul(embed_1, 32.0)
+        size_1 = tgt_in.size(1)
+        getattr_3 = mul_7.device
+        arange_1 = torch.arange(0, size_1, device = getattr_3)
+        getattr_4 = mul_7.dtype
+        sinusoidal_1 = ops.sinusoidal(arange_1, 1024, getattr_4)
+        add_13 = torch.add(mul_7, sinusoidal_1)
+        dropout_13 = F.dropout(add_13, p = 0.1, training = training)
+        x = dropout_13
+        for i, layer in enumerate(self.decoder.layers):
+            x = layer.hidden_dense(x, encoder_out)
+        decoder_out = x
+        return decoder_out
 
     def encode(self, src):
-        """Source tokens (B, S) -> memory (B, S, d_model)."""
-        hide = padding_mask(src)
-        x = self.embed_tokens(self.embed, self.encoder, src)
-        for layer in self.encoder.layers:
-            x = layer(x, hide)
-        return x
-
-    def decode(self, tokens, memory, src_hide):
-        """Target tokens (B, T) -> hidden states (B, T, d_model), each position seeing only earlier ones.
-
-        Padding is on the right, so a real position never sees a padded one: the causal mask suffices.
-        """
-        x = self.embed_tokens(self.embed, self.decoder, tokens)
-        hide, is_causal = None, True
-        for layer in self.decoder.layers:
-            x = layer(x, hide, is_causal, layer.cross_attn.keys_values(memory), src_hide)
-        return x
-
-    def forward(self, src, tgt_in):
-        """Teacher forcing: source (B, S) and shifted target (B, T) tokens -> logits (B, T, vocab)."""
-        return self.logits(self.decode(tgt_in, self.encode(src), padding_mask(src)))
+        padding_mask = ops.padding_mask(src, 0)
+        logical_not = torch.logical_not(padding_mask)
+        embed = self.embed(src)
+        mul = torch.mul(embed, 32.0)
+        size = src.size(1)
+        getattr_1 = mul.device
+        arange = torch.arange(0, size, device = getattr_1)
+        getattr_2 = mul.dtype
+        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)
+        add = torch.add(mul, sinusoidal)
+        training = self.training
+        dropout = F.dropout(add, p = 0.1, training = training)
+        x = dropout
+        for i, layer in enumerate(self.encoder.layers):
+            x = layer(x, logical_not)
+        encoder_out = x
+        return encoder_out
 
     def init_cache(self, src, memory):
-        """(source mask, then per layer: self keys, self values, cross keys, cross values)."""
-        cache = [padding_mask(src)]
-        for layer in self.decoder.layers:
-            cache.append(memory.new_zeros((memory.size(0), 8, 0, 128)))
-            cache.append(memory.new_zeros((memory.size(0), 8, 0, 128)))
-            cache.extend(layer.cross_attn.keys_values(memory))
-        return tuple(cache)
+        padding_mask = ops.padding_mask(src, 0)
+        size = memory.size(0)
+        per_layer = ()
+        for i, layer in enumerate(self.decoder.layers):
+            transpose, transpose_1 = layer.init_cache(memory)
+            per_layer += (memory.new_zeros((size, 8, 0, 128)), memory.new_zeros((size, 8, 0, 128)), transpose, transpose_1)
+        decoder_per_layer = per_layer
+        add = (padding_mask,) + decoder_per_layer
+        return add
 
     def decode_step(self, tokens, cache):
-        """The newest token (B, 1) -> (logits of the next token (B, vocab), the cache extended by it)."""
-        src_hide, first, per_layer = cache[0], 1, 4
-        start = cache[first].size(2)  # tokens decoded so far
-        x = self.embed_tokens(self.embed, self.decoder, tokens, start)
-        new_cache = [src_hide]
+        getitem = cache[1]
+        size = getitem.size(2)
+        embed = self.embed(tokens)
+        mul = torch.mul(embed, 32.0)
+        size_1 = tokens.size(1)
+        getattr_1 = mul.device
+        add_20 = torch.add(size, size_1)
+        arange = torch.arange(size, add_20, device = getattr_1)
+        getattr_2 = mul.dtype
+        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)
+        add_1 = torch.add(mul, sinusoidal)
+        training = self.training
+        dropout = F.dropout(add_1, p = 0.1, training = training)
+        getitem_1 = cache[0]
+        logical_not = torch.logical_not(getitem_1)
+        x = dropout
+        per_layer = ()
         for i, layer in enumerate(self.decoder.layers):
-            base = first + i * per_layer
-            memory_kv = (cache[base + 2], cache[base + 3])
-            x, k, v = layer.step(x, cache[base], cache[base + 1], memory_kv, src_hide)
-            new_cache += [k, v, *memory_kv]
-        return self.logits(x[:, -1]), tuple(new_cache)
+            cache_1 = cache[1 + 4 * i]
+            cache_2 = cache[2 + 4 * i]
+            cache_3 = cache[3 + 4 * i]
+            cache_4 = cache[4 + 4 * i]
+            cat, cat_1, x = layer.decode_step(x, cache_1, cache_2, cache_3, cache_4, logical_not)
+            per_layer += (cat, cat_1, cache_3, cache_4)
+        decoder_out = x
+        decoder_per_layer = per_layer
+        select = torch.select(decoder_out, 1, -1)
+        embed_weight = self.embed.weight
+        linear = F.linear(select, embed_weight)
+        add = (getitem_1,) + decoder_per_layer
+        return (linear, add)
+

@@ -4,7 +4,10 @@ same state dict, and safe against any spec text."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,16 +28,22 @@ def load_module(path: Path, name: str):
     return module
 
 
-def rendered_module(spec, tmp_path: Path, name="gen"):
+def rendered_module(spec, tmp_path: Path, name="gen", **options):
     path = tmp_path / f"{name}.py"
-    path.write_text(render(spec, "model m { }", "inline.attn"))
+    path.write_text(render(spec, "model m { }", "inline.attn", **options))
     return load_module(path, f"attncomp_test_{name}")
+
+
+@functools.cache
+def compiled_on_meta(path: Path):
+    """The optimised model of a shipped spec, shapes only: both per-spec tests read it, compiled once."""
+    return attncomp.compile(path, device="meta")
 
 
 @pytest.mark.parametrize("path", SPECS, ids=spec_id)
 def test_generated_file_is_up_to_date(path):
     relative = path.relative_to(ROOT)
-    expected = render(ir.load(path), path.read_text(), str(relative))
+    expected = render(ir.load(path), path.read_text(), str(relative), model=compiled_on_meta(path))
     target = output_path(path)
     assert target.resolve() == ROOT / "generated" / relative.relative_to("specs").with_suffix(".py")
     assert target.read_text() == expected, f"{target} is stale: run `attncomp build specs`"
@@ -50,8 +59,7 @@ def test_generated_file_imports_only_torch_and_loads_the_state_dict(path):
     module = load_module(target, f"generated_{spec_id(path).replace('/', '_')}")
     with torch.device("meta"):
         generated = module.Model()
-    compiled = attncomp.compile(path, device="meta")
-    ours, theirs = compiled.state_dict(), generated.state_dict()
+    ours, theirs = compiled_on_meta(path).state_dict(), generated.state_dict()
     assert list(ours) == list(theirs)
     assert all(ours[k].shape == theirs[k].shape for k in ours)
 
@@ -75,13 +83,14 @@ def test_generated_module_equals_the_compiled_graphs(name, tmp_path):
     path, overrides = VARIANTS[name]
     spec = small(ir.load(ROOT / path, overrides), dropout=0.1 if name == "dropout" else 0.0)
     compiled = attncomp.compile(spec, dtype=torch.float64).eval()
-    generated = rendered_module(spec, tmp_path, name).Model().double().eval()
+    generated = rendered_module(spec, tmp_path, name, model=compiled).Model().double().eval()
     generated.load_state_dict(compiled.state_dict())
     src, tgt = batch(spec)
     m = spec.model
     if m.encoder is not None and m.decoder is not None:
         assert (generated(src, tgt) - compiled(src, tgt)).abs().max() < 1e-9
         assert (generated.encode(src) - compiled.encode(src)).abs().max() < 1e-9
+        assert (generated.hidden_dense(src, tgt) - compiled.hidden_dense(src, tgt)).abs().max() < 1e-9
         caches = [model.init_cache(src, model.encode(src)) for model in (generated, compiled)]
     elif m.decoder is not None:
         assert (generated(tgt) - compiled(tgt)).abs().max() < 1e-9
@@ -94,6 +103,41 @@ def test_generated_module_equals_the_compiled_graphs(name, tmp_path):
         (a, caches[0]), (b, caches[1]) = generated.decode_step(tokens, caches[0]), compiled.decode_step(tokens, caches[1])
         assert (a - b).abs().max() < 1e-9
         tokens = a.argmax(-1, keepdim=True).clamp(min=5)
+
+
+@pytest.mark.parametrize("passes", [(), ("canonicalize", "fuse_attention")])
+def test_generated_module_is_the_program_the_chosen_passes_made(passes, tmp_path):
+    spec = small(ir.load(ROOT / "specs/base.attn"))
+    text = render(spec, "model m { }", "inline.attn", passes=passes)
+    fused = "fuse_attention" in passes
+    assert ("F.scaled_dot_product_attention(" in text) == fused
+    assert ("torch.softmax(" in text) != fused
+    assert "torch.cat((self_attn_q_proj_weight" not in text  # fuse_qkv did not run
+    assert "torch.cat((self_attn_q_proj_weight" in render(spec, "model m { }", "inline.attn")
+    compiled = attncomp.compile(spec, passes=passes, dtype=torch.float64).eval()
+    generated = rendered_module(spec, tmp_path, f"p{len(passes)}", passes=passes).Model().double().eval()
+    generated.load_state_dict(compiled.state_dict())
+    src, tgt = batch(spec)
+    assert (generated(src, tgt) - compiled(src, tgt)).abs().max() < 1e-9
+
+
+def test_layers_are_a_loop_not_copies():
+    spec = small(ir.load(ROOT / "specs/base.attn"))
+    texts = [render(spec.model_copy(update={"model": spec.model.model_copy(update={
+        name: getattr(spec.model, name).model_copy(update={"layers": n}) for name in ("encoder", "decoder")})}),
+        "model m { }", "inline.attn") for n in (2, 3)]
+    assert len(texts[0].splitlines()) == len(texts[1].splitlines())
+    assert "layers.1" not in texts[1] and "layers, \"1\"" not in texts[1]
+    assert "for i, layer in enumerate(self.encoder.layers):" in texts[1]
+    assert texts[1].count("class EncoderLayer(nn.Module):") == 1
+
+
+def test_codegen_does_not_import_the_runtime():
+    code = ("import sys, attncomp.codegen; "
+            "bad = [m for m in sys.modules if m.split('.')[1:2] in (['train'], ['decode'], ['checkpoint'], ['data'])"
+            " and m.startswith('attncomp.')]; print(bad); sys.exit(bool(bad))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_dropout_follows_train_and_eval(tmp_path):
@@ -125,3 +169,15 @@ def test_spec_text_cannot_inject_code(tmp_path):
     assert kinds <= {"Expr", "Import", "ImportFrom", "Assign", "FunctionDef", "ClassDef"}
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "os"]
     assert "\r" not in text and "\x00" not in text and "\u2028" not in text
+
+
+@pytest.mark.parametrize("passes", ["", "canonicalize,fuse_attention"])
+def test_build_writes_the_program_its_passes_made(passes, tmp_path, capsys):
+    from attncomp.cli.main import run
+
+    assert run(["build", str(ROOT / "specs/examples/tiny.attn"), "-o", str(tmp_path), "--passes", passes]) == 0
+    capsys.readouterr()
+    text = (tmp_path / "tiny.py").read_text()
+    assert f"Passes: {passes.replace(',', ', ') or 'none'}." in text
+    assert ("F.scaled_dot_product_attention(" in text) == bool(passes)
+    assert "torch.cat((self_attn_q_proj_weight" not in text

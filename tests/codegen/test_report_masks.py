@@ -1,0 +1,29 @@
+"""attncomp.report reads each attention's mask from the graph (the nodes that build it), fused or not."""
+
+from __future__ import annotations
+
+import pytest
+
+import attncomp
+from attncomp.report import attention_report
+from tests.conftest import ROOT
+
+CASES = {
+    "base": ([], {"encoder self-attention": "padding", "decoder self-attention": "causal",
+                  "encoder-decoder attention": "padding"}),
+    "local_both": (["model.attention=local(window = 2)"], {
+        "encoder self-attention": "band + padding", "decoder self-attention": "causal band",
+        "encoder-decoder attention": "padding"}),
+    "additive": (["model.attention=additive"], {"encoder self-attention": "padding",
+                                                 "decoder self-attention": "causal"}),
+}
+
+
+@pytest.mark.parametrize("passes", [None, ()], ids=["fused", "unfused"])
+@pytest.mark.parametrize("case", CASES)
+def test_masks_come_from_the_graph(case, passes):
+    overrides, expected = CASES[case]
+    options = {} if passes is None else {"passes": passes}
+    model = attncomp.compile(ROOT / "specs/examples/tiny.attn", overrides, device="meta", **options)
+    found = {a.site: a.mask for a in attention_report(model)}
+    assert {site: found[site] for site in expected} == expected
