@@ -47,7 +47,7 @@ class AttncompError(Exception):
     exit_code = 1
 
     def format(self) -> str:
-        return f"error: {self}"
+        return f"error: {printable(str(self))}"
 
 
 class SpecError(AttncompError):
@@ -103,6 +103,12 @@ def printable(text: str) -> str:
     """`text` with every non-printable character escaped as in repr(), so a hostile file name or value
     stays on one line of an error message."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def printable_lines(text: str) -> str:
+    """`text` with every non-printable character but the newlines between its lines escaped: the last
+    guard before a terminal, for messages that are several lines on purpose (a spec error's caret)."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
