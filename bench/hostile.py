@@ -138,6 +138,13 @@ def _child(argv: list[str], cwd: str, out_dir: str, stdin_path: str | None, env:
     os._exit(0)
 
 
+def _is_worker(cmd: str) -> bool:
+    """A spawned training worker, not multiprocessing's resource tracker. Workers' command lines carry
+    `-W ignore::UserWarning:multiprocessing.resource_tracker` (attncomp.train.launch.QUIET_TRACKER) too,
+    so the tracker is told apart by the code it runs."""
+    return "spawn_main" in cmd and "resource_tracker import main" not in cmd
+
+
 def _group_members(pgid: int) -> list[tuple[int, str]]:
     """(pid, command line) of the live processes in a process group."""
     found = []
@@ -163,7 +170,7 @@ class Poke:
     worker: int = -1  # index among the spawned workers, oldest first
 
     def fire(self, pgid: int) -> bool:
-        workers = [pid for pid, cmd in _group_members(pgid) if "spawn_main" in cmd and "resource_tracker" not in cmd]
+        workers = [pid for pid, cmd in _group_members(pgid) if _is_worker(cmd)]
         if len(workers) < 2:
             return False
         os.kill(workers[self.worker], self.signum)

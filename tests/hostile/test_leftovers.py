@@ -102,3 +102,10 @@ def _raising_parser(err: Exception):
             raise err
 
     return Parser()
+
+
+def test_a_value_of_100000_digits_is_shortened_in_its_error(tmp_path, capsys):
+    (tmp_path / "long.attn").write_text("model x { d_model = " + "9" * 100_000 + " }\n")
+    assert run(["check", str(tmp_path / "long.attn")]) == 2
+    first = capsys.readouterr().err.splitlines()[0]
+    assert len(first) < 600 and "characters]..." in first and first.endswith("is out of range")

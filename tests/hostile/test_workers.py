@@ -42,6 +42,8 @@ def test_a_killed_worker_is_reported_not_the_survivors_collective_error(sample_d
     (["--rdzv-endpoint", "node0"], "--rdzv-endpoint must be HOST:PORT with a port from 1 to 65535, not 'node0'"),
     (["--rdzv-endpoint", "node0:99999"], "not 'node0:99999'"),
     (["--rdzv-endpoint", ":29400"], "not ':29400'"),
+    (["--rdzv-endpoint", "[::1"], "not '[::1' (HOST: a host name, an IPv4 address or [IPv6])"),  # exit 70 before
+    (["--rdzv-endpoint", "node_0..x:29400"], "not 'node_0..x:29400'"),
     (["--node-rank", "1"], "--node-rank is not used: the c10d rendezvous assigns each machine's rank"),
     (["--timeout", "0"], "--timeout must be a positive number of seconds"),
     (["--timeout", "nan"], "--timeout must be a positive number of seconds"),
@@ -141,3 +143,14 @@ def test_a_rank_that_cannot_read_rank_0s_checkpoint_stops_every_rank_with_one_me
     assert results[0].startswith(f"error: rank(s) 1 cannot read run/{name}, the checkpoint rank 0 resumes from "
                                  f"(rank 1: no checkpoint run/{name})"), results[0]
     assert "every machine must see the same --out on shared storage" in results[0]
+
+
+def test_the_corpus_finds_workers_whose_command_line_names_the_resource_tracker():
+    """bench/hostile.py's Poke took every worker for the tracker once workers were started with
+    `-W ignore::...resource_tracker`: the SIGSTOP/SIGKILL cases signalled nobody and ran to the end."""
+    from bench.hostile import _is_worker
+    from attncomp.train.launch import QUIET_TRACKER
+
+    worker = f"python -B -W{QUIET_TRACKER} -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=27)"
+    tracker = f"python -B -W{QUIET_TRACKER} -c from multiprocessing.resource_tracker import main;main(12)"
+    assert _is_worker(worker) and not _is_worker(tracker)
