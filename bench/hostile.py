@@ -1,6 +1,6 @@
 """A large hostile corpus against every `attncomp` command: no traceback, no hang, no code run.
 
-    python -m bench.hostile [--only CATEGORY] [--list] [--failures FILE] [--timeout S]
+    python -m bench.hostile [--only CATEGORY] [--list] [--failures FILE] [--work DIR]
 
 Every case is a command line (and the files it reaches, made by bench/hostile_corpus.py) run in a
 child process of a fork server that has attncomp and torch imported already: each child gets its own
@@ -11,9 +11,10 @@ summary line; the exit status is 1 when any case fails, and --failures FILE writ
 (command line, what happened) for routing.
 
 A case fails when: it hangs; an exception escapes `run()` or a traceback is printed; it ends in an
-internal error (exit 70, or "internal error" in a worker's report); its exit code is not one of 0, 1, 2;
-it fails without one clear `error: ...` line (a spec error may add its located line, caret and hint);
-the payload of a code-injection case ran; or a value the case names as bad was taken (exit 0).
+internal error (exit 70, or "internal error" in a worker's report); its exit code is not one of 0, 1,
+2 and 75 (a run stopped by SIGTERM after saving, which says `stopped: ...`); it fails without one
+clear `error: ...` line (a spec error may add its located line, caret and hint); the payload of a
+code-injection case ran; or a value the case names as bad was taken (exit 0).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-DOCUMENTED_EXITS = (0, 1, 2)
+DOCUMENTED_EXITS = (0, 1, 2, 75)  # 75: a run stopped by SIGTERM/SIGUSR1 after saving (README)
 MEMORY_LIMIT = 3 << 30  # bytes of address space per case (torch alone maps about 0.7 GiB)
 ERROR_LINE = re.compile(r"^(?:.*:\d+:\d+: |attncomp[\w -]*: )?error: \S")  # located, plain or argparse's
 TRACEBACK = re.compile(r"^Traceback \(most recent call last\)|^  File \"", re.M)
@@ -86,6 +87,8 @@ class Outcome:
 
     def _error_lines(self, command: str) -> list[str]:
         lines = self.stderr.splitlines()
+        if self.code == 75:  # preempted: `stopped: SIGTERM: saved ...; continue with --resume`
+            return [] if any(line.startswith("stopped: ") for line in lines) else ["exit 75 without a 'stopped: ...' line"]
         errors = [line for line in lines if ERROR_LINE.match(line)]
         if not errors:
             if command == "diff" and self.code == 1:

@@ -394,7 +394,8 @@ def workers(root: Path, f: Files, g: Files) -> list[Case]:
     long = ["--set", "train.steps=400", "--set", "train.checkpoint.every=100"]
     for name, which in (("SIGSTOP", -1), ("SIGKILL", -1), ("SIGKILL", 0), ("SIGTERM", -1)):
         if True:
-            argv = _train(g, root, "--procs", "2", *long, name=f"sig_{name}_{which}")
+            # --timeout 20: a frozen worker ends the run within --timeout + about 3 s (docs/training.md)
+            argv = _train(g, root, "--procs", "2", *long, "--timeout", "20", name=f"sig_{name}_{which}")
             cases.append(Case("workers", argv, "dist", timeout=150, poke=Poke(12.0, getattr(signal, name), which),
                               note=f"{name} to worker {which}"))
     for extra in (["--nnodes", "2", "--rdzv-endpoint", "nonsense"], ["--nnodes", "2", "--rdzv-endpoint", "host:port"],
