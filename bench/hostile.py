@@ -88,7 +88,8 @@ class Outcome:
     def _error_lines(self, command: str) -> list[str]:
         lines = self.stderr.splitlines()
         if self.code == 75:  # preempted: `stopped: SIGTERM: saved ...; continue with --resume`
-            return [] if any(line.startswith("stopped: ") for line in lines) else ["exit 75 without a 'stopped: ...' line"]
+            said = any(line.startswith("stopped: ") for line in lines)
+            return [] if said else ["exit 75 without a 'stopped: ...' line"]
         errors = [line for line in lines if ERROR_LINE.match(line)]
         if not errors:
             if command == "diff" and self.code == 1:

@@ -67,7 +67,8 @@ def internal_error(err: BaseException, argv: Sequence[str] | None = None) -> str
         message = message[:297] + "..."
     path = _save_traceback(err, argv)
     where = f"the traceback is in {path}" if path else "the traceback could not be written"
-    return printable(f"internal error: {type(err).__name__}: {message or '(no message)'} — a bug in attncomp; {where}")
+    line = f"internal error: {type(err).__name__}: {message or '(no message)'} — a bug in attncomp; {where}"
+    return printable(line)  # no control character of the message or the path
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -154,3 +154,13 @@ def test_the_corpus_finds_workers_whose_command_line_names_the_resource_tracker(
     worker = f"python -B -W{QUIET_TRACKER} -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=27)"
     tracker = f"python -B -W{QUIET_TRACKER} -c from multiprocessing.resource_tracker import main;main(12)"
     assert _is_worker(worker) and not _is_worker(tracker)
+
+
+def test_the_corpus_takes_a_preempted_run_with_its_stopped_line():
+    """Exit 75 (SIGTERM, saved; README) counted as an undocumented exit code in bench/hostile.py."""
+    from bench.hostile import Outcome
+
+    saved = "stopped: SIGTERM: saved runs/x/checkpoint_00000200.pt at step 200; continue with --resume\n"
+    assert Outcome(["train"], code=75, stderr=saved).problems(command="train") == []
+    assert Outcome(["train"], code=75, stderr="").problems(command="train") == ["exit 75 without a 'stopped: ...' line"]
+    assert Outcome(["train"], code=3, stderr="error: x\n").problems(command="train") == ["undocumented exit code 3"]
