@@ -109,3 +109,16 @@ def test_a_value_of_100000_digits_is_shortened_in_its_error(tmp_path, capsys):
     assert run(["check", str(tmp_path / "long.attn")]) == 2
     first = capsys.readouterr().err.splitlines()[0]
     assert len(first) < 600 and "characters]..." in first and first.endswith("is out of range")
+
+
+def test_the_corpus_gives_decoding_cases_time_by_the_lines_they_translate(tmp_path):
+    """bench/hostile.py judged 77 lines of garbage, decoded to the output bound at ~1 s a line on the
+    loaded 2-core machine, a hang at a flat 90 s; blank lines are not decoded, a FIFO is not read."""
+    import os
+
+    from bench.hostile_attacks import _decode_limit
+
+    (tmp_path / "garbage").write_bytes(b"\xff\xfe x\n" * 77 + b"\n \n")
+    os.mkfifo(tmp_path / "fifo")
+    assert _decode_limit(tmp_path / "garbage") == 90 + 2 * 77
+    assert _decode_limit(tmp_path / "fifo") == _decode_limit(tmp_path / "missing") == 90
