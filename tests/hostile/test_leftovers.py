@@ -122,3 +122,13 @@ def test_the_corpus_gives_decoding_cases_time_by_the_lines_they_translate(tmp_pa
     os.mkfifo(tmp_path / "fifo")
     assert _decode_limit(tmp_path / "garbage") == 90 + 2 * 77
     assert _decode_limit(tmp_path / "fifo") == _decode_limit(tmp_path / "missing") == 90
+
+
+def test_a_corpus_case_runs_torch_on_one_thread(tmp_path):
+    """The fork server imported torch before OMP_NUM_THREADS=1 was set: cases decoded on two threads."""
+    from bench.hostile import Sandbox
+
+    spec = tmp_path / "threads.py"
+    spec.write_text("import torch\nprint(torch.get_num_threads())\n")
+    outcome = Sandbox(tmp_path).run(["--version"], after=["threads.py"], cwd=tmp_path, timeout=60)
+    assert outcome.stdout.strip().splitlines()[-1] == "1"
