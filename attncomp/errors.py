@@ -47,7 +47,7 @@ class AttncompError(Exception):
     exit_code = 1
 
     def format(self) -> str:
-        return f"error: {self}"
+        return f"error: {shortened(printable(str(self)))}"
 
 
 class SpecError(AttncompError):
@@ -63,7 +63,7 @@ class SpecError(AttncompError):
 
     def format(self) -> str:
         where = f"{self.span}: " if self.span else ""
-        parts = [f"{where}error: {printable(self.message)}"]
+        parts = [f"{where}error: {shortened(printable(self.message))}"]
         if self.span and self.span.caret():
             parts.append(self.span.caret())
         if self.hint:
@@ -103,6 +103,20 @@ def printable(text: str) -> str:
     """`text` with every non-printable character escaped as in repr(), so a hostile file name or value
     stays on one line of an error message."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def shortened(text: str, limit: int = 400) -> str:
+    """`text` cut in the middle when longer than `limit`, so that a value of 100,000 digits or a
+    minified line quoted in a message stays one readable line."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 120]} ...[{len(text) - limit + 40:,} characters]... {text[-80:]}"
+
+
+def printable_lines(text: str) -> str:
+    """`text` with every non-printable character but the newlines between its lines escaped: the last
+    guard before a terminal, for messages that are several lines on purpose (a spec error's caret)."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from attncomp import files
+from attncomp.errors import printable
 
 
 Bad = argparse.ArgumentTypeError
@@ -30,14 +31,14 @@ def _int(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise Bad(f"expected a whole number, got {shown(text)!r}") from None
+        raise Bad(f"expected a whole number, got '{shown(text)}'") from None
 
 
 def _float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise Bad(f"expected a number, got {shown(text)!r}") from None
+        raise Bad(f"expected a number, got '{shown(text)}'") from None
     if not math.isfinite(value):
         raise Bad(f"must be a finite number (got {shown(text)})")
     return value
@@ -93,6 +94,21 @@ def language(text: str) -> str:
     return text
 
 
+def pass_names(text: str) -> list[str]:
+    """Comma-separated pass names; '' is no pass at all, an empty name (`,,`) is refused.
+
+    Unknown names are left to `attncomp.passes.check_pass_names`, which suggests the closest.
+    """
+    if text == "":
+        return []
+    names = text.split(",")
+    if any(not name.strip() for name in names):
+        from attncomp.passes import PASSES
+
+        raise Bad(f"an empty pass name in {shown(text)!r}; passes: {', '.join(PASSES)} ('' for none)")
+    return names
+
+
 def _name(text: str) -> str:
     if not text or "\0" in text:
         raise Bad("expected a path, got an empty one" if not text else f"a path cannot contain NUL: {text!r}")
@@ -100,8 +116,8 @@ def _name(text: str) -> str:
 
 
 def shown(path: str | Path) -> str:
-    """A path as an error message shows it: cut in the middle when it is very long."""
-    text = str(path)
+    """A path as an error message shows it: control characters escaped, cut in the middle when very long."""
+    text = printable(str(path))
     return text if len(text) <= 120 else f"{text[:60]}...{text[-40:]} ({len(text)} characters)"
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from attncomp import ir
+from attncomp.cli.args import pass_names
 from attncomp.cli.spec_commands import add_overrides, expand_specs
 from attncomp.errors import ExpectError, UsageError, printable
 from attncomp.ir.size import estimate, refuse_if_too_large
@@ -97,7 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--out", metavar="DIR", help="write DIR/<spec>.py (default: generated/, mirroring specs/)")
     p.add_argument("--emit", choices=EMIT, help="print one stage instead: ir, fx (lowered), fx-opt (after passes), py")
     p.add_argument("--entry", help="with --emit fx|fx-opt: only this entry point (forward, encode, ...)")
-    p.add_argument("--passes", type=lambda s: [x for x in s.split(",") if x], default=list(DEFAULT_PASSES),
+    p.add_argument("--passes", type=pass_names, default=list(DEFAULT_PASSES),
                    help=f"comma-separated passes to run (default: {','.join(DEFAULT_PASSES)}; '' for none)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-write", action="store_true", help="report only; write no generated module")

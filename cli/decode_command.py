@@ -8,10 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-from attncomp.cli.args import (device as device_name, finite_non_negative_float, input_file, output_file,
+from attncomp.cli.args import (device as device_name, finite_non_negative_float, input_file, int_at_least, output_file,
                                positive_int, write_text_atomic)
 from attncomp.cli.spec_commands import add_overrides
-from attncomp.errors import UsageError
+from attncomp.errors import UsageError, printable
+
+MAX_SOURCE_TOKENS = 256  # the longest pair `data prepare` keeps by default (--max-len), </s> included
 
 
 def read_input_lines(data: bytes, name: str) -> list[str]:
@@ -55,7 +57,17 @@ def _translator(args: argparse.Namespace):
     tokenizers = {side: Tokenizer(found.header.tokenizers[side].numpy().tobytes()) for side in ("src", "tgt")}
     return Translator(model, tokenizers["src"], tokenizers["tgt"], beam=beam,
                       alpha=decode.length_penalty if args.alpha is None else args.alpha, max_len=decode.max_len,
-                      nbest=args.nbest, batch_tokens=args.batch_tokens, device=device)
+                      nbest=args.nbest, batch_tokens=args.batch_tokens, device=device,
+                      max_source_tokens=args.max_source_tokens)
+
+
+def _warn_cut(translator, name: str | None) -> None:
+    """One warning naming the input lines that were cut to the source limit (the first ten)."""
+    if translator.truncated:
+        shown = ", ".join(map(str, translator.cut_lines[:10])) + (" ..." if translator.truncated > 10 else "")
+        print(f"warning: {printable(name or 'stdin')}: {translator.truncated} line(s) were longer than the model "
+              f"reads and were cut to {translator.source_limit()} source tokens (line(s) {shown}; "
+              f"--max-source-tokens)", file=sys.stderr)
 
 
 def _write(path: str | None, lines: list[str]) -> None:
@@ -75,9 +87,7 @@ def _translate(args: argparse.Namespace) -> int:
     else:
         out = [options[0].text for options in results]
     _write(args.output, out)
-    if translator.truncated:
-        print(f"warning: {translator.truncated} line(s) were longer than the model reads and were cut",
-              file=sys.stderr)
+    _warn_cut(translator, args.input)
     return 0
 
 
@@ -103,6 +113,7 @@ def _eval(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     hypotheses = [options[0].text for options in translator.translate(sources)]
     seconds = time.perf_counter() - start
+    _warn_cut(translator, args.src or args.sacrebleu_test)
     if args.output:
         _write(args.output, hypotheses)
     result = score(hypotheses, references)
@@ -126,6 +137,9 @@ def _decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nbest", type=positive_int, default=1, help="hypotheses per line (translate: index, score, text)")
     p.add_argument("--batch-tokens", type=positive_int, default=6000, metavar="N",
                    help="source tokens x beam per batch (default 6000)")
+    p.add_argument("--max-source-tokens", type=int_at_least(2), default=MAX_SOURCE_TOKENS, metavar="N",
+                   help=f"cut longer lines to N tokens, </s> included, with a warning naming them (default "
+                        f"{MAX_SOURCE_TOKENS}, never above what the model reads); output is at most 2N tokens")
     p.add_argument("--device", type=device_name, help="cpu, cuda, cuda:1 (default: cuda if present)")
     p.add_argument("--spec", metavar="SPEC", help="refuse a checkpoint not trained with exactly this spec")
     add_overrides(p)

@@ -16,7 +16,7 @@ import time
 import traceback
 from typing import Callable, Sequence
 
-from attncomp.errors import AttncompError
+from attncomp.errors import AttncompError, printable, printable_lines
 
 COMMANDS: list[tuple[str, str]] = [
     ("attncomp.cli.spec_commands", "register"),
@@ -67,7 +67,8 @@ def internal_error(err: BaseException, argv: Sequence[str] | None = None) -> str
         message = message[:297] + "..."
     path = _save_traceback(err, argv)
     where = f"the traceback is in {path}" if path else "the traceback could not be written"
-    return f"internal error: {type(err).__name__}: {message or '(no message)'} — a bug in attncomp; {where}"
+    line = f"internal error: {type(err).__name__}: {message or '(no message)'} — a bug in attncomp; {where}"
+    return printable(line)  # no control character of the message or the path
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -81,7 +82,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         handler: Callable[[argparse.Namespace], int | None] = args.handler
         return handler(args) or 0
     except AttncompError as err:
-        print(err.format(), file=sys.stderr)
+        print(printable_lines(err.format()), file=sys.stderr)  # no control character of a path or value
         return err.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

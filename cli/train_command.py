@@ -12,7 +12,8 @@ from attncomp import ir
 from attncomp import files
 from attncomp.cli.args import output_dir, output_file, positive_float, positive_int
 from attncomp.cli.spec_commands import add_overrides
-from attncomp.errors import UsageError
+from attncomp.errors import UsageError, printable
+from attncomp.ir.size import refuse_if_too_large
 
 
 def _devices(args: argparse.Namespace) -> tuple[str, int]:
@@ -68,6 +69,8 @@ def _train(args: argparse.Namespace) -> int:
     from attncomp.train.worker import worker
 
     spec = ir.load(args.spec, args.overrides)
+    if not args.force:  # as build and compile do, before any data is read or worker starts
+        refuse_if_too_large(spec, printable(args.spec))
     nodes = _nodes(args)
     device, nproc = _devices(args)
     if args.fsdp and nproc * args.nnodes < 2:
@@ -177,6 +180,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "gradient accumulation makes up the spec's tokens per update")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     p.add_argument("--compile", action="store_true", help="torch.compile the optimised model")
+    p.add_argument("--force", action="store_true",
+                   help="train even when the float32 parameters exceed the limit (4 GiB; see docs/compiler.md)")
     p.add_argument("--fsdp", action="store_true",
                    help="shard parameters, gradients and optimiser state across workers (FSDP2) instead of DDP")
     p.add_argument("--profile", action="store_true", help="write torch.profiler traces to OUT/profile")

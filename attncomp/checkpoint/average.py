@@ -53,6 +53,11 @@ class _Sum:
         return out
 
 
+def _same_tokenizers(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    """Whether two checkpoints read and write text alike (their token ids mean the same pieces)."""
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def average(paths: list[Path], warn: Callable[[str], Any] | None = None) -> Checkpoint:
     """The last readable checkpoint with its model replaced by the mean over `paths` (kind "average").
 
@@ -78,6 +83,8 @@ def average(paths: list[Path], warn: Callable[[str], Any] | None = None) -> Chec
         model_spec = ckpt.stored_spec(found).model  # a run extended with --resume changes the recipe, not the model
         if last is not None and model_spec != last_model:
             raise CheckpointError(f"{path} holds another model than {last_path}; they cannot be averaged")
+        if last is not None and not _same_tokenizers(found.header.tokenizers, last.tokenizers):
+            raise CheckpointError(f"{path} has other tokenizers than {last_path}; they cannot be averaged")
         last_model = model_spec
         running.add(Path(path), found.model)
         # keep a copy of the small header tensors only: the file's memory map is released with `found`

@@ -1,7 +1,9 @@
 """Translate lines with a trained model: tokenise, batch by tokens, beam search, detokenise, in order.
 
 Defined results for awkward input: an empty line gives an empty translation (the model is not run);
-a line longer than the model can read is cut to what it can read (counted in `Translator.truncated`).
+a line longer than the model can read, or than `max_source_tokens`, is cut to that many tokens (its
+1-based number kept in `Translator.cut_lines`), as Marian's `--max-length-crop` does, so every input
+line still gets one output line; the output is at most `max_len` of the spec and twice the source cap.
 """
 
 from __future__ import annotations
@@ -41,7 +43,12 @@ class Translator:
     progress_interval: float = 30.0
     stepper: type = CachedStepper  # FullStepper for models without decode_step
     stop: str | None = None  # "bound" or "first"; default: the spec's decode.stop
-    truncated: int = field(default=0, init=False)
+    max_source_tokens: int | None = None  # source tokens read at most (</s> included); None: the model's limit
+    cut_lines: list[int] = field(default_factory=list, init=False)  # 1-based numbers of the lines cut
+
+    @property
+    def truncated(self) -> int:
+        return len(self.cut_lines)
 
     @property
     def spec(self) -> nodes.Spec:
@@ -50,8 +57,10 @@ class Translator:
     def source_limit(self) -> int:
         positions = self.spec.model.positions
         if isinstance(positions, nodes.Learned):
-            return positions.max_len - (2 if self.spec.model.encoder is None else 0)  # decoder-only: <s>, <sep>
-        return SINUSOIDAL_SOURCE_LIMIT
+            limit = positions.max_len - (2 if self.spec.model.encoder is None else 0)  # decoder-only: <s>, <sep>
+        else:
+            limit = SINUSOIDAL_SOURCE_LIMIT
+        return min(limit, self.max_source_tokens or limit)
 
     def output_limit(self, source_tokens: int) -> int:
         """Tokens to generate at most (</s> included), from the spec's max_len and the position table."""
@@ -60,18 +69,13 @@ class Translator:
         if isinstance(positions, nodes.Learned):
             used = source_tokens + 2 if self.spec.model.encoder is None else 0  # a decoder-only prompt
             wanted = min(wanted, positions.max_len - used)
-        return max(1, wanted)
+        return max(1, min(wanted, 2 * self.source_limit()))  # a spec's max_len of a million stays bounded
 
-    def _encode(self, lines: list[str]) -> list[list[int]]:
+    def _encode(self, lines: list[str]) -> tuple[list[list[int]], list[int]]:
+        """Token ids with </s>, cut to the source limit; and the positions in `lines` of those cut."""
         limit = self.source_limit() - 1  # room for </s>
         ids = self.src_tokenizer.encode(lines)
-        out = []
-        for seq in ids:
-            if len(seq) > limit:
-                self.truncated += 1
-                seq = seq[:limit]
-            out.append(seq + [EOS])
-        return out
+        return [seq[:limit] + [EOS] for seq in ids], [k for k, seq in enumerate(ids) if len(seq) > limit]
 
     def _batches(self, ids: list[list[int]], order: list[int]):
         """Index lists of similar length; a decoder-only model needs equal prompt lengths per batch."""
@@ -104,7 +108,9 @@ class Translator:
         self.model.eval()
         results: list[list[Translation]] = [[Translation("", 0.0, [])] for _ in lines]
         todo = [i for i, line in enumerate(lines) if line.strip()]
-        ids_of = dict(zip(todo, self._encode([lines[i].strip() for i in todo])))
+        ids, cut = self._encode([lines[i].strip() for i in todo])
+        ids_of = dict(zip(todo, ids))
+        self.cut_lines += [todo[k] + 1 for k in cut]
         order = sorted(todo, key=lambda i: len(ids_of[i]))
         compact = {i: ids_of[i] for i in order}
         with Progress(len(todo), "translate", "sent", self.progress_interval, enabled=self.progress) as bar:

@@ -16,9 +16,11 @@ A second signal ends the workers at once.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import uuid
@@ -64,11 +66,29 @@ def check_nodes(nodes: Nodes) -> None:
                          "the same on all)")
 
 
+HOST_NAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?)*\.?")
+
+
+def _host(text: str) -> str | None:
+    """The host of HOST:PORT as the rendezvous takes it (a host name, IPv4, or [IPv6]), or None."""
+    if text.startswith("[") or text.endswith("]"):
+        text = text[1:-1] if text.startswith("[") and text.endswith("]") and len(text) > 2 else "["
+        try:
+            return str(ipaddress.IPv6Address(text))
+        except ValueError:
+            return None
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return text if HOST_NAME.fullmatch(text) else None
+
+
 def parse_endpoint(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [IPv6]:PORT
-    if not sep or not host or any(c.isspace() for c in host) or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"--rdzv-endpoint must be HOST:PORT with a port from 1 to 65535, not {text!r}")
+    host = _host(host)
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--rdzv-endpoint must be HOST:PORT with a port from 1 to 65535, not {text!r} (HOST: a "
+                         "host name, an IPv4 address or [IPv6])")
     return host, int(port)
 
 

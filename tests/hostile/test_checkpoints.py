@@ -109,3 +109,16 @@ def test_decoding_a_bad_checkpoint_is_one_clear_line(tmp_path, capsys, fault, me
         assert run([command[0], str(tmp_path / "bad.pt"), *command[1:], str(tmp_path / "in.txt")]) == 1
         err = capsys.readouterr().err
         assert err == f"error: {tmp_path / 'bad.pt'}: {message}" + err.split(message, 1)[1] and err.count("\n") == 1, err
+
+
+def test_checkpoints_with_other_tokenizers_are_not_averaged(tmp_path, capsys):
+    """Token ids of another sentencepiece model name other pieces: the average took the last one's header."""
+    import dataclasses
+
+    ckpt.save(train_checkpoint(1, step=4), tmp_path / "a.pt")
+    other = train_checkpoint(2, step=8)
+    other.header = dataclasses.replace(other.header, tokenizers={"src": torch.zeros(3, dtype=torch.uint8),
+                                                                  "tgt": torch.zeros(3, dtype=torch.uint8)})
+    ckpt.save(other, tmp_path / "b.pt")
+    assert run(["average", str(tmp_path / "b.pt"), str(tmp_path / "a.pt"), "-o", str(tmp_path / "avg.pt")]) == 1
+    assert "a.pt has other tokenizers than" in capsys.readouterr().err and not (tmp_path / "avg.pt").exists()

@@ -42,6 +42,8 @@ def test_a_killed_worker_is_reported_not_the_survivors_collective_error(sample_d
     (["--rdzv-endpoint", "node0"], "--rdzv-endpoint must be HOST:PORT with a port from 1 to 65535, not 'node0'"),
     (["--rdzv-endpoint", "node0:99999"], "not 'node0:99999'"),
     (["--rdzv-endpoint", ":29400"], "not ':29400'"),
+    (["--rdzv-endpoint", "[::1"], "not '[::1' (HOST: a host name, an IPv4 address or [IPv6])"),  # exit 70 before
+    (["--rdzv-endpoint", "node_0..x:29400"], "not 'node_0..x:29400'"),
     (["--node-rank", "1"], "--node-rank is not used: the c10d rendezvous assigns each machine's rank"),
     (["--timeout", "0"], "--timeout must be a positive number of seconds"),
     (["--timeout", "nan"], "--timeout must be a positive number of seconds"),
@@ -94,3 +96,71 @@ def test_sigusr1_is_a_stop_request_and_the_launcher_forwards_it():
         child.join(10)
     assert forwarder.received == "SIGUSR1" and child.exitcode == -signal.SIGUSR1  # the child got it
     assert signal.getsignal(signal.SIGUSR1) is before
+
+
+def _agree_in_worker(rank: int, cwd: str, store: str, result: str) -> None:
+    """One gloo worker of two, in its own working directory: agree on the checkpoint of `run/`."""
+    import os
+    from datetime import timedelta
+    from pathlib import Path
+
+    import torch.distributed as dist
+
+    from attncomp.errors import TrainingError
+    from attncomp.train.cluster import agree_on_checkpoint
+
+    os.chdir(cwd)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2,
+                            timeout=timedelta(seconds=30))
+    try:
+        found = agree_on_checkpoint(Path("run"), rank, 2, warn=lambda message: None)
+        Path(result).write_text(f"resumed {found.path}")
+    except TrainingError as err:
+        Path(result).write_text(f"error: {err}")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_rank_that_cannot_read_rank_0s_checkpoint_stops_every_rank_with_one_message(tiny_artifacts, tmp_path):
+    """Two machines with --out on local disks: rank 0 resumes from its checkpoint, rank 1 has none there."""
+    import multiprocessing
+    import shutil
+
+    for machine in ("m0", "m1"):
+        (tmp_path / machine / "run").mkdir(parents=True)
+    shutil.copy(tiny_artifacts["ckpt_full"], tmp_path / "m0" / "run")
+    ctx = multiprocessing.get_context("fork")  # torch is imported already: seconds, not a fresh interpreter each
+    procs = [ctx.Process(target=_agree_in_worker, args=(rank, str(tmp_path / f"m{rank}"), str(tmp_path / "store"),
+                                                        str(tmp_path / f"result{rank}"))) for rank in (0, 1)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    results = [(tmp_path / f"result{rank}").read_text() for rank in (0, 1)]
+    assert results[0] == results[1], "every rank stops with the same message"
+    name = tiny_artifacts["ckpt_full"].name
+    assert results[0].startswith(f"error: rank(s) 1 cannot read run/{name}, the checkpoint rank 0 resumes from "
+                                 f"(rank 1: no checkpoint run/{name})"), results[0]
+    assert "every machine must see the same --out on shared storage" in results[0]
+
+
+def test_the_corpus_finds_workers_whose_command_line_names_the_resource_tracker():
+    """bench/hostile.py's Poke took every worker for the tracker once workers were started with
+    `-W ignore::...resource_tracker`: the SIGSTOP/SIGKILL cases signalled nobody and ran to the end."""
+    from bench.hostile import _is_worker
+    from attncomp.train.launch import QUIET_TRACKER
+
+    worker = f"python -B -W{QUIET_TRACKER} -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=27)"
+    tracker = f"python -B -W{QUIET_TRACKER} -c from multiprocessing.resource_tracker import main;main(12)"
+    assert _is_worker(worker) and not _is_worker(tracker)
+
+
+def test_the_corpus_takes_a_preempted_run_with_its_stopped_line():
+    """Exit 75 (SIGTERM, saved; README) counted as an undocumented exit code in bench/hostile.py."""
+    from bench.hostile import Outcome
+
+    saved = "stopped: SIGTERM: saved runs/x/checkpoint_00000200.pt at step 200; continue with --resume\n"
+    assert Outcome(["train"], code=75, stderr=saved).problems(command="train") == []
+    assert Outcome(["train"], code=75, stderr="").problems(command="train") == ["exit 75 without a 'stopped: ...' line"]
+    assert Outcome(["train"], code=3, stderr="error: x\n").problems(command="train") == ["undocumented exit code 3"]
