@@ -7,11 +7,13 @@ a line longer than the model can read is cut to what it can read (counted in `Tr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable, Iterator
 
 import torch
 
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.beam import CachedStepper, Hypothesis, beam_search
+from attncomp.decode.sample import Sampling, sample
 from attncomp.ir import nodes
 from attncomp.progress import Progress
 from attncomp.vocab import EOS, PAD
@@ -41,6 +43,7 @@ class Translator:
     progress_interval: float = 30.0
     stepper: type = CachedStepper  # FullStepper for models without decode_step
     stop: str | None = None  # "bound" or "first"; default: the spec's decode.stop
+    sampling: Sampling | None = None  # sample `nbest` translations instead of beam search
     truncated: int = field(default=0, init=False)
 
     @property
@@ -73,13 +76,18 @@ class Translator:
             out.append(seq + [EOS])
         return out
 
+    @property
+    def rows_per_line(self) -> int:
+        """Decoder rows one source line takes: its beams, or its samples."""
+        return self.nbest if self.sampling else self.beam
+
     def _batches(self, ids: list[list[int]], order: list[int]):
         """Index lists of similar length; a decoder-only model needs equal prompt lengths per batch."""
         exact = self.spec.model.encoder is None
         batch: list[int] = []
         for i in order:
             longest = max([len(ids[j]) for j in batch] + [len(ids[i])])
-            full = batch and (longest * (len(batch) + 1) * self.beam > self.batch_tokens
+            full = batch and (longest * (len(batch) + 1) * self.rows_per_line > self.batch_tokens
                               or (exact and len(ids[batch[0]]) != len(ids[i])))
             if full:
                 yield batch
@@ -95,6 +103,9 @@ class Translator:
             src[row, : len(seq)] = torch.tensor(seq)
         src = src.to(self.device)
         limits = [self.output_limit(len(s) - 1) for s in ids]
+        if self.sampling:
+            return sample(self.stepper(self.model, src), len(ids), limits, self.nbest, self.alpha, self.sampling,
+                          device=self.device)
         return beam_search(self.stepper(self.model, src), len(ids), limits, self.beam, self.alpha, self.nbest,
                            device=self.device, stop=self.stop or self.spec.decode.stop)
 
@@ -115,3 +126,9 @@ class Translator:
                     results[i] = [Translation(t, h.score, h.tokens) for t, h in zip(texts, options)]
                 bar.update(len(batch))
         return results
+
+    def translate_stream(self, lines: Iterable[str]) -> Iterator[list[Translation]]:
+        """The nbest translations of each line as soon as it arrives (one line per batch, no progress bar)."""
+        self.progress = False
+        for line in lines:
+            yield self.translate([line])[0]
