@@ -1,6 +1,7 @@
 """CPU decoding speed, side by side in one run: attncomp, transformers' `generate`, CTranslate2 (float32, int8).
 
     python bench/decode_speed.py [--threads 1] [--repeats 3] [--sizes 32 1] [--singles 4] [--levers ...]
+                                 [--spec specs/base.attn] [--vocab 8000]
 
 One architecture for all: specs/base.attn (d_model 512, 6 + 6 layers, 8 heads, d_ff 2048) with a
 vocabulary of 8000 and random weights. attncomp and CTranslate2 run the very same weights
@@ -33,7 +34,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-VOCAB, SRC_LEN, OUT_LEN, BEAM, ALPHA = 8000, 20, 20, 4, 0.6
+SRC_LEN, OUT_LEN, BEAM, ALPHA = 20, 20, 4, 0.6
+SPEC, VOCAB = ROOT / "specs/base.attn", 8000  # --spec, --vocab
 
 
 def sources(n: int, seed: int = 0) -> torch.Tensor:
@@ -54,7 +56,7 @@ def attncomp_model(lever: str | None = None):
 
     passes = [p for p in DEFAULT_PASSES if p != "fuse_qkv"] if lever in ("unfused", "int8") else DEFAULT_PASSES
     torch.manual_seed(0)
-    model = attncomp.compile(ROOT / "specs/base.attn", [f"model.vocab=shared({VOCAB})"], passes=passes).eval()
+    model = attncomp.compile(SPEC, [f"model.vocab=shared({VOCAB})"], passes=passes).eval()
     model.lever = lever
     if lever == "int8":
         model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
@@ -109,12 +111,14 @@ def run_attncomp(model, src: torch.Tensor) -> list[list[int]]:
     return [h[0].tokens for h in hyps]
 
 
-def marian_model():
+def marian_model(spec):
     from transformers import MarianConfig, MarianMTModel
 
-    config = MarianConfig(vocab_size=VOCAB, d_model=512, encoder_layers=6, decoder_layers=6,
-                          encoder_attention_heads=8, decoder_attention_heads=8, encoder_ffn_dim=2048,
-                          decoder_ffn_dim=2048, activation_function="relu", scale_embedding=True,
+    enc, dec = spec.model.encoder, spec.model.decoder
+    config = MarianConfig(vocab_size=VOCAB, d_model=enc.d_model, encoder_layers=enc.layers, decoder_layers=dec.layers,
+                          encoder_attention_heads=enc.heads, decoder_attention_heads=dec.heads,
+                          encoder_ffn_dim=enc.d_ff, decoder_ffn_dim=dec.d_ff, activation_function=enc.activation,
+                          scale_embedding=True,
                           max_position_embeddings=512, pad_token_id=0, eos_token_id=3,
                           decoder_start_token_id=2, forced_eos_token_id=None)
     torch.manual_seed(0)
@@ -164,12 +168,13 @@ def engines(levers: list[str], threads: int, folder: Path):
     yield "attncomp `beam_search` with the cache", run_attncomp, model
     for lever in levers:
         yield f"attncomp + {lever}", run_attncomp, attncomp_model(lever)
-    yield "transformers `MarianMTModel.generate`", run_transformers, marian_model()
+    yield "transformers `MarianMTModel.generate`", run_transformers, marian_model(model.spec)
     yield "CTranslate2 float32", run_ctranslate2, ctranslate2_translator(model, "float32", threads, folder)
     yield "CTranslate2 int8", run_ctranslate2, ctranslate2_translator(model, "int8", threads, folder)
 
 
 def main(argv=None) -> list[tuple[str, list[float]]]:
+    global SPEC, VOCAB
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--singles", type=int, default=4)
@@ -177,7 +182,10 @@ def main(argv=None) -> list[tuple[str, list[float]]]:
     parser.add_argument("--sizes", type=int, nargs="+", default=[32, 1])
     parser.add_argument("--levers", nargs="*", default=[], choices=LEVERS)
     parser.add_argument("--only", help="run only engines whose name contains this text")
+    parser.add_argument("--spec", default=str(SPEC), help="the architecture (default specs/base.attn)")
+    parser.add_argument("--vocab", type=int, default=VOCAB, help="vocabulary size (default 8000)")
     args = parser.parse_args(argv)
+    SPEC, VOCAB = Path(args.spec), args.vocab
     torch.set_num_threads(args.threads)
     rows = []
     print("| engine | " + " | ".join(f"{n} sentence{'s' * (n > 1)}: sentences/s" for n in args.sizes) + " |")
