@@ -163,6 +163,17 @@ def speed(run, engine, n: int, repeats: int, singles: int) -> float:
     return sum(len(b) for b in batches) / statistics.median(times)
 
 
+def profile(n: int, lever: str | None, rows: int = 12) -> str:
+    """torch.profiler's table of the operators that took the most time in one attncomp decode of n sentences."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    model, src = attncomp_model(lever), sources(n)
+    run_attncomp(model, src)  # warm-up
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        run_attncomp(model, src)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
 def engines(levers: list[str], threads: int, folder: Path):
     model = attncomp_model()
     yield "attncomp `beam_search` with the cache", run_attncomp, model
@@ -184,9 +195,16 @@ def main(argv=None) -> list[tuple[str, list[float]]]:
     parser.add_argument("--only", help="run only engines whose name contains this text")
     parser.add_argument("--spec", default=str(SPEC), help="the architecture (default specs/base.attn)")
     parser.add_argument("--vocab", type=int, default=VOCAB, help="vocabulary size (default 8000)")
+    parser.add_argument("--profile", action="store_true",
+                        help="instead: profile attncomp (first --levers entry, if any) at each of --sizes")
     args = parser.parse_args(argv)
     SPEC, VOCAB = Path(args.spec), args.vocab
     torch.set_num_threads(args.threads)
+    if args.profile:
+        for n in args.sizes:
+            print(f"attncomp, {n} sentence(s), lever {args.levers[0] if args.levers else 'none'}:")
+            print(profile(n, args.levers[0] if args.levers else None))
+        return []
     rows = []
     print("| engine | " + " | ".join(f"{n} sentence{'s' * (n > 1)}: sentences/s" for n in args.sizes) + " |")
     print("|---|" + "---|" * len(args.sizes), flush=True)
