@@ -64,7 +64,8 @@ def _is_export(path) -> bool:
 
 
 def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | str | None = None,
-                    expect_spec: str | os.PathLike | None = None) -> tuple[CompiledModel, checkpoint.Checkpoint]:
+                    expect_spec: str | os.PathLike | None = None,
+                    passes: Sequence[str] = DEFAULT_PASSES) -> tuple[CompiledModel, checkpoint.Checkpoint]:
     """A trained model from a checkpoint (file, sharded directory or safetensors export), compiled from
     the spec stored in it (+ overrides). With `expect_spec`, the checkpoint must have been trained with exactly that spec.
     """
@@ -82,7 +83,7 @@ def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | 
             raise checkpoint.CheckpointError(f"{path} was trained with another spec than {expect_spec} "
                                              f"(they differ in: {changed})")
     spec = ir.load_flat(found.header.spec, f"{path} (its stored spec)", overrides) if overrides else stored
-    model = compile_spec(spec, device=device)
+    model = compile_spec(spec, passes, device=device)
     try:
         model.load_state_dict(found.model)
     except RuntimeError as err:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from attncomp.cli.args import (device as device_name, finite_non_negative_float, fraction, input_file,
@@ -46,8 +47,20 @@ def _translator(args: argparse.Namespace):
     from attncomp.data.tokenizer import Tokenizer
     from attncomp.decode.translate import Translator
 
+    from attncomp.passes import DEFAULT_PASSES
+
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model, found = load_checkpoint(args.checkpoint, args.overrides, device=device, expect_spec=args.spec)
+    # on CPU, fuse_qkv's concatenation of W_Q, W_K, W_V at every decode_step costs more than the one
+    # matmul saves (docs/performance.md, "CPU decoding"); its graphs compute the same function
+    passes = [p for p in DEFAULT_PASSES if p != "fuse_qkv"] if device.type == "cpu" else DEFAULT_PASSES
+    model, found = load_checkpoint(args.checkpoint, args.overrides, device=device, expect_spec=args.spec,
+                                   passes=passes)
+    if args.int8:
+        if device.type != "cpu":
+            raise UsageError("--int8 is dynamic int8 quantisation for CPU decoding; use it with --device cpu")
+        with warnings.catch_warnings():  # torch.ao.quantization's deprecation notices are not the user's to act on
+            warnings.simplefilter("ignore")
+            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
     decode = model.spec.decode
     beam = args.beam or decode.beam
     sampling = _sampling(args)
@@ -161,6 +174,8 @@ def _decode_options(p: argparse.ArgumentParser) -> None:
                    help="source tokens x beam per batch (default 6000)")
     p.add_argument("--device", type=device_name, help="cpu, cuda, cuda:1 (default: cuda if present)")
     p.add_argument("--spec", metavar="SPEC", help="refuse a checkpoint not trained with exactly this spec")
+    p.add_argument("--int8", action="store_true",
+                   help="CPU: dynamic int8 quantisation of the linear layers (faster; translations may change)")
     add_overrides(p)
 
 

@@ -50,3 +50,9 @@ def test_bad_sampling_options_are_usage_errors(model, option, capsys):
     with pytest.raises(SystemExit) as exit_info:
         run(["translate", str(model), *option])
     assert exit_info.value.code == 2
+
+
+def test_int8_decoding_translates_every_line(model, tmp_path, capsys):
+    src = _lines(tmp_path, ["the dog sees a cat", "", "a cat"])
+    assert run(["translate", str(model), "--input", src, "--int8", "--device", "cpu"]) == 0
+    assert len(capsys.readouterr().out.split("\n")) == 4
