@@ -214,7 +214,7 @@ def main(argv=None) -> list[tuple[str, list[float]]]:
                 continue
             figures = [speed(run, engine, n, args.repeats, args.singles) for n in args.sizes]
             rows.append((name, figures))
-            print(f"| {name} | " + " | ".join(f"{x:.1f}" for x in figures) + " |", flush=True)
+            print(f"| {name} | " + " | ".join(f"{x:.2f}" for x in figures) + " |", flush=True)
     return rows
 
 
