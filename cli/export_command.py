@@ -34,6 +34,10 @@ def _export(args: argparse.Namespace) -> int:
     if args.quantization != "float32" and args.format != "ctranslate2":
         raise UsageError("--quantization applies to --format ctranslate2 only")
     found = checkpoint.read(args.checkpoint)  # checked; a sharded one's weights gathered
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"cannot create --out {args.out}: {err.strerror}") from None
     if args.format == "safetensors":
         written = safetensors_dir.write(found, out)
     else:

@@ -120,7 +120,10 @@ def model_spec(spec: nodes.Spec, state: dict[str, torch.Tensor], src_vocab: list
     ct2.config.layer_norm_epsilon = model.norm_eps
     ct2.register_source_vocabulary(src_vocab)
     ct2.register_target_vocabulary(tgt_vocab)
-    ct2.validate()
+    try:
+        ct2.validate()
+    except ValueError as err:  # e.g. a tokenizer whose vocabulary is not the model's
+        raise UsageError(f"CTranslate2 refuses the converted model: {err}") from None
     return ct2
 
 

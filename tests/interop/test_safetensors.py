@@ -63,3 +63,11 @@ def test_a_damaged_export_is_one_clear_error(exported, tmp_path, capsys):
     (broken / "spec.attn").write_text("model x {}\n")
     assert run(["translate", str(broken), "--input", str(tmp_path / "in.txt")]) == 1
     assert "does not match the spec hash" in capsys.readouterr().err
+
+
+def test_export_of_a_missing_checkpoint_or_to_a_file_is_one_line(random_tiny, tmp_path, capsys):
+    assert run(["export", str(tmp_path / "nothing.pt"), "--out", str(tmp_path / "o")]) == 1
+    assert "no checkpoint" in capsys.readouterr().err
+    (tmp_path / "file").write_text("x")
+    assert run(["export", str(random_tiny), "--out", str(tmp_path / "file")]) == 2
+    assert "not an empty directory" in capsys.readouterr().err
