@@ -41,11 +41,16 @@ def compile(source: str | os.PathLike | nodes.Spec, overrides: Sequence[str] = (
     """Compile a spec file, spec text or Spec into an nn.Module with the spec's entry points.
 
     Overrides: strings like "model.heads=4", or keywords with __ for dots: model__heads=4.
-    `passes=()` gives the unoptimised graphs (explicit attention). A spec whose float32 parameters
-    exceed `ir.size.MAX_PARAM_BYTES` (4 GiB) is refused with a SpecError unless `force=True`.
+    `passes=()` gives the unoptimised graphs (explicit attention). A directory written by
+    `attncomp export --format safetensors` gives its trained model (weights loaded, eval mode).
+    A spec whose float32 parameters exceed `ir.size.MAX_PARAM_BYTES` (4 GiB) is refused with a
+    SpecError unless `force=True`.
     """
     if isinstance(source, nodes.Spec):
         spec = source
+    elif _is_export(source):  # `attncomp export --format safetensors`: the trained model, no pickle
+        return load_checkpoint(source, [*overrides, *(_override_text(k, v) for k, v in keys.items())],
+                               device=device)[0]
     else:
         spec = ir.load(source, [*overrides, *(_override_text(k, v) for k, v in keys.items())])
     if not force:
@@ -58,12 +63,24 @@ def model_factory(spec: nodes.Spec, device: torch.device | str | None = None) ->
     return compile_spec(spec, device=device)
 
 
+def _is_export(path) -> bool:
+    from attncomp.interop.safetensors_dir import is_export
+
+    return isinstance(path, (str, os.PathLike)) and is_export(path)
+
+
 def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | str | None = None,
-                    expect_spec: str | os.PathLike | None = None) -> tuple[CompiledModel, checkpoint.Checkpoint]:
-    """A trained model from a checkpoint (file or sharded directory), compiled from the spec stored in it
-    (+ overrides). With `expect_spec`, the checkpoint must have been trained with exactly that spec.
+                    expect_spec: str | os.PathLike | None = None,
+                    passes: Sequence[str] = DEFAULT_PASSES) -> tuple[CompiledModel, checkpoint.Checkpoint]:
+    """A trained model from a checkpoint (file, sharded directory or safetensors export), compiled from
+    the spec stored in it (+ overrides). With `expect_spec`, the checkpoint must have been trained with exactly that spec.
     """
-    found = checkpoint.load(path)  # every field checked, the spec parsed alone and its hash verified
+    if _is_export(path):  # a safetensors export: read without unpickling anything
+        from attncomp.interop import safetensors_dir
+
+        found = safetensors_dir.read(path)
+    else:
+        found = checkpoint.load(path)  # every field checked, the spec parsed alone and its hash verified
     stored = checkpoint.stored_spec(found)
     if expect_spec is not None:
         wanted = ir.load(expect_spec)
@@ -72,7 +89,7 @@ def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | 
             raise checkpoint.CheckpointError(f"{path} was trained with another spec than {expect_spec} "
                                              f"(they differ in: {changed})")
     spec = ir.load_flat(found.header.spec, f"{path} (its stored spec)", overrides) if overrides else stored
-    model = compile_spec(spec, device=device)
+    model = compile_spec(spec, passes, device=device)
     try:
         model.load_state_dict(found.model)
     except RuntimeError as err:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
-from attncomp.cli.args import (device as device_name, finite_non_negative_float, input_file, int_at_least, output_file,
-                               positive_int, write_text_atomic)
+from attncomp.cli.args import (device as device_name, finite_non_negative_float, fraction, input_file, int_at_least,
+                               output_file, positive_float, positive_int, write_text_atomic)
 from attncomp.cli.spec_commands import add_overrides
 from attncomp.errors import UsageError, printable
 
@@ -47,18 +49,31 @@ def _translator(args: argparse.Namespace):
     from attncomp.data.tokenizer import Tokenizer
     from attncomp.decode.translate import Translator
 
+    from attncomp.passes import DEFAULT_PASSES
+
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model, found = load_checkpoint(args.checkpoint, args.overrides, device=device, expect_spec=args.spec)
+    # on CPU, fuse_qkv's concatenation of W_Q, W_K, W_V at every decode_step costs more than the one
+    # matmul saves (docs/performance.md, "CPU decoding"); its graphs compute the same function
+    passes = [p for p in DEFAULT_PASSES if p != "fuse_qkv"] if device.type == "cpu" else DEFAULT_PASSES
+    model, found = load_checkpoint(args.checkpoint, args.overrides, device=device, expect_spec=args.spec,
+                                   passes=passes)
+    if args.int8:
+        if device.type != "cpu":
+            raise UsageError("--int8 is dynamic int8 quantisation for CPU decoding; use it with --device cpu")
+        with warnings.catch_warnings():  # torch.ao.quantization's deprecation notices are not the user's to act on
+            warnings.simplefilter("ignore")
+            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
     decode = model.spec.decode
     beam = args.beam or decode.beam
-    if args.nbest > beam:
+    sampling = _sampling(args)
+    if args.nbest > beam and sampling is None:
         raise UsageError(f"--nbest {args.nbest} asks for more hypotheses than the beam keeps ({beam}); "
                          f"raise --beam to at least {args.nbest}")
     tokenizers = {side: Tokenizer(found.header.tokenizers[side].numpy().tobytes()) for side in ("src", "tgt")}
     return Translator(model, tokenizers["src"], tokenizers["tgt"], beam=beam,
                       alpha=decode.length_penalty if args.alpha is None else args.alpha, max_len=decode.max_len,
                       nbest=args.nbest, batch_tokens=args.batch_tokens, device=device,
-                      max_source_tokens=args.max_source_tokens)
+                      max_source_tokens=args.max_source_tokens, sampling=sampling)
 
 
 def _warn_cut(translator, name: str | None) -> None:
@@ -70,6 +85,18 @@ def _warn_cut(translator, name: str | None) -> None:
               f"--max-source-tokens)", file=sys.stderr)
 
 
+def _sampling(args: argparse.Namespace):
+    """Sampling settings when --sample (or one of its options) is given, else None (beam search)."""
+    from attncomp.decode.sample import Sampling
+
+    options = (getattr(args, "temperature", None), getattr(args, "top_k", None), getattr(args, "top_p", None))
+    if not getattr(args, "sample", False) and all(o is None for o in options):
+        return None
+    temperature, top_k, top_p = options
+    return Sampling(temperature=1.0 if temperature is None else temperature, top_k=top_k or 0,
+                    top_p=1.0 if top_p is None else top_p, seed=args.seed)
+
+
 def _write(path: str | None, lines: list[str]) -> None:
     text = "".join(line + "\n" for line in lines)
     if path is None or path == "-":
@@ -78,15 +105,34 @@ def _write(path: str | None, lines: list[str]) -> None:
         write_text_atomic(path, text)
 
 
+def _shown(index: int, options: list, nbest: int) -> list[str]:
+    """One line, or with --nbest N the N lines `index<TAB>score<TAB>text`."""
+    if nbest > 1:
+        return [f"{index}\t{t.score:.4f}\t{t.text}" for t in options]
+    return [options[0].text]
+
+
+def _stream(translator, args: argparse.Namespace) -> None:
+    """Answer each input line as soon as it is read (a terminal, or --stream)."""
+    from_stdin = args.input in (None, "-")
+    source = sys.stdin if from_stdin else open(args.input, encoding="utf-8", errors="replace")
+    with contextlib.nullcontext(source) if from_stdin else source:
+        lines = (line.rstrip("\n").rstrip("\r") for line in iter(source.readline, ""))
+        for index, options in enumerate(translator.translate_stream(lines)):
+            sys.stdout.write("".join(line + "\n" for line in _shown(index, options, args.nbest)))
+            sys.stdout.flush()
+
+
 def _translate(args: argparse.Namespace) -> int:
+    interactive = args.input in (None, "-") and sys.stdin.isatty()
+    if args.stream and args.output not in (None, "-"):
+        raise UsageError("--stream writes each translation to stdout as it is made; leave out --output")
     translator = _translator(args)
-    lines = _read(args.input)
-    results = translator.translate(lines)
-    if args.nbest > 1:
-        out = [f"{i}\t{t.score:.4f}\t{t.text}" for i, options in enumerate(results) for t in options]
+    if args.stream or (interactive and args.output in (None, "-")):
+        _stream(translator, args)
     else:
-        out = [options[0].text for options in results]
-    _write(args.output, out)
+        results = translator.translate(_read(args.input))
+        _write(args.output, [line for i, options in enumerate(results) for line in _shown(i, options, args.nbest)])
     _warn_cut(translator, args.input)
     return 0
 
@@ -142,7 +188,19 @@ def _decode_options(p: argparse.ArgumentParser) -> None:
                         f"{MAX_SOURCE_TOKENS}, never above what the model reads); output is at most 2N tokens")
     p.add_argument("--device", type=device_name, help="cpu, cuda, cuda:1 (default: cuda if present)")
     p.add_argument("--spec", metavar="SPEC", help="refuse a checkpoint not trained with exactly this spec")
+    p.add_argument("--int8", action="store_true",
+                   help="CPU: dynamic int8 quantisation of the linear layers (faster; translations may change)")
     add_overrides(p)
+
+
+def _sampling_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sampling (instead of beam search; --nbest N draws N samples per line)")
+    g.add_argument("--sample", action="store_true", help="sample translations (implied by the options below)")
+    g.add_argument("--temperature", type=positive_float, help="divide the logits by T > 0 (default 1)")
+    g.add_argument("--top-k", type=positive_int, metavar="K", help="draw from the K most likely tokens only")
+    g.add_argument("--top-p", type=fraction, metavar="P",
+                   help="draw from the fewest most likely tokens whose probability reaches P, in (0, 1]")
+    g.add_argument("--seed", type=int, default=0, help="random seed of the samples (default 0)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -150,6 +208,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _decode_options(p)
     p.add_argument("--input", type=input_file, metavar="FILE", help="read lines from FILE (default stdin)")
     p.add_argument("--output", type=output_file, metavar="FILE", help="write translations to FILE (default stdout)")
+    p.add_argument("--stream", action="store_true",
+                   help="answer each line as it arrives (the default when stdin is a terminal)")
+    _sampling_options(p)
     p.set_defaults(handler=_translate)
 
     p = sub.add_parser("eval", help="translate a test set and score it with sacreBLEU (BLEU, chrF)")

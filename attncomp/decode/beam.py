@@ -55,17 +55,30 @@ class Stepper:
 
 
 class CachedStepper(Stepper):
-    """Encoder-decoder or decoder-only decoding through decode_step and its cache."""
+    """Encoder-decoder or decoder-only decoding through decode_step and its cache.
+
+    The rows of one sentence (its beams) share the source, so the encoder and init_cache run once
+    per sentence and their rows are copied to the beams. Cache entries that decode_step passes
+    through unchanged (the source mask, cross-attention keys and values) are equal across the rows
+    of a sentence: `select` copies them only when the sentence of some row changes (a sentence
+    left the batch), not at every reordering of beams.
+    """
 
     def __init__(self, model, src: torch.Tensor):
         self.model, self.src = model, src
         self.cache: tuple = ()
+        self.sentence: torch.Tensor | None = None  # the sentence of each row
+        self.static: tuple[bool, ...] = ()  # cache entries decode_step returns untouched
 
     def start(self, rows: torch.Tensor) -> None:
-        src = self.src.index_select(0, rows)
+        self.sentence = rows
         if self.model.spec.model.encoder is not None:
-            self.cache = self.model.init_cache(src, self.model.encode(src))
+            unique, inverse = torch.unique(rows, return_inverse=True)
+            src = self.src.index_select(0, unique)
+            cache = self.model.init_cache(src, self.model.encode(src))
+            self.cache = tuple(c.index_select(0, inverse) for c in cache)
             return
+        src = self.src.index_select(0, rows)
         self.cache = self.model.init_cache(src)  # decoder-only: the source is a prompt, fed token by token
         prompt = prompt_tokens(src)
         for t in range(prompt.shape[1] - 1):
@@ -77,11 +90,17 @@ class CachedStepper(Stepper):
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.pending is not None:
             tokens, self.pending = self.pending, None
-        logits, self.cache = self.model.decode_step(tokens.unsqueeze(1), self.cache)
+        logits, cache = self.model.decode_step(tokens.unsqueeze(1), self.cache)
+        self.static = tuple(new is old for new, old in zip(cache, self.cache))
+        self.cache = cache
         return logits
 
     def select(self, rows: torch.Tensor) -> None:
-        self.cache = tuple(c.index_select(0, rows) for c in self.cache)
+        sentence = self.sentence.index_select(0, rows)
+        same = sentence.shape == self.sentence.shape and bool(torch.equal(sentence, self.sentence))
+        self.cache = tuple(c if same and static else c.index_select(0, rows)
+                           for c, static in zip(self.cache, self.static or (False,) * len(self.cache)))
+        self.sentence = sentence
 
 
 class FullStepper(Stepper):

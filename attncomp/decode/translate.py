@@ -9,11 +9,13 @@ line still gets one output line; the output is at most `max_len` of the spec and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable, Iterator
 
 import torch
 
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.beam import CachedStepper, Hypothesis, beam_search
+from attncomp.decode.sample import Sampling, sample
 from attncomp.ir import nodes
 from attncomp.progress import Progress
 from attncomp.vocab import EOS, PAD
@@ -44,6 +46,7 @@ class Translator:
     stepper: type = CachedStepper  # FullStepper for models without decode_step
     stop: str | None = None  # "bound" or "first"; default: the spec's decode.stop
     max_source_tokens: int | None = None  # source tokens read at most (</s> included); None: the model's limit
+    sampling: Sampling | None = None  # sample `nbest` translations instead of beam search
     cut_lines: list[int] = field(default_factory=list, init=False)  # 1-based numbers of the lines cut
 
     @property
@@ -77,13 +80,18 @@ class Translator:
         ids = self.src_tokenizer.encode(lines)
         return [seq[:limit] + [EOS] for seq in ids], [k for k, seq in enumerate(ids) if len(seq) > limit]
 
+    @property
+    def rows_per_line(self) -> int:
+        """Decoder rows one source line takes: its beams, or its samples."""
+        return self.nbest if self.sampling else self.beam
+
     def _batches(self, ids: list[list[int]], order: list[int]):
         """Index lists of similar length; a decoder-only model needs equal prompt lengths per batch."""
         exact = self.spec.model.encoder is None
         batch: list[int] = []
         for i in order:
             longest = max([len(ids[j]) for j in batch] + [len(ids[i])])
-            full = batch and (longest * (len(batch) + 1) * self.beam > self.batch_tokens
+            full = batch and (longest * (len(batch) + 1) * self.rows_per_line > self.batch_tokens
                               or (exact and len(ids[batch[0]]) != len(ids[i])))
             if full:
                 yield batch
@@ -99,6 +107,9 @@ class Translator:
             src[row, : len(seq)] = torch.tensor(seq)
         src = src.to(self.device)
         limits = [self.output_limit(len(s) - 1) for s in ids]
+        if self.sampling:
+            return sample(self.stepper(self.model, src), len(ids), limits, self.nbest, self.alpha, self.sampling,
+                          device=self.device)
         return beam_search(self.stepper(self.model, src), len(ids), limits, self.beam, self.alpha, self.nbest,
                            device=self.device, stop=self.stop or self.spec.decode.stop)
 
@@ -121,3 +132,12 @@ class Translator:
                     results[i] = [Translation(t, h.score, h.tokens) for t, h in zip(texts, options)]
                 bar.update(len(batch))
         return results
+
+    def translate_stream(self, lines: Iterable[str]) -> Iterator[list[Translation]]:
+        """The nbest translations of each line as soon as it arrives (one line per batch, no progress bar)."""
+        self.progress = False
+        for number, line in enumerate(lines, 1):
+            before = len(self.cut_lines)
+            result = self.translate([line])[0]
+            self.cut_lines[before:] = [number] * (len(self.cut_lines) - before)  # the stream's line number
+            yield result

@@ -1,0 +1,20 @@
+"""Interoperability: exported directories (safetensors, CTranslate2, torch.export) and imported models.
+
+Needs the optional `interop` extra (`pip install 'attncomp[interop]'`) for its third-party formats;
+a missing library is one clear error naming the extra, never an ImportError traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from attncomp.errors import UsageError
+
+
+def require(module: str, for_what: str):
+    """Import a third-party library of the `interop` extra, or fail with one line saying how to get it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UsageError(f"{for_what} needs the Python package '{module}': "
+                         "pip install 'attncomp[interop]'") from None

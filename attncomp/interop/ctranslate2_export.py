@@ -1,0 +1,142 @@
+"""The CTranslate2 export: an attncomp encoder-decoder written through CTranslate2's model specification API.
+
+The canonical state-dict names map one to one onto `ctranslate2.specs.TransformerSpec`:
+q, k, v of self-attention fused into one linear (cross-attention: q, then k and v fused), o, the
+feed-forward's fc1 / fc2, the LayerNorm after (post) or before (pre) each sub-layer, the final
+norms of a pre-norm model. Positions are written as a table (attncomp's sinusoids, or the learned
+table), so CTranslate2 adds exactly what attncomp adds. Decoding in CTranslate2 starts from `<s>`
+and ends at `</s>`, as attncomp's does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from attncomp.errors import UsageError
+from attncomp.interop import require
+from attncomp.ir import nodes
+from attncomp.lower.ops import sinusoidal
+from attncomp.lower.params import embedding_names
+
+POSITIONS = 2048  # rows of the sinusoid table CTranslate2 gets (source and output positions)
+
+
+
+def check_supported(spec: nodes.Spec) -> None:
+    """What CTranslate2's Transformer can express; anything else is one clear error."""
+    model = spec.model
+    problems = []
+    if model.encoder is None or model.decoder is None:
+        problems.append("only encoder-decoder models (this one has one stack)")
+    for name, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
+        if stack is None:
+            continue
+        kinds = [stack.attention] + ([stack.cross_attention] if isinstance(stack, nodes.Decoder) else [])
+        if any(not isinstance(k, nodes.ScaledDot) for k in kinds):
+            problems.append(f"model.{name}: only scaled_dot attention")
+        if stack.d_k * stack.heads != stack.d_model or stack.d_v * stack.heads != stack.d_model:
+            problems.append(f"model.{name}: d_k and d_v must be d_model / heads")
+    if model.encoder and model.decoder and (model.encoder.heads != model.decoder.heads or
+                                            model.encoder.norm != model.decoder.norm or
+                                            model.encoder.activation != model.decoder.activation):
+        problems.append("encoder and decoder must share heads, norm and activation")
+    if not isinstance(model.positions, (nodes.Learned, nodes.Sinusoidal)):
+        problems.append("positions must be sinusoidal or learned")
+    if problems:
+        raise UsageError("CTranslate2 cannot express this model: " + "; ".join(problems))
+
+
+def _linear(target, state: dict, prefix: str) -> None:
+    target.weight = state[f"{prefix}.weight"].numpy()
+    if f"{prefix}.bias" in state:
+        target.bias = state[f"{prefix}.bias"].numpy()
+
+
+def _fused(target, state: dict, prefixes: list[str]) -> None:
+    target.weight = torch.cat([state[f"{p}.weight"] for p in prefixes]).numpy()
+    if all(f"{p}.bias" in state for p in prefixes):
+        target.bias = torch.cat([state[f"{p}.bias"] for p in prefixes]).numpy()
+
+
+def _norm(target, state: dict, prefix: str) -> None:
+    target.gamma = state[f"{prefix}.weight"].numpy()
+    target.beta = state[f"{prefix}.bias"].numpy()
+
+
+def _attention(target, state: dict, prefix: str, cross: bool) -> None:
+    names = [f"{prefix}.{x}_proj" for x in "qkv"]
+    if cross:
+        _linear(target.linear[0], state, names[0])
+        _fused(target.linear[1], state, names[1:])
+    else:
+        _fused(target.linear[0], state, names)
+    _linear(target.linear[-1], state, f"{prefix}.o_proj")
+    _norm(target.layer_norm, state, f"{prefix}_norm")
+
+
+def _ffn(target, state: dict, prefix: str) -> None:
+    _linear(target.linear_0, state, f"{prefix}.ffn.fc1")
+    _linear(target.linear_1, state, f"{prefix}.ffn.fc2")
+    _norm(target.layer_norm, state, f"{prefix}.ffn_norm")
+
+
+def _positions(spec: nodes.Spec, state: dict, stack: str) -> torch.Tensor:
+    if isinstance(spec.model.positions, nodes.Learned):
+        return state[f"{stack}.pos.weight"]
+    return sinusoidal(torch.arange(POSITIONS), spec.model.d_model, torch.float32)
+
+
+def _stack(target, spec: nodes.Spec, state: dict, name: str, embed: str) -> None:
+    embeddings = target.embeddings[0] if isinstance(target.embeddings, list) else target.embeddings
+    embeddings.weight = state[f"{embed}.weight"].numpy()
+    target.scale_embeddings = spec.model.scale_embeddings
+    target.position_encodings.encodings = _positions(spec, state, name).numpy()
+    if getattr(spec.model, name).norm == "pre":
+        _norm(target.layer_norm, state, f"{name}.norm")
+    for i, layer in enumerate(target.layer):
+        prefix = f"{name}.layers.{i}"
+        _attention(layer.self_attention, state, f"{prefix}.self_attn", cross=False)
+        if name == "decoder":
+            _attention(layer.attention, state, f"{prefix}.cross_attn", cross=True)
+        _ffn(layer.ffn, state, prefix)
+
+
+def model_spec(spec: nodes.Spec, state: dict[str, torch.Tensor], src_vocab: list[str], tgt_vocab: list[str]):
+    """A validated `ctranslate2.specs.TransformerSpec` holding this model's weights (float32)."""
+    specs = require("ctranslate2.specs", "--format ctranslate2")
+    check_supported(spec)
+    model = spec.model
+    state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in state.items()}
+    activation = {"relu": specs.common_spec.Activation.RELU, "gelu": specs.common_spec.Activation.GELU}
+    ct2 = specs.TransformerSpec.from_config((model.encoder.layers, model.decoder.layers), model.encoder.heads,
+                                            pre_norm=model.encoder.norm == "pre",
+                                            activation=activation[model.encoder.activation])
+    names = embedding_names(model)
+    _stack(ct2.encoder, spec, state, "encoder", names["src"])
+    _stack(ct2.decoder, spec, state, "decoder", names["tgt"])
+    ct2.decoder.projection.weight = state[f"{names['output']}.weight"].numpy()
+    ct2.config.layer_norm_epsilon = model.norm_eps
+    ct2.register_source_vocabulary(src_vocab)
+    ct2.register_target_vocabulary(tgt_vocab)
+    try:
+        ct2.validate()
+    except ValueError as err:  # e.g. a tokenizer whose vocabulary is not the model's
+        raise UsageError(f"CTranslate2 refuses the converted model: {err}") from None
+    return ct2
+
+
+def write(spec: nodes.Spec, state: dict, src_vocab: list[str], tgt_vocab: list[str], out: Path,
+          quantization: str = "float32") -> Path:
+    """Convert and save to `out` (a new or empty directory), weights quantised as asked."""
+    ct2 = model_spec(spec, state, src_vocab, tgt_vocab)
+    ct2.optimize(quantization=quantization)
+    out.mkdir(parents=True, exist_ok=True)
+    ct2.save(str(out))
+    return out
+
+
+def vocabulary(tokenizer) -> list[str]:
+    """The token strings of a sentencepiece-backed attncomp Tokenizer, by id."""
+    return [tokenizer.sp.id_to_piece(i) for i in range(tokenizer.vocab_size)]

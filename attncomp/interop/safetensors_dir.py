@@ -1,0 +1,114 @@
+"""The safetensors export: a directory a model loads from without unpickling anything.
+
+    DIR/model.safetensors   the weights (canonical state-dict names), safetensors format
+    DIR/spec.attn           the resolved spec, canonical flat text (as stored in the checkpoint)
+    DIR/src.model           the source sentencepiece model
+    DIR/tgt.model           the target sentencepiece model
+    DIR/attncomp.json       format tag and version, spec hash, step, metrics, the data manifest
+
+`read` turns such a directory back into a checked `Checkpoint` (kind "average"), so
+`attncomp.compile(DIR)`, `translate DIR` and `eval DIR` treat it as any checkpoint. Only JSON, text,
+sentencepiece protobufs and safetensors are read: no pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from attncomp.checkpoint.schema import Checkpoint, CheckpointError, Header, check_model, header_from, FORMAT
+from attncomp.files import write_atomically
+from attncomp.interop import require
+
+EXPORT_FORMAT = "attncomp-safetensors"
+EXPORT_VERSION = 1
+WEIGHTS, SPEC, META = "model.safetensors", "spec.attn", "attncomp.json"
+TOKENIZER_FILES = {"src": "src.model", "tgt": "tgt.model"}
+
+
+def is_export(path: str | Path) -> bool:
+    """A directory written by `write` (it has the metadata file)."""
+    try:
+        return Path(path).is_dir() and (Path(path) / META).is_file()
+    except (OSError, ValueError):  # spec text handed to compile: a name too long, a NUL byte
+        return False
+
+
+def write(found: Checkpoint, out: Path) -> list[Path]:
+    """Export a loaded checkpoint to `out` (created); returns the files written."""
+    st = require("safetensors.torch", "--format safetensors")
+    out.mkdir(parents=True, exist_ok=True)
+    header = found.header
+    weights = {name: t.detach().to("cpu").contiguous().clone() for name, t in found.model.items()}
+    meta = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "attncomp": header.attncomp,
+            "spec_hash": header.spec_hash, "step": header.step, "metrics": dict(header.metrics),
+            "averaged": list(header.averaged), "data": json.loads(header.data)}
+    written = [out / WEIGHTS, out / SPEC, out / META]
+    write_atomically(out / WEIGHTS, st.save(weights, metadata={"format": EXPORT_FORMAT}))
+    write_atomically(out / SPEC, header.spec)
+    for side, name in TOKENIZER_FILES.items():
+        write_atomically(out / name, header.tokenizers[side].numpy().tobytes())
+        written.append(out / name)
+    write_atomically(out / META, json.dumps(meta, indent=2) + "\n")
+    return written
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"cannot read {path}: {getattr(err, 'strerror', None) or err}") from None
+
+
+def _meta(directory: Path) -> dict:
+    try:
+        meta = json.loads(_read_text(directory / META))
+    except ValueError as err:
+        raise CheckpointError(f"{directory / META}: not JSON ({err})") from None
+    if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT:
+        raise CheckpointError(f"{directory / META}: not an attncomp safetensors export")
+    if meta.get("version") != EXPORT_VERSION:
+        raise CheckpointError(f"{directory / META}: version {meta.get('version')!r}; this attncomp reads "
+                              f"version {EXPORT_VERSION}")
+    return meta
+
+
+def _weights(path: Path, model: bool) -> dict:
+    import torch
+
+    st = require("safetensors.torch", f"reading {path}")
+    try:
+        if not model:  # names only, so the header's check sees a non-empty dict
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="pt") as f:
+                return {name: torch.empty(0) for name in f.keys()}
+        return st.load_file(str(path))
+    except Exception as err:  # missing, truncated or not safetensors
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"{path} is not a readable safetensors file ({reason[:160]})") from None
+
+
+def read(directory: str | Path, *, model: bool = True) -> Checkpoint:
+    """The exported model as a checked Checkpoint (every field, the spec hash, finite weights)."""
+    import torch
+
+    directory = Path(directory)
+    meta = _meta(directory)
+    spec = _read_text(directory / SPEC)
+    if hashlib.sha256(spec.encode("utf-8")).hexdigest() != meta.get("spec_hash"):
+        raise CheckpointError(f"{directory / SPEC} does not match the spec hash in {directory / META}")
+    tokenizers = {}
+    for side, name in TOKENIZER_FILES.items():
+        try:
+            tokenizers[side] = torch.frombuffer(bytearray((directory / name).read_bytes()), dtype=torch.uint8)
+        except OSError as err:
+            raise CheckpointError(f"cannot read {directory / name}: {err.strerror}") from None
+    payload = {"format": FORMAT, "version": 2, "attncomp": meta.get("attncomp"), "kind": "average",
+               "spec": spec, "spec_hash": meta.get("spec_hash"), "tokenizers": tokenizers,
+               "data": json.dumps(meta.get("data", {})), "step": meta.get("step"), "position": [0, 0],
+               "metrics": meta.get("metrics", {}), "sharded": False, "averaged": meta.get("averaged", [])}
+    header: Header = header_from(directory, payload)
+    weights = check_model(directory / WEIGHTS, _weights(directory / WEIGHTS, model), values=model)
+    return Checkpoint(header, model=weights if model else {}, path=directory)

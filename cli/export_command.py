@@ -1,0 +1,58 @@
+"""`attncomp export CHECKPOINT --format safetensors|ctranslate2 --out DIR`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+FORMATS = ("safetensors", "ctranslate2")
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16")
+
+
+def _ctranslate2(found, out: Path, quantization: str) -> list[Path]:
+    from attncomp import checkpoint
+    from attncomp.data.tokenizer import Tokenizer
+    from attncomp.interop import ctranslate2_export
+
+    spec = checkpoint.stored_spec(found)
+    src, tgt = (ctranslate2_export.vocabulary(Tokenizer(found.header.tokenizers[side].numpy().tobytes()))
+                for side in ("src", "tgt"))
+    ctranslate2_export.write(spec, found.model, src, tgt, out, quantization)
+    for side in ("src", "tgt"):  # the sentencepiece models, for tokenising beside CTranslate2
+        (out / f"{side}.model").write_bytes(found.header.tokenizers[side].numpy().tobytes())
+    return sorted(out.iterdir())
+
+
+def _export(args: argparse.Namespace) -> int:
+    from attncomp import checkpoint
+    from attncomp.errors import UsageError
+    from attncomp.interop import safetensors_dir
+
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"--out {args.out}: exists and is not an empty directory")
+    if args.quantization != "float32" and args.format != "ctranslate2":
+        raise UsageError("--quantization applies to --format ctranslate2 only")
+    found = checkpoint.read(args.checkpoint)  # checked; a sharded one's weights gathered
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"cannot create --out {args.out}: {err.strerror}") from None
+    if args.format == "safetensors":
+        written = safetensors_dir.write(found, out)
+    else:
+        written = _ctranslate2(found, out, args.quantization)
+    print(f"wrote {out} ({', '.join(p.name for p in written)})")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="write a checkpoint as a deployable directory (safetensors, CTranslate2)")
+    p.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint file or sharded checkpoint directory")
+    p.add_argument("--format", choices=FORMATS, default="safetensors",
+                   help="safetensors: weights + spec + sentencepiece models, loadable without pickle; "
+                        "ctranslate2: a CTranslate2 model directory (+ the sentencepiece models)")
+    p.add_argument("--quantization", choices=QUANTIZATIONS, default="float32",
+                   help="ctranslate2: the weights' type (int8 for fast CPU decoding; default float32)")
+    p.add_argument("--out", required=True, metavar="DIR", help="the directory to write (new or empty)")
+    p.set_defaults(handler=_export)

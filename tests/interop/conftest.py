@@ -1,0 +1,31 @@
+"""A small random-weight checkpoint with the sample corpus's tokenizers: cheap, no training."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from attncomp import checkpoint as ckpt
+from attncomp import compile as compile_spec
+from attncomp import ir
+from tests.conftest import ROOT
+
+
+def random_checkpoint(data_dir, path, seed: int = 0, sets=("model.layers=2",)):
+    """specs/examples/tiny.attn with random weights, saved as an "average" checkpoint at `path`."""
+    spec = ir.load(ROOT / "specs/examples/tiny.attn", list(sets))
+    torch.manual_seed(seed)
+    model = compile_spec(spec)
+    tokenizer = torch.frombuffer(bytearray((data_dir / "spm.model").read_bytes()), dtype=torch.uint8)
+    header = ckpt.Header(attncomp="0.1.0", kind="average", spec=ir.to_text(spec), spec_hash=ir.spec_hash(spec),
+                         tokenizers={"src": tokenizer, "tgt": tokenizer}, data=json.dumps({"pairs": 0}), step=0,
+                         position=(0, 0), metrics={})
+    ckpt.save(ckpt.Checkpoint(header, model=model.state_dict()), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def random_tiny(sample_data, tmp_path_factory):
+    return random_checkpoint(sample_data, tmp_path_factory.mktemp("ckpt") / "checkpoint_avg.pt")

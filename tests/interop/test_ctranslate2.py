@@ -1,0 +1,78 @@
+"""`attncomp export --format ctranslate2`: CTranslate2 computes attncomp's probabilities and translations."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attncomp.cli.main import run
+from attncomp.compiler import load_checkpoint
+from attncomp.data.tokenizer import Tokenizer
+from attncomp.decode.beam import CachedStepper, beam_search
+from attncomp.interop.ctranslate2_export import vocabulary
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+
+
+def _export(checkpoint, out, *extra) -> tuple:
+    assert run(["export", str(checkpoint), "--format", "ctranslate2", "--out", str(out), *extra]) == 0
+    model, found = load_checkpoint(checkpoint)
+    tokenizer = Tokenizer(found.header.tokenizers["src"].numpy().tobytes())
+    return model, tokenizer, ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
+
+
+def _both(model, tokenizer, translator, line: str, beam: int) -> tuple[list[int], list[int]]:
+    """attncomp's and CTranslate2's best translation of one line (alpha 0, attncomp's maximum length)."""
+    vocab = vocabulary(tokenizer)
+    ids = tokenizer.encode([line])[0] + [3]
+    limit = len(ids) - 1 + 10  # tokens with </s>; CTranslate2 counts them without
+    ours = beam_search(CachedStepper(model, torch.tensor([ids])), 1, [limit], beam, 0.0)[0][0].tokens
+    found = translator.translate_batch([[vocab[i] for i in ids]], beam_size=beam, length_penalty=0.0,
+                                      max_decoding_length=limit - 1,
+                                      suppress_sequences=[["<pad>"], ["<s>"], ["<sep>"]])[0]
+    return ours, [vocab.index(token) for token in found.hypotheses[0]]
+
+
+def test_log_probabilities_equal_attncomps(random_tiny, tmp_path):
+    model, tokenizer, translator = _export(random_tiny, tmp_path / "ct2")
+    vocab = vocabulary(tokenizer)
+    src = tokenizer.encode(["the dog sees a cat"])[0] + [3]
+    tgt = tokenizer.encode(["der hund sieht eine katze"])[0]
+    theirs = translator.score_batch([[vocab[i] for i in src]], [[vocab[i] for i in tgt]])[0].log_probs
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([src]), torch.tensor([[2] + tgt])), -1)[0]
+    ours = [float(logp[i, t]) for i, t in enumerate(tgt + [3])]
+    assert theirs == pytest.approx(ours, abs=1e-3)
+
+
+def test_greedy_translations_equal_attncomps(random_tiny, sample_data, tmp_path):
+    model, tokenizer, translator = _export(random_tiny, tmp_path / "ct2")
+    for line in (sample_data / "text/test.src").read_text().splitlines()[:4]:
+        ours, theirs = _both(model, tokenizer, translator, line, beam=1)
+        assert ours == theirs
+
+
+def test_beam_translations_of_a_trained_model_equal_attncomps(trained_tiny, sample_data, tmp_path):
+    model, tokenizer, translator = _export(trained_tiny / "checkpoint_avg.pt", tmp_path / "ct2")
+    lines = (sample_data / "text/test.src").read_text().splitlines()[:10]
+    for beam in (1, 4):
+        pairs = [_both(model, tokenizer, translator, line, beam) for line in lines]
+        assert all(ours == theirs for ours, theirs in pairs), beam
+
+
+def test_int8_export_translates(random_tiny, tmp_path):
+    _, tokenizer, translator = _export(random_tiny, tmp_path / "ct2", "--quantization", "int8")
+    vocab = vocabulary(tokenizer)
+    out = translator.translate_batch([[vocab[i] for i in tokenizer.encode(["the dog"])[0]] + ["</s>"]],
+                                     max_decoding_length=5)
+    assert 0 < len(out[0].hypotheses[0]) <= 5
+
+
+def test_a_model_ctranslate2_cannot_express_is_one_clear_error(sample_data, tmp_path, capsys):
+    from tests.interop.conftest import random_checkpoint
+
+    local = random_checkpoint(sample_data, tmp_path / "local.pt",
+                              sets=("model.layers=1", "model.encoder.attention=local(window = 2)"))
+    assert run(["export", str(local), "--format", "ctranslate2", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "CTranslate2 cannot express this model" in err and "scaled_dot" in err
