@@ -20,9 +20,9 @@ from torch import fx
 from torch.utils.flop_counter import FlopCounterMode
 
 from attncomp.ir import nodes
+from attncomp.ir.flops import FLOP_BATCH, FLOP_LENGTH, training_flops
 from attncomp.lower import CompiledModel, ops
 
-FLOP_BATCH, FLOP_LENGTH = 8, 64
 
 
 @dataclass
@@ -171,7 +171,6 @@ def check_expect(spec: nodes.Spec, params: int, flops: float) -> list[dict]:
 def build_report(model: CompiledModel) -> BuildReport:
     """The report of a model compiled on the meta device."""
     from attncomp import ir
-    from attncomp.ir.flops import training_flops
     from attncomp.passes import count_fused
 
     params, by = count_params(model)

@@ -218,6 +218,9 @@ def main(argv=None) -> list[Result]:
 
         kernels = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
                    "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+        unknown = [k for k in args.sdpa.split(",") if k not in kernels]
+        if unknown:
+            parser.error(f"unknown SDPA kernel(s) {', '.join(unknown)}; choose from: {', '.join(kernels)}")
         with sdpa_kernel([kernels[k] for k in args.sdpa.split(",")]):
             return _run(parser, args)
     return _run(parser, args)

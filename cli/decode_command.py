@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import sys
 import time
@@ -55,11 +56,11 @@ def _translator(args: argparse.Namespace):
     # on CPU, fuse_qkv's concatenation of W_Q, W_K, W_V at every decode_step costs more than the one
     # matmul saves (docs/performance.md, "CPU decoding"); its graphs compute the same function
     passes = [p for p in DEFAULT_PASSES if p != "fuse_qkv"] if device.type == "cpu" else DEFAULT_PASSES
+    if args.int8 and device.type != "cpu":
+        raise UsageError("--int8 is dynamic int8 quantisation for CPU decoding; use it with --device cpu")
     model, found = load_checkpoint(args.checkpoint, args.overrides, device=device, expect_spec=args.spec,
                                    passes=passes)
     if args.int8:
-        if device.type != "cpu":
-            raise UsageError("--int8 is dynamic int8 quantisation for CPU decoding; use it with --device cpu")
         with warnings.catch_warnings():  # torch.ao.quantization's deprecation notices are not the user's to act on
             warnings.simplefilter("ignore")
             model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
@@ -80,7 +81,7 @@ def _warn_cut(translator, name: str | None) -> None:
     """One warning naming the input lines that were cut to the source limit (the first ten)."""
     if translator.truncated:
         shown = ", ".join(map(str, translator.cut_lines[:10])) + (" ..." if translator.truncated > 10 else "")
-        print(f"warning: {printable(name or 'stdin')}: {translator.truncated} line(s) were longer than the model "
+        print(f"warning: {printable('stdin' if name in (None, '-') else name)}: {translator.truncated} line(s) were longer than the model "
               f"reads and were cut to {translator.source_limit()} source tokens (line(s) {shown}; "
               f"--max-source-tokens)", file=sys.stderr)
 
@@ -115,7 +116,9 @@ def _shown(index: int, options: list, nbest: int) -> list[str]:
 def _stream(translator, args: argparse.Namespace) -> None:
     """Answer each input line as soon as it is read (a terminal, or --stream)."""
     from_stdin = args.input in (None, "-")
-    source = sys.stdin if from_stdin else open(args.input, encoding="utf-8", errors="replace")
+    # bytes that are not UTF-8 become U+FFFD, as in the batch path (never a decoding error mid-stream)
+    source = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace") if from_stdin else \
+        open(args.input, encoding="utf-8", errors="replace")
     with contextlib.nullcontext(source) if from_stdin else source:
         lines = (line.rstrip("\n").rstrip("\r") for line in iter(source.readline, ""))
         for index, options in enumerate(translator.translate_stream(lines)):

@@ -29,13 +29,15 @@ class Sampling:
 
 def filter_logits(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
     """(R, V) logits over the temperature, with what top-k and top-p cut away set to -inf."""
-    logits = logits / sampling.temperature
+    # from the row's best logit down: any temperature > 0 keeps the best token finite (a tiny one made all -inf)
+    logits = (logits - logits.amax(-1, keepdim=True)) / sampling.temperature
     if 0 < sampling.top_k < logits.shape[-1]:
         kth = logits.topk(sampling.top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, -math.inf)
     if sampling.top_p < 1.0:
         ordered, order = logits.sort(dim=-1, descending=True)
-        before = ordered.softmax(-1).cumsum(-1) - ordered.softmax(-1)  # probability of the better tokens
+        p = ordered.softmax(-1)
+        before = p.cumsum(-1) - p  # probability of the better tokens
         cut = before >= sampling.top_p  # the most likely token is always kept
         logits = logits.masked_fill(cut.scatter(-1, order, cut), -math.inf)
     return logits

@@ -47,3 +47,11 @@ def test_end_is_forced_at_the_maximum_length():
     endless = {(): {A: 1.0}, (A,): {A: 1.0}, (A, A): {A: 1.0}}
     hyps = sample(TableStepper(endless), 1, [3], count=2, alpha=0.0, sampling=Sampling())[0]
     assert [h.tokens for h in hyps] == [[A, A], [A, A]]
+
+
+def test_a_tiny_temperature_keeps_the_best_token():
+    logits = torch.randn(3, 50, generator=torch.Generator().manual_seed(2))
+    filtered = filter_logits(logits, Sampling(temperature=1e-40, top_p=0.9))
+    assert torch.equal(filtered.argmax(-1), logits.argmax(-1))
+    assert torch.isfinite(filtered.max(-1).values).all()
+    assert torch.equal(torch.multinomial(filtered.softmax(-1), 1).squeeze(-1), logits.argmax(-1))  # was a crash

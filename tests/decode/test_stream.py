@@ -56,3 +56,13 @@ def test_int8_decoding_translates_every_line(model, tmp_path, capsys):
     src = _lines(tmp_path, ["the dog sees a cat", "", "a cat"])
     assert run(["translate", str(model), "--input", src, "--int8", "--device", "cpu"]) == 0
     assert len(capsys.readouterr().out.split("\n")) == 4
+
+
+def test_stream_from_stdin_takes_bytes_that_are_not_utf8(model, monkeypatch, capsys):
+    import io
+    import sys
+
+    stdin = io.TextIOWrapper(io.BytesIO(b"a cat\n\xff\xfe the dog\n"), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    assert run(["translate", str(model), "--beam", "2", "--stream"]) == 0  # was an internal error
+    assert len(capsys.readouterr().out.split("\n")) == 3
