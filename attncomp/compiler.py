@@ -69,18 +69,23 @@ def _is_export(path) -> bool:
     return isinstance(path, (str, os.PathLike)) and is_export(path)
 
 
+def read_trained(path, gathered: bool = True) -> checkpoint.Checkpoint:
+    """A checked checkpoint file, sharded directory (gathered into one with `gathered`) or safetensors
+    export (read without unpickling anything): every field checked, the spec parsed alone, its hash verified."""
+    if _is_export(path):
+        from attncomp.interop import safetensors_dir
+
+        return safetensors_dir.read(path)
+    return checkpoint.read(path) if gathered else checkpoint.load(path)
+
+
 def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | str | None = None,
                     expect_spec: str | os.PathLike | None = None,
                     passes: Sequence[str] = DEFAULT_PASSES) -> tuple[CompiledModel, checkpoint.Checkpoint]:
     """A trained model from a checkpoint (file, sharded directory or safetensors export), compiled from
     the spec stored in it (+ overrides). With `expect_spec`, the checkpoint must have been trained with exactly that spec.
     """
-    if _is_export(path):  # a safetensors export: read without unpickling anything
-        from attncomp.interop import safetensors_dir
-
-        found = safetensors_dir.read(path)
-    else:
-        found = checkpoint.load(path)  # every field checked, the spec parsed alone and its hash verified
+    found = read_trained(path, gathered=False)
     stored = checkpoint.stored_spec(found)
     if expect_spec is not None:
         wanted = ir.load(expect_spec)

@@ -24,7 +24,7 @@ def _ctranslate2(found, out: Path, quantization: str) -> list[Path]:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from attncomp import checkpoint
+    from attncomp.compiler import read_trained
     from attncomp.errors import UsageError
     from attncomp.interop import safetensors_dir
 
@@ -33,7 +33,7 @@ def _export(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: exists and is not an empty directory")
     if args.quantization != "float32" and args.format != "ctranslate2":
         raise UsageError("--quantization applies to --format ctranslate2 only")
-    found = checkpoint.read(args.checkpoint)  # checked; a sharded one's weights gathered
+    found = read_trained(args.checkpoint)  # checked; a sharded one gathered; an export read back
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -48,7 +48,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write a checkpoint as a deployable directory (safetensors, CTranslate2)")
-    p.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint file or sharded checkpoint directory")
+    p.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint file, sharded checkpoint directory or safetensors export")
     p.add_argument("--format", choices=FORMATS, default="safetensors",
                    help="safetensors: weights + spec + sentencepiece models, loadable without pickle; "
                         "ctranslate2: a CTranslate2 model directory (+ the sentencepiece models)")

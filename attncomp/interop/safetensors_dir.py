@@ -17,7 +17,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from attncomp.checkpoint.schema import Checkpoint, CheckpointError, Header, check_model, header_from, FORMAT
+from attncomp.checkpoint.schema import FORMAT, VERSION, Checkpoint, CheckpointError, Header, check_model, header_from
 from attncomp.files import write_atomically
 from attncomp.interop import require
 
@@ -105,7 +105,7 @@ def read(directory: str | Path, *, model: bool = True) -> Checkpoint:
             tokenizers[side] = torch.frombuffer(bytearray((directory / name).read_bytes()), dtype=torch.uint8)
         except OSError as err:
             raise CheckpointError(f"cannot read {directory / name}: {err.strerror}") from None
-    payload = {"format": FORMAT, "version": 2, "attncomp": meta.get("attncomp"), "kind": "average",
+    payload = {"format": FORMAT, "version": VERSION, "attncomp": meta.get("attncomp"), "kind": "average",
                "spec": spec, "spec_hash": meta.get("spec_hash"), "tokenizers": tokenizers,
                "data": json.dumps(meta.get("data", {})), "step": meta.get("step"), "position": [0, 0],
                "metrics": meta.get("metrics", {}), "sharded": False, "averaged": meta.get("averaged", [])}

@@ -71,3 +71,11 @@ def test_export_of_a_missing_checkpoint_or_to_a_file_is_one_line(random_tiny, tm
     (tmp_path / "file").write_text("x")
     assert run(["export", str(random_tiny), "--out", str(tmp_path / "file")]) == 2
     assert "not an empty directory" in capsys.readouterr().err
+
+
+def test_an_export_exports_again(exported, tmp_path):
+    """`attncomp export EXPORT_DIR` reads the export back (no pickle) and writes the same files."""
+    again = tmp_path / "again"
+    assert run(["export", str(exported), "--format", "safetensors", "--out", str(again)]) == 0
+    for name in ("model.safetensors", "spec.attn", "src.model", "tgt.model"):
+        assert (again / name).read_bytes() == (exported / name).read_bytes()
