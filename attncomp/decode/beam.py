@@ -97,7 +97,9 @@ class CachedStepper(Stepper):
 
     def select(self, rows: torch.Tensor) -> None:
         sentence = self.sentence.index_select(0, rows)
-        same = sentence.shape == self.sentence.shape and bool(torch.equal(sentence, self.sentence))
+        # Callers keep each sentence's rows together (beams reorder within a sentence), so the rows
+        # belong to the same sentences exactly when no sentence left: no comparison, no device sync.
+        same = rows.numel() == self.sentence.numel()
         self.cache = tuple(c if same and static else c.index_select(0, rows)
                            for c, static in zip(self.cache, self.static or (False,) * len(self.cache)))
         self.sentence = sentence
@@ -144,7 +146,7 @@ class _Sentence:
     done: bool = False
 
 
-def _blocked(vocab: int, device) -> torch.Tensor:
+def blocked_tokens(vocab: int, device) -> torch.Tensor:
     """Tokens a hypothesis may never emit."""
     mask = torch.zeros(vocab, dtype=torch.bool, device=device)
     mask[[PAD, BOS, SEP]] = True
@@ -172,7 +174,7 @@ def beam_search(stepper: Stepper, batch: int, max_lens: list[int], beam: int, al
         for t in range(max(s.max_len for s in sentences)):
             logp = torch.log_softmax(stepper.step(last).float(), dim=-1)  # (rows, V)
             vocab = logp.shape[-1]
-            logp[:, _blocked(vocab, logp.device)] = -math.inf
+            logp[:, blocked_tokens(vocab, logp.device)] = -math.inf
             if block_unk:
                 logp[:, UNK] = -math.inf
             at_end = torch.tensor([t + 1 >= sentences[i].max_len for i in active], device=logp.device)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from attncomp.decode.beam import Hypothesis, Stepper, length_penalty
-from attncomp.vocab import BOS, EOS, PAD, SEP
+from attncomp.decode.beam import Hypothesis, Stepper, blocked_tokens, length_penalty
+from attncomp.vocab import BOS, EOS, PAD
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def sample(stepper: Stepper, batch: int, max_lens: list[int], count: int, alpha:
     with torch.no_grad():
         for t in range(int(limits.max())):
             logp = torch.log_softmax(stepper.step(last).float(), dim=-1)
-            logp[:, [PAD, BOS, SEP]] = -math.inf
+            logp[:, blocked_tokens(logp.shape[-1], logp.device)] = -math.inf
             at_end = (t + 1 >= limits).unsqueeze(1) & (torch.arange(logp.shape[-1], device=device) != EOS)
             logp = logp.masked_fill(at_end, -math.inf)
             probs = filter_logits(logp, sampling).softmax(-1)

@@ -135,9 +135,12 @@ class Translator:
 
     def translate_stream(self, lines: Iterable[str]) -> Iterator[list[Translation]]:
         """The nbest translations of each line as soon as it arrives (one line per batch, no progress bar)."""
-        self.progress = False
-        for number, line in enumerate(lines, 1):
-            before = len(self.cut_lines)
-            result = self.translate([line])[0]
-            self.cut_lines[before:] = [number] * (len(self.cut_lines) - before)  # the stream's line number
-            yield result
+        progress, self.progress = self.progress, False
+        try:
+            for number, line in enumerate(lines, 1):
+                before = len(self.cut_lines)
+                result = self.translate([line])[0]
+                self.cut_lines[before:] = [number] * (len(self.cut_lines) - before)  # the stream's line number
+                yield result
+        finally:  # a later translate() of this translator shows progress again
+            self.progress = progress

@@ -66,3 +66,16 @@ def test_stream_from_stdin_takes_bytes_that_are_not_utf8(model, monkeypatch, cap
     monkeypatch.setattr(sys, "stdin", stdin)
     assert run(["translate", str(model), "--beam", "2", "--stream"]) == 0  # was an internal error
     assert len(capsys.readouterr().out.split("\n")) == 3
+
+
+def test_a_stream_leaves_the_translators_progress_as_it_was(model):
+    from attncomp.compiler import load_checkpoint
+    from attncomp.data.tokenizer import Tokenizer
+    from attncomp.decode.translate import Translator
+
+    compiled, found = load_checkpoint(model)
+    tok = {side: Tokenizer(found.header.tokenizers[side].numpy().tobytes()) for side in ("src", "tgt")}
+    decode = compiled.spec.decode
+    translator = Translator(compiled, tok["src"], tok["tgt"], 2, decode.length_penalty, decode.max_len)
+    assert len(list(translator.translate_stream(["a cat", "the dog"]))) == 2
+    assert translator.progress  # was switched off for good before
