@@ -16,6 +16,13 @@ CASES = {
         "encoder-decoder attention": "padding"}),
     "additive": (["model.attention=additive"], {"encoder self-attention": "padding",
                                                  "decoder self-attention": "causal"}),
+    "alibi": (["model.positions=alibi"], {"encoder self-attention": "alibi + padding",
+                                          "decoder self-attention": "alibi + causal",
+                                          "encoder-decoder attention": "padding"}),
+    "relative_local": (["model.positions=relative(max_distance = 4)", "model.attention=local(window = 2)"], {
+        "encoder self-attention": "relative + band + padding", "decoder self-attention": "relative + causal band"}),
+    "relative_values": (["model.positions=relative(max_distance = 4, values = true)"], {
+        "encoder self-attention": "relative + padding", "decoder self-attention": "relative + causal"}),
 }
 
 

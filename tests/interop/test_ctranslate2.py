@@ -76,3 +76,16 @@ def test_a_model_ctranslate2_cannot_express_is_one_clear_error(sample_data, tmp_
     assert run(["export", str(local), "--format", "ctranslate2", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "CTranslate2 cannot express this model" in err and "scaled_dot" in err
+
+
+@pytest.mark.parametrize("positions", ["alibi", "relative(max_distance = 4)"])
+def test_positions_on_the_scores_are_refused_in_one_line(positions):
+    from attncomp import ir
+    from attncomp.errors import UsageError
+    from attncomp.interop.ctranslate2_export import check_supported
+    from tests.conftest import ROOT
+
+    spec = ir.load(ROOT / "specs/examples/tiny.attn", [f"model.positions={positions}"])
+    with pytest.raises(UsageError, match="positions must be sinusoidal or learned") as err:
+        check_supported(spec)
+    assert "\n" not in str(err.value)
