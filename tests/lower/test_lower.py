@@ -88,10 +88,7 @@ DECODING_EXTRA = {"additive": ["model.attention=additive", "model.cross_attentio
                   "relative": ["model.positions=relative(max_distance = 3)"],
                   "relative_values": ["model.positions=relative(max_distance = 3, values = true)"],
                   "relative_lm": ["model.positions=relative(max_distance = 2)", "model.encoder=none",
-                                  "model.tie=decoder"],
-                  "relative_local": ["model.positions=relative(max_distance = 2)",
-                                     "model.decoder.attention=local(window = 2)"],
-                  "sinusoidal_halves": ["model.positions=sinusoidal(layout = halves)"]}
+                                  "model.tie=decoder"]}
 
 
 def _decoding_cases():

@@ -29,7 +29,6 @@ EXTRA = {  # variants no shipped spec covers, as overrides on base
     "relative_values": ["model.positions=relative(max_distance = 3, values = true)"],
     "relative_encoder_only": ["model.positions=relative(max_distance = 2)", "model.decoder=none", "model.tie=none"],
     "relative_lm": ["model.positions=relative(max_distance = 2)", "model.encoder=none", "model.tie=decoder"],
-    "sinusoidal_halves": ["model.positions=sinusoidal(layout = halves)"],
 }
 
 
