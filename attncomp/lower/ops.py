@@ -67,7 +67,7 @@ def alibi_bias(heads: int, q_len: int, k_len: int, device: torch.device, dtype: 
     otherwise those of the power of two below, then every other slope of the one above."""
     def power_of_two(n: int) -> list[float]:
         start = 2.0 ** (-(2.0 ** -(math.log2(n) - 3)))
-        return [start ** (i + 1) for i in range(n)]
+        return [start * start**i for i in range(n)]
 
     below = 2 ** math.floor(math.log2(heads))
     slopes = power_of_two(below) + power_of_two(2 * below)[0::2][: heads - below]
