@@ -33,8 +33,13 @@ def _both(model, tokenizer, translator, line: str, beam: int) -> tuple[list[int]
     return ours, [vocab.index(token) for token in found.hypotheses[0]]
 
 
-def test_log_probabilities_equal_attncomps(random_tiny, tmp_path):
-    model, tokenizer, translator = _export(random_tiny, tmp_path / "ct2")
+@pytest.mark.parametrize("layout", ["interleaved", "halves"])
+def test_log_probabilities_equal_attncomps(random_tiny, sample_data, tmp_path, layout):
+    from tests.interop.conftest import random_checkpoint
+
+    checkpoint = random_tiny if layout == "interleaved" else random_checkpoint(
+        sample_data, tmp_path / "halves.pt", sets=("model.layers=2", "model.positions=sinusoidal(layout = halves)"))
+    model, tokenizer, translator = _export(checkpoint, tmp_path / "ct2")
     vocab = vocabulary(tokenizer)
     src = tokenizer.encode(["the dog sees a cat"])[0] + [3]
     tgt = tokenizer.encode(["der hund sieht eine katze"])[0]
