@@ -105,7 +105,8 @@ class Sinusoidal(Node):
 
     kind: Literal["sinusoidal"] = "sinusoidal"
     layout: Literal["interleaved", "halves"] = Field(
-        "interleaved", description="interleaved (the paper: sin, cos per dimension pair) or halves (Marian: sines, then cosines)"
+        "interleaved",
+        description="interleaved (the paper: sin, cos per dimension pair) or halves (Marian: sines, then cosines)",
     )
 
 

@@ -53,7 +53,8 @@ def dropout_p(p: float, training: bool) -> float:
 
 
 def sinusoidal_halves(positions: Tensor, d_model: int, dtype: torch.dtype) -> Tensor:
-    """Marian's layout: [sin(pos * f_i) for all i, then cos(pos * f_i)], f_i = 10000^(-2i/d_model): (T,) -> (T, d_model)."""
+    """Marian's layout, sines then cosines: [sin(pos f_i) for all i, cos(pos f_i) for all i],
+    f_i = 10000^(-2i/d_model), the paper's frequencies: (T,) -> (T, d_model)."""
     half = torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float64)
     inv_freq = torch.exp(half * (-math.log(10000.0) / d_model))
     angles = positions.to(torch.float64).unsqueeze(1) * inv_freq.unsqueeze(0)  # (T, ceil(d/2))

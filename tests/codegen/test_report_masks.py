@@ -34,3 +34,14 @@ def test_masks_come_from_the_graph(case, passes):
     model = attncomp.compile(ROOT / "specs/examples/tiny.attn", overrides, device="meta", **options)
     found = {a.site: a.mask for a in attention_report(model)}
     assert {site: found[site] for site in expected} == expected
+
+
+def test_positional_biases_rule_out_flash_but_not_the_efficient_kernel():
+    model = attncomp.compile(ROOT / "specs/examples/relative.attn", device="meta")
+    rows = {a.site: a for a in attention_report(model)}
+    for site in ("encoder self-attention", "decoder self-attention"):
+        assert rows[site].fused and rows[site].backends["flash"].startswith("needs no explicit mask (here: relative")
+        assert rows[site].backends["efficient"] == "yes" and rows[site].backends["math"] == "yes"
+    explicit = attncomp.compile(ROOT / "specs/examples/relative.attn", ["model.positions=relative(values = true)"], device="meta")
+    site = {a.site: a for a in attention_report(explicit)}["encoder self-attention"]
+    assert not site.fused and site.backends["flash"].startswith("not fused")
