@@ -87,7 +87,8 @@ def _backends(kind: str, mask: str, d_k: int, d_v: int) -> dict[str, str]:
         return {"flash": reason, "efficient": reason, "math": "explicit ops, no SDPA"}
     flash = []
     if mask not in ("none", "causal"):
-        flash.append(f"needs no explicit mask (here: {mask})")
+        article = "an" if mask[0] in "aeiou" else "a"  # an alibi + causal mask
+        flash.append(f"needs no explicit mask (this one has {article} {mask} mask)")
     if d_k != d_v:
         flash.append(f"needs d_k = d_v (here {d_k} and {d_v})")
     if max(d_k, d_v) > 256:

@@ -40,7 +40,7 @@ def test_positional_biases_rule_out_flash_but_not_the_efficient_kernel():
     model = attncomp.compile(ROOT / "specs/examples/relative.attn", device="meta")
     rows = {a.site: a for a in attention_report(model)}
     for site in ("encoder self-attention", "decoder self-attention"):
-        assert rows[site].fused and rows[site].backends["flash"].startswith("needs no explicit mask (here: relative")
+        assert rows[site].fused and rows[site].backends["flash"].startswith("needs no explicit mask (this one has a relative")
         assert rows[site].backends["efficient"] == "yes" and rows[site].backends["math"] == "yes"
     explicit = attncomp.compile(ROOT / "specs/examples/relative.attn", ["model.positions=relative(values = true)"], device="meta")
     site = {a.site: a for a in attention_report(explicit)}["encoder self-attention"]
