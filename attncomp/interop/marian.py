@@ -7,8 +7,10 @@ in halves (`MarianSinusoidalPositionalEmbedding`: all sines, then all cosines, a
 frequencies), which is `positions = sinusoidal(layout = halves)`. The sinusoid tables are computed,
 not copied. What attncomp cannot express yet is refused in one line:
 
-- `final_logits_bias` is added to Marian's logits; it is zero in a fresh model, and a non-zero one
-  needs an output-bias key that the spec language does not have yet, so it is refused;
+- `final_logits_bias` is added to Marian's logits; it is zero in a fresh model (and dropped here),
+  while a non-zero one (trained OPUS-MT models may have one) needs the output bias on the
+  pre-softmax projection, a key of the `bias { }` block that the spec language does not have yet:
+  until it does, a non-zero final_logits_bias is refused;
 - separate source and target embeddings, activations other than relu and gelu.
 
 Marian's special ids (pad, eos, unk: its own vocabulary's) differ from attncomp's (<pad> 0, <unk> 1,

@@ -118,14 +118,6 @@ def _same_dtype_device(*tensors: fx.Node) -> bool:
     return len({m.dtype for m in metas}) == 1
 
 
-def _hidden(mask: fx.Node | None, kind: str) -> fx.Node | None:
-    """The bool mask (True = hidden) that a fully-masked-row fix may be made from: the mask itself, or the
-    one inside an `ops.additive_mask(bias, hidden)` (ALiBi, relative positions)."""
-    if kind == "bool":
-        return mask
-    return mask.args[1] if _call(mask, ops.additive_mask) else None
-
-
 def match(softmax: fx.Node) -> Match | None:
     if not _call(softmax, torch.softmax) or softmax.args[1:] != (-1,) or softmax.kwargs:
         return None
@@ -133,7 +125,7 @@ def match(softmax: fx.Node) -> Match | None:
     if found is None:
         return None
     q, k, scale, mask, kind, bias = found
-    after = _weights(softmax, _hidden(mask, kind))
+    after = _weights(softmax, mask if kind == "bool" else None)
     if after is None:
         return None
     drop, out = after
