@@ -154,8 +154,7 @@ def test_end_is_forced_at_the_maximum_length():
 
 def _models():
     cases = {"base": [], "lm": None, "local_decoder": ["model.decoder.attention=local(window = 2)"],
-             "additive_pre": ["model.attention=additive", "model.cross_attention=additive", "model.norm=pre"],
-             "alibi": ["model.positions=alibi"], "relative": ["model.positions=relative(max_distance = 3)"]}
+             "additive_pre": ["model.attention=additive", "model.cross_attention=additive", "model.norm=pre"]}
     for name, overrides in cases.items():
         path = ROOT / ("specs/examples/lm.attn" if overrides is None else "specs/base.attn")
         spec = small(ir.load(path, overrides or []))
