@@ -83,11 +83,12 @@ def count_flops(model: CompiledModel) -> float:
 def _backends(kind: str, mask: str, d_k: int, d_v: int) -> dict[str, str]:
     """Which SDPA kernels an attention can use in bf16 on sm80+, and why not (sdp_utils' rules)."""
     if kind == "additive":
-        reason = "not fused: explicit attention (additive, or fuse_attention not run)"
+        reason = "not fused: explicit attention (additive scores, relative values, or fuse_attention not run)"
         return {"flash": reason, "efficient": reason, "math": "explicit ops, no SDPA"}
     flash = []
     if mask not in ("none", "causal"):
-        flash.append(f"needs no explicit mask (this one has a {mask} mask)")
+        article = "an" if mask[0] in "aeiou" else "a"  # an alibi + causal mask
+        flash.append(f"needs no explicit mask (this one has {article} {mask} mask)")
     if d_k != d_v:
         flash.append(f"needs d_k = d_v (here {d_k} and {d_v})")
     if max(d_k, d_v) > 256:
@@ -112,7 +113,18 @@ def _describe_mask(mask) -> str:
         return "causal"
     if mask.target is ops.band_mask:
         return "causal band" if mask.args[2] else "band"
-    return mask.name
+    return _describe_bias(mask)
+
+
+def _describe_bias(node: fx.Node) -> str:
+    """A positional bias on the scores (ALiBi, relative), alone or with the mask that hides keys."""
+    if node.target is ops.additive_mask:
+        return f"{_describe_mask(node.args[0])} + {_describe_mask(node.args[1])}"
+    if node.target is ops.alibi_bias:
+        return "alibi"
+    if node.target is torch.mul and isinstance(node.args[0], fx.Node) and node.args[0].target is torch.einsum:
+        return "relative"  # q . a^K / sqrt(d_k)
+    return node.name
 
 
 def _mask_of(attention: fx.Node) -> str:
@@ -125,14 +137,22 @@ def _mask_of(attention: fx.Node) -> str:
     seen, todo = set(), [attention]
     while todo:  # back from `weights @ v` to the scores' masked_fill (a handful of nodes)
         node = todo.pop()
-        if node.target is torch.softmax and isinstance(node.args[0], fx.Node) and \
-                node.args[0].target is torch.masked_fill:
-            return _describe_mask(node.args[0].args[1])
         if node.target is torch.softmax:
-            return "none"
+            return _explicit_mask(node.args[0])
         seen.add(node)
         todo.extend(n for n in node.all_input_nodes if n not in seen and n.op == "call_function")
     return "none"
+
+
+def _explicit_mask(scores: fx.Node) -> str:
+    """The mask of explicit scores: [masked_fill(] [add(s, bias)] [, mask, -inf)] (attncomp.lower.layers)."""
+    parts = []
+    if scores.target is torch.masked_fill:
+        parts.append(_describe_mask(scores.args[1]))
+        scores = scores.args[0]
+    if scores.target is torch.add and isinstance(scores.args[1], fx.Node):
+        parts.insert(0, _describe_bias(scores.args[1]))
+    return " + ".join(parts) or "none"
 
 
 def attention_report(model: CompiledModel) -> list[AttentionReport]:

@@ -19,6 +19,7 @@ from attncomp.lower import CompiledModel, ops
 CONSTANTS = {"inf": "inf = math.inf", "nan": "nan = math.nan", "device": "device = torch.device"}
 ALIASES = {  # fx names functions by the module defining them; these are the same objects, by their usual names
     "torch._C._nn.": "F.", "torch.nn.functional.": "F.", "torch.functional.split(": "torch.split(",
+    "torch.functional.einsum(": "torch.einsum(",
 }
 BUILTIN = {"torch", "getattr", "NoneType", "fx_pytree", "pytree"}
 

@@ -17,7 +17,7 @@ import torch
 from attncomp.errors import UsageError
 from attncomp.interop import require
 from attncomp.ir import nodes
-from attncomp.lower.ops import sinusoidal
+from attncomp.lower.ops import sinusoidal, sinusoidal_halves
 from attncomp.lower.params import embedding_names
 
 POSITIONS = 2048  # rows of the sinusoid table CTranslate2 gets (source and output positions)
@@ -43,7 +43,8 @@ def check_supported(spec: nodes.Spec) -> None:
                                             model.encoder.activation != model.decoder.activation):
         problems.append("encoder and decoder must share heads, norm and activation")
     if not isinstance(model.positions, (nodes.Learned, nodes.Sinusoidal)):
-        problems.append("positions must be sinusoidal or learned")
+        problems.append(f"positions must be sinusoidal or learned, not {model.positions.kind} "
+                        "(CTranslate2 adds positions to the embeddings, never to the attention scores)")
     if problems:
         raise UsageError("CTranslate2 cannot express this model: " + "; ".join(problems))
 
@@ -85,7 +86,8 @@ def _ffn(target, state: dict, prefix: str) -> None:
 def _positions(spec: nodes.Spec, state: dict, stack: str) -> torch.Tensor:
     if isinstance(spec.model.positions, nodes.Learned):
         return state[f"{stack}.pos.weight"]
-    return sinusoidal(torch.arange(POSITIONS), spec.model.d_model, torch.float32)
+    table = sinusoidal_halves if spec.model.positions.layout == "halves" else sinusoidal  # CTranslate2 takes any table
+    return table(torch.arange(POSITIONS), spec.model.d_model, torch.float32)
 
 
 def _stack(target, spec: nodes.Spec, state: dict, name: str, embed: str) -> None:

@@ -34,8 +34,15 @@ def _attention(stack: nodes.Stack, batch: int, t_q: int, t_k: int, d_memory: int
     return count + 6 * batch * h * t_q * t_k * (stack.d_k + stack.d_v)
 
 
-def _layer(stack: nodes.Stack, batch: int, length: int, d_memory: int | None) -> int:
-    count = _attention(stack, batch, length, length, stack.d_model)
+def _relative(stack: nodes.Stack, positions, batch: int, length: int) -> int:
+    """Relative positions' products in self-attention: q . a^K (and weights . a^V), as the attention's own."""
+    if not isinstance(positions, nodes.Relative):
+        return 0
+    return 6 * batch * stack.heads * length * length * (stack.d_k + (stack.d_v if positions.values else 0))
+
+
+def _layer(stack: nodes.Stack, batch: int, length: int, d_memory: int | None, positions=None) -> int:
+    count = _attention(stack, batch, length, length, stack.d_model) + _relative(stack, positions, batch, length)
     if d_memory is not None:  # cross-attention: memory of `length` source tokens
         count += _attention(stack, batch, length, length, d_memory)
     rows = batch * length
@@ -48,10 +55,10 @@ def training_flops(spec: nodes.Spec, batch: int = FLOP_BATCH, length: int = FLOP
     enc, dec = m.encoder, m.decoder
     total = 0
     if enc is not None:
-        total += enc.layers * _layer(enc, batch, length, None)
+        total += enc.layers * _layer(enc, batch, length, None, m.positions)
     if dec is not None:
         d_memory = enc.d_model if enc is not None else None
-        total += dec.layers * _layer(dec, batch, length, d_memory)
+        total += dec.layers * _layer(dec, batch, length, d_memory, m.positions)
     top = dec if dec is not None else enc
     total += _projection(batch * length, top.d_model, m.tgt_vocab)  # the pre-softmax linear
     return total / (batch * length)

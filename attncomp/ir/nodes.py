@@ -97,9 +97,17 @@ Vocab = Annotated[Union[Shared, Separate], Field(discriminator="kind")]
 
 
 class Sinusoidal(Node):
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...): no parameters."""
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...): no parameters.
+
+    `layout` orders the dimensions: `interleaved` is the paper's (sin, cos per pair of dimensions);
+    `halves` is Marian's (all sines, then all cosines, the same frequencies), which fairseq and
+    tensor2tensor also write (with frequencies 10000^(-i/(d/2 - 1)) instead)."""
 
     kind: Literal["sinusoidal"] = "sinusoidal"
+    layout: Literal["interleaved", "halves"] = Field(
+        "interleaved",
+        description="interleaved (the paper: sin, cos per dimension pair) or halves (Marian: sines, then cosines)",
+    )
 
 
 class Learned(Node):
@@ -115,7 +123,27 @@ class NoPositions(Node):
     kind: Literal["none"] = "none"
 
 
-Positions = Annotated[Union[Sinusoidal, Learned, NoPositions], Field(discriminator="kind")]
+class ALiBi(Node):
+    """Attention with linear biases (Press et al. 2022): nothing added to the embeddings; each head h
+    adds -m_h |i - j| to the self-attention scores, m_h the paper's geometric slopes. No bias in
+    cross-attention (source and target positions do not line up)."""
+
+    kind: Literal["alibi"] = "alibi"
+
+
+class Relative(Node):
+    """Relative position representations (Shaw, Uszkoreit, Vaswani 2018; tensor2tensor's
+    dot_product_attention_relative): per layer, learned vectors a^K (and a^V) for the clipped
+    distances -max_distance..max_distance, shared across heads; self-attention only. The logit term
+    q_i . a^K_ij / sqrt(d_k) is an additive mask of the fused attention; the value term
+    sum_j w_ij a^V_ij (`values = true`) keeps the attention explicit, since SDPA cannot take it."""
+
+    kind: Literal["relative"] = "relative"
+    max_distance: Annotated[int, Field(ge=1, le=1 << 16)] = Field(16, description="k: distances clip to -k..k")
+    values: bool = Field(False, description="also the value-side term a^V (the paper's; keeps attention unfused)")
+
+
+Positions = Annotated[Union[Sinusoidal, Learned, NoPositions, ALiBi, Relative], Field(discriminator="kind")]
 
 
 class Dropout(Node):

@@ -78,6 +78,9 @@ def _stack(model: nodes.Model, stack: nodes.Stack, d_memory: int | None) -> int:
     count = stack.layers * _layer(model, stack, d_memory)
     if isinstance(model.positions, nodes.Learned):
         count += model.positions.max_len * stack.d_model
+    if isinstance(model.positions, nodes.Relative):  # a^K (and a^V) per self-attention
+        rows = 2 * model.positions.max_distance + 1
+        count += stack.layers * rows * (stack.d_k + (stack.d_v if model.positions.values else 0))
     if stack.norm == "pre":
         count += 2 * stack.d_model
     return count

@@ -94,7 +94,19 @@ def _local_window(spec: nodes.Spec) -> None:
                     spec.span("model", name, "attention"))
 
 
-RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _schedule, _local_window)
+def _relative_scores(spec: nodes.Spec) -> None:
+    """Shaw et al.'s q . a^K term belongs to dot-product scores; additive scores have no q . k to extend."""
+    m = spec.model
+    if not isinstance(m.positions, nodes.Relative):
+        return
+    for name, stack in (("encoder", m.encoder), ("decoder", m.decoder)):
+        if stack is not None and isinstance(stack.attention, nodes.Additive):
+            raise SpecError(f"relative positions add q . a^K to dot-product scores, but the {name}'s "
+                            "self-attention is additive", spec.span("model", "positions"),
+                            hint="use attention = scaled_dot or local(...), or other positions")
+
+
+RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _schedule, _local_window, _relative_scores)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:

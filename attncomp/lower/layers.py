@@ -7,6 +7,7 @@ one spelling (the table below), so the passes can match it reliably:
     split heads           torch.unflatten(x, -1, (h, d)) -> torch.transpose(x, 1, 2)
     merge heads           torch.transpose(x, 1, 2) -> torch.flatten(x, -2)
     scores                torch.matmul(q, torch.transpose(k, -2, -1)) -> torch.mul(s, 1/sqrt(d_k))
+    positional bias       torch.add(s, bias)  (ALiBi, relative positions; before the mask)
     mask (True = hidden)  torch.masked_fill(s, mask, -inf)
     weights               torch.softmax(s, -1) -> torch.masked_fill(w, rows, 0.0) for padding masks
     dropout               F.dropout(x, p=p, training=self.training), only where p > 0
@@ -90,9 +91,12 @@ def scores(b: Builder, prefix: str, q: Node, k: Node, kind: str, d_k: int) -> No
 
 
 def attend(b: Builder, prefix: str, q: Node, k: Node, v: Node, mask: Node | None, rows: Node | None,
-           kind: str, d_k: int, p: float) -> Node:
-    """softmax(mask(scores)) @ v, explicitly; `rows` marks queries that see no key (output 0)."""
+           kind: str, d_k: int, p: float, bias: Any = None) -> Node:
+    """softmax(mask(scores)) @ v, explicitly; `rows` marks queries that see no key (output 0). A positional
+    `bias` (attncomp.lower.positions.ScoreBias: ALiBi, relative) is added to the scores before the mask."""
     s = scores(b, prefix, q, k, kind, d_k)
+    if bias is not None:
+        s = b.call(torch.add, s, bias.logits(prefix, q))
     if mask is not None:
         s = b.call(torch.masked_fill, s, mask, -math.inf)
     weights = b.call(torch.softmax, s, -1)
@@ -100,6 +104,8 @@ def attend(b: Builder, prefix: str, q: Node, k: Node, v: Node, mask: Node | None
         weights = b.call(torch.masked_fill, weights, rows, 0.0)
     weights = b.dropout(weights, p)
     out = b.call(torch.matmul, weights, v)
+    if bias is not None:
+        out = bias.values(prefix, weights, out)
     out.meta["attention"] = prefix  # which module's attention this is, kept through the passes
     return out
 
@@ -111,10 +117,10 @@ def project_kv(b: Builder, prefix: str, source: Node, stack: nodes.Stack) -> tup
 
 
 def attention(b: Builder, prefix: str, x: Node, k: Node, v: Node, mask: Node | None, rows: Node | None,
-              kind: str, stack: nodes.Stack, p: float) -> Node:
+              kind: str, stack: nodes.Stack, p: float, bias: Any = None) -> Node:
     """Multi-head attention of queries from x over given keys and values, with its output projection."""
     q = split_heads(b, b.module(f"{prefix}.q_proj", x), stack.heads, stack.d_k)
-    out = attend(b, prefix, q, k, v, mask, rows, kind, stack.d_k, p)
+    out = attend(b, prefix, q, k, v, mask, rows, kind, stack.d_k, p, bias)
     return b.module(f"{prefix}.o_proj", merge_heads(b, out))
 
 
@@ -146,7 +152,8 @@ def positions(b: Builder, model: nodes.Model, stack_name: str, x: Node, start: N
     if isinstance(model.positions, nodes.Learned):
         return b.module(f"{stack_name}.pos", pos)
     d_model = getattr(model, stack_name).d_model
-    return b.call(ops.sinusoidal, pos, d_model, b.call(getattr, x, "dtype"))
+    table = ops.sinusoidal_halves if model.positions.layout == "halves" else ops.sinusoidal
+    return b.call(table, pos, d_model, b.call(getattr, x, "dtype"))
 
 
 def embed(b: Builder, model: nodes.Model, table: str, stack_name: str, tokens: Node, start: Node | int = 0) -> Node:
@@ -155,7 +162,7 @@ def embed(b: Builder, model: nodes.Model, table: str, stack_name: str, tokens: N
     x = b.module(table, tokens)
     if model.scale_embeddings:
         x = b.call(torch.mul, x, math.sqrt(d_model))
-    if not isinstance(model.positions, nodes.NoPositions):
+    if isinstance(model.positions, (nodes.Sinusoidal, nodes.Learned)):  # ALiBi, relative: on the scores
         length = b.method("size", tokens, 1)
         x = b.add(x, positions(b, model, stack_name, x, start, length))
     return b.dropout(x, model.dropout.embedding)

@@ -50,3 +50,42 @@ def sinusoidal(positions: Tensor, d_model: int, dtype: torch.dtype) -> Tensor:
 def dropout_p(p: float, training: bool) -> float:
     """SDPA drops whenever dropout_p > 0, so evaluation must pass 0."""
     return p if training else 0.0
+
+
+def sinusoidal_halves(positions: Tensor, d_model: int, dtype: torch.dtype) -> Tensor:
+    """Marian's layout, sines then cosines: [sin(pos f_i) for all i, cos(pos f_i) for all i],
+    f_i = 10000^(-2i/d_model), the paper's frequencies: (T,) -> (T, d_model)."""
+    half = torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float64)
+    inv_freq = torch.exp(half * (-math.log(10000.0) / d_model))
+    angles = positions.to(torch.float64).unsqueeze(1) * inv_freq.unsqueeze(0)  # (T, ceil(d/2))
+    table = torch.cat((angles.sin(), angles.cos()[:, : d_model // 2]), dim=-1)
+    return table.to(dtype)
+
+
+def alibi_bias(heads: int, q_len: int, k_len: int, device: torch.device, dtype: torch.dtype) -> Tensor:
+    """ALiBi's -m_h |i - j|: (h, Tq, Tk); the queries are the last Tq of the Tk positions (a decode step
+    has Tq = 1). Slopes as in the paper's code: 2^(-8/n), its powers, for n heads a power of two;
+    otherwise those of the power of two below, then every other slope of the one above."""
+    def power_of_two(n: int) -> list[float]:
+        start = 2.0 ** (-(2.0 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+
+    below = 2 ** math.floor(math.log2(heads))
+    slopes = power_of_two(below) + power_of_two(2 * below)[0::2][: heads - below]
+    keys = torch.arange(k_len, device=device)
+    distance = (keys.unsqueeze(0) - keys[k_len - q_len :].unsqueeze(1)).abs()  # (Tq, Tk) |j - i|
+    m = torch.tensor(slopes, device=device, dtype=torch.float64).view(heads, 1, 1)
+    return (-m * distance.to(torch.float64)).to(dtype)
+
+
+def relative_positions(q_len: int, k_len: int, max_distance: int, device: torch.device) -> Tensor:
+    """(Tq, Tk) indices clip(j - i, -k, k) + k into a table of 2k + 1 relative positions
+    (tensor2tensor's _generate_relative_positions_matrix); the queries are the last Tq positions."""
+    keys = torch.arange(k_len, device=device)
+    distance = keys.unsqueeze(0) - keys[k_len - q_len :].unsqueeze(1)
+    return distance.clamp(-max_distance, max_distance) + max_distance
+
+
+def additive_mask(bias: Tensor, hidden: Tensor) -> Tensor:
+    """One float mask for the scores: the positional bias, and -inf where `hidden` (True = hidden)."""
+    return bias.masked_fill(hidden, -math.inf)

@@ -4,6 +4,7 @@
     src_embed.weight, tgt_embed.weight   otherwise, one per side that exists
     output.weight                        the pre-softmax linear, unless tied
     encoder.pos.weight                   learned positions (likewise decoder.pos)
+    *.self_attn.relative_k.weight        relative positions: a^K, (2 max_distance + 1, d_k); relative_v: a^V
     encoder.layers.N.self_attn.{q,k,v,o}_proj.weight (.bias with bias.attention; additive adds .energy)
     encoder.layers.N.self_attn_norm, .ffn.fc1, .ffn.fc2 (.bias with bias.ffn), .ffn_norm
     decoder.layers.N.cross_attn.*, .cross_attn_norm             decoder only
@@ -67,6 +68,9 @@ class Stack(nn.Module):
         if isinstance(positions, nodes.Learned):
             self.pos = embedding(positions.max_len, stack.d_model)
         self.layers = nn.ModuleList(Layer(stack, d_memory, bias, eps) for _ in range(stack.layers))
+        if isinstance(positions, nodes.Relative):
+            for layer in self.layers:
+                add_relative_tables(layer.self_attn, positions, stack)
         if stack.norm == "pre":
             self.norm = nn.LayerNorm(stack.d_model, eps=eps)
 
@@ -91,6 +95,14 @@ class Parameters(nn.Module):
         if dec is not None:
             d_memory = enc.d_model if enc is not None else None
             self.decoder = Stack(dec, model.positions, d_memory, model.bias, model.norm_eps)
+
+
+def add_relative_tables(attention: nn.Module, positions: nodes.Relative, stack: nodes.Stack) -> None:
+    """Shaw et al.'s a^K (and a^V) of one self-attention: a vector per clipped distance -k..k, shared by its heads."""
+    rows = 2 * positions.max_distance + 1
+    attention.relative_k = embedding(rows, stack.d_k)
+    if positions.values:
+        attention.relative_v = embedding(rows, stack.d_v)
 
 
 def embedding_names(model: nodes.Model) -> dict[str, str]:

@@ -36,6 +36,7 @@ from attncomp.lower.layers import (
     sublayer,
 )
 from attncomp.lower.params import embedding_names
+from attncomp.lower.positions import ScoreBias, score_bias
 
 
 def self_attention_mask(b: Builder, stack: nodes.Stack, tokens: Node, pad_mask: Node | None,
@@ -56,9 +57,18 @@ def self_attention_mask(b: Builder, stack: nodes.Stack, tokens: Node, pad_mask: 
     return pad_mask, b.call(ops.fully_masked_rows, pad_mask)
 
 
-def _self_attn(b, model: nodes.Model, prefix: str, stack: nodes.Stack, h: Node, mask, rows) -> Node:
+def _self_attn(b, model: nodes.Model, prefix: str, stack: nodes.Stack, h: Node, mask, rows,
+               bias: ScoreBias | None = None) -> Node:
     k, v = project_kv(b, prefix, h, stack)
-    return attention(b, prefix, h, k, v, mask, rows, stack.attention.kind, stack, model.dropout.attention)
+    return attention(b, prefix, h, k, v, mask, rows, stack.attention.kind, stack, model.dropout.attention, bias)
+
+
+def _stack_bias(b: Builder, model: nodes.Model, stack: nodes.Stack, x: Node, tokens: Node) -> ScoreBias | None:
+    """ALiBi or relative positions over a whole sequence (queries = keys)."""
+    if not isinstance(model.positions, (nodes.ALiBi, nodes.Relative)):
+        return None
+    length = b.method("size", tokens, 1)
+    return score_bias(b, model, stack, x, length, length)
 
 
 def _ffn(b, model: nodes.Model, prefix: str, stack: nodes.Stack, x: Node) -> Node:
@@ -72,9 +82,10 @@ def encoder(b: Builder, model: nodes.Model, src: Node, pad_mask: Node | None) ->
     enc = model.encoder
     x = embed(b, model, embedding_names(model)["src"], "encoder", src)
     mask, rows = self_attention_mask(b, enc, src, pad_mask, causal=False)
+    bias = _stack_bias(b, model, enc, x, src)
     for i in range(enc.layers):
         prefix = f"encoder.layers.{i}"
-        body = lambda h: _self_attn(b, model, f"{prefix}.self_attn", enc, h, mask, rows)  # noqa: E731
+        body = lambda h: _self_attn(b, model, f"{prefix}.self_attn", enc, h, mask, rows, bias)  # noqa: E731
         x = sublayer(b, x, f"{prefix}.self_attn_norm", enc.norm, model.dropout.residual, body)
         x = _ffn(b, model, prefix, enc, x)
     return b.module("encoder.norm", x) if enc.norm == "pre" else x
@@ -92,10 +103,11 @@ def decoder(b: Builder, model: nodes.Model, tokens: Node, memory: Node | None, s
     dec = model.decoder
     x = embed(b, model, embedding_names(model)["tgt"], "decoder", tokens)
     mask, _ = self_attention_mask(b, dec, tokens, None, causal=True)
+    bias = _stack_bias(b, model, dec, x, tokens)
     rows = b.call(ops.fully_masked_rows, src_mask) if src_mask is not None else None
     for i in range(dec.layers):
         prefix = f"decoder.layers.{i}"
-        body = lambda h: _self_attn(b, model, f"{prefix}.self_attn", dec, h, mask, None)  # noqa: E731
+        body = lambda h: _self_attn(b, model, f"{prefix}.self_attn", dec, h, mask, None, bias)  # noqa: E731
         x = sublayer(b, x, f"{prefix}.self_attn_norm", dec.norm, model.dropout.residual, body)
         if memory is not None:
             k, v = project_kv(b, f"{prefix}.cross_attn", memory, dec)
@@ -200,7 +212,10 @@ def _cached_self_attn(b, model, prefix: str, dec: nodes.Stack, h: Node, past_k: 
         keep = (slice(None), slice(None), slice(-(dec.attention.window + 1), None))
         k, v = b.call(operator.getitem, k, keep), b.call(operator.getitem, v, keep)
     q = split_heads(b, b.module(f"{attn}.q_proj", h), dec.heads, dec.d_k)
-    out = attend(b, attn, q, k, v, None, None, dec.attention.kind, dec.d_k, model.dropout.attention)
+    bias = None  # positions on the scores: the new queries, the last of k's positions
+    if isinstance(model.positions, (nodes.ALiBi, nodes.Relative)):
+        bias = score_bias(b, model, dec, h, b.method("size", h, 1), b.method("size", k, 2))
+    out = attend(b, attn, q, k, v, None, None, dec.attention.kind, dec.d_k, model.dropout.attention, bias)
     return b.module(f"{attn}.o_proj", merge_heads(b, out))
 
 

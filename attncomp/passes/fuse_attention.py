@@ -4,7 +4,8 @@ The pattern, in canonical spelling (run `canonicalize` first on graphs from else
 
     s = torch.matmul(q, torch.transpose(k, -2, -1))
     s = torch.mul(s, scale)                      # optional; scale a number
-    s = torch.masked_fill(s, mask, -inf)         # optional; or torch.add(s, additive_mask)
+    s = torch.add(s, bias)                       # optional; a float bias (ALiBi, relative positions)
+    s = torch.masked_fill(s, mask, -inf)         # optional; or torch.add(s, additive_mask) alone
     w = torch.softmax(s, -1)
     w = torch.masked_fill(w, rows, 0.0)          # optional; rows = fully_masked_rows(mask)
     w = F.dropout(w, p=p, training=t)            # optional
@@ -16,7 +17,10 @@ becomes  o = F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_ca
 - `is_causal=True` only for a mask made by `ops.causal_mask`, which masked_fill can only apply
   to square scores, so query and key lengths are equal (is_causal aligns top-left);
 - dropout_p is `ops.dropout_p(p, training)`: SDPA drops whenever dropout_p > 0;
-- fully masked rows: SDPA returns 0 for them, which the unfused graph's row fix also defines.
+- a float bias and a bool mask become one float mask, `ops.additive_mask(bias, mask)` (-inf where
+  hidden), made once per (bias, mask) pair; a bias alone is the attn_mask; never is_causal with a bias;
+- fully masked rows: SDPA returns 0 for them (a bool mask, or a float mask of -inf), which the unfused
+  graph's row fix also defines.
 
 Guards (else the attention stays explicit): softmax over the last dim; the scores and the weights
 have no other users; the scale is a number; k is transposed over its last two dims; q, k and v
@@ -47,6 +51,7 @@ class Match:
     mask_kind: str  # "none", "bool", "additive"
     dropout: fx.Node | None
     output: fx.Node
+    bias: fx.Node | None = None  # a float bias added before the bool mask (ALiBi, relative positions)
 
 
 def _call(node, target) -> bool:
@@ -58,12 +63,15 @@ def _only_user(node: fx.Node) -> fx.Node | None:
 
 
 def _scores(s: fx.Node) -> tuple | None:
-    """Walk back from softmax's input: (q, k, scale, mask, mask_kind), or None."""
-    mask, kind = None, "none"
+    """Walk back from softmax's input: (q, k, scale, mask, mask_kind, bias), or None."""
+    mask, kind, bias = None, "none", None
     if _call(s, torch.masked_fill) and s.args[2] == -math.inf and len(s.users) == 1:
         s, mask, kind = s.args[0], s.args[1], "bool"
-    elif _call(s, torch.add) and len(s.users) == 1 and (_call(s.args[0], torch.mul) or _call(s.args[0], torch.matmul)):
-        s, mask, kind = s.args[0], s.args[1], "additive"
+    if _call(s, torch.add) and len(s.users) == 1 and (_call(s.args[0], torch.mul) or _call(s.args[0], torch.matmul)):
+        if kind == "bool":
+            s, bias = s.args[0], s.args[1]
+        else:
+            s, mask, kind = s.args[0], s.args[1], "additive"
     scale = 1.0
     if _call(s, torch.mul) and len(s.users) == 1:
         if not isinstance(s.args[1], Number) or isinstance(s.args[1], bool):
@@ -74,7 +82,7 @@ def _scores(s: fx.Node) -> tuple | None:
     q, kt = s.args[:2]
     if not (_call(kt, torch.transpose) and tuple(kt.args[1:]) == (-2, -1) and len(kt.users) == 1):
         return None
-    return q, kt.args[0], scale, mask, kind
+    return q, kt.args[0], scale, mask, kind, bias
 
 
 def _weights(w: fx.Node, mask: fx.Node | None) -> tuple | None:
@@ -93,6 +101,16 @@ def _weights(w: fx.Node, mask: fx.Node | None) -> tuple | None:
     return drop, user
 
 
+def _follows(a: fx.Node, b: fx.Node) -> bool:
+    """Whether node a comes after node b in their graph."""
+    node = b.next
+    while node.op != "root":
+        if node is a:
+            return True
+        node = node.next
+    return False
+
+
 def _same_dtype_device(*tensors: fx.Node) -> bool:
     metas = [t.meta.get("tensor_meta") for t in tensors]
     if any(m is None for m in metas):
@@ -106,7 +124,7 @@ def match(softmax: fx.Node) -> Match | None:
     found = _scores(softmax.args[0])
     if found is None:
         return None
-    q, k, scale, mask, kind = found
+    q, k, scale, mask, kind, bias = found
     after = _weights(softmax, mask if kind == "bool" else None)
     if after is None:
         return None
@@ -114,13 +132,14 @@ def match(softmax: fx.Node) -> Match | None:
     v = out.args[1]
     if not _same_dtype_device(q, k, v):
         return None
-    return Match(q, k, v, scale, mask, kind, drop, out)
+    return Match(q, k, v, scale, mask, kind, drop, out, bias)
 
 
 class _Rewriter:
     def __init__(self, graph: fx.Graph):
         self.graph = graph
         self.inverted: dict[fx.Node, fx.Node] = {}
+        self.combined: dict[tuple[fx.Node, fx.Node], fx.Node] = {}
 
     def attend_mask(self, mask: fx.Node) -> fx.Node:
         """logical_not(mask), made once per mask right after it."""
@@ -129,9 +148,21 @@ class _Rewriter:
                 self.inverted[mask] = self.graph.call_function(torch.logical_not, (mask,))
         return self.inverted[mask]
 
+    def biased_mask(self, bias: fx.Node, mask: fx.Node | None) -> fx.Node:
+        """additive_mask(bias, mask), made once per pair right after the later of the two (so a bias
+        shared by a stack's layers is combined once, outside them); the bias alone without a mask."""
+        if mask is None:
+            return bias
+        if (bias, mask) not in self.combined:
+            with self.graph.inserting_after(bias if _follows(bias, mask) else mask):
+                self.combined[bias, mask] = self.graph.call_function(ops.additive_mask, (bias, mask))
+        return self.combined[bias, mask]
+
     def rewrite(self, m: Match) -> None:
         kwargs: dict = {"scale": m.scale}
-        if m.mask is not None and m.mask_kind == "bool" and _call(m.mask, ops.causal_mask):
+        if m.bias is not None:
+            kwargs["attn_mask"] = self.biased_mask(m.bias, m.mask)
+        elif m.mask is not None and m.mask_kind == "bool" and _call(m.mask, ops.causal_mask):
             kwargs["is_causal"] = True
         elif m.mask is not None:
             kwargs["attn_mask"] = self.attend_mask(m.mask) if m.mask_kind == "bool" else m.mask

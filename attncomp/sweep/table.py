@@ -30,9 +30,7 @@ def hyperparameters(spec: nodes.Spec) -> dict:
     """Table 3's columns of a resolved spec (the encoder's stack; the decoder's for a decoder-only model)."""
     m = spec.model
     stack = m.encoder or m.decoder
-    positions = m.positions
-    kind = "learned" if isinstance(positions, nodes.Learned) else "sinusoidal" \
-        if isinstance(positions, nodes.Sinusoidal) else "none"
+    kind = m.positions.kind  # sinusoidal, learned, none, alibi, relative
     return {"N": stack.layers, "d_model": stack.d_model, "d_ff": stack.d_ff, "h": stack.heads, "d_k": stack.d_k,
             "d_v": stack.d_v, "P_drop": m.dropout.residual, "eps_ls": spec.train.loss.label_smoothing,
             "positions": kind}

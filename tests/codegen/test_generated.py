@@ -75,6 +75,9 @@ VARIANTS = {
     "local_decoder": ("specs/base.attn", ["model.decoder.attention=local(window = 2)"]),
     "encoder_only": ("specs/base.attn", ["model.decoder=none", "model.tie=none"]),
     "dropout": ("specs/big.attn", []),
+    "alibi": ("specs/base.attn", ["model.positions=alibi", "model.decoder.attention=local(window = 2)"]),
+    "relative_values": ("specs/base.attn", ["model.positions=relative(max_distance = 3, values = true)"]),
+    "sinusoidal_halves": ("specs/base.attn", ["model.positions=sinusoidal(layout = halves)"]),
 }
 
 

@@ -33,8 +33,13 @@ def _both(model, tokenizer, translator, line: str, beam: int) -> tuple[list[int]
     return ours, [vocab.index(token) for token in found.hypotheses[0]]
 
 
-def test_log_probabilities_equal_attncomps(random_tiny, tmp_path):
-    model, tokenizer, translator = _export(random_tiny, tmp_path / "ct2")
+@pytest.mark.parametrize("layout", ["interleaved", "halves"])
+def test_log_probabilities_equal_attncomps(random_tiny, sample_data, tmp_path, layout):
+    from tests.interop.conftest import random_checkpoint
+
+    checkpoint = random_tiny if layout == "interleaved" else random_checkpoint(
+        sample_data, tmp_path / "halves.pt", sets=("model.layers=2", "model.positions=sinusoidal(layout = halves)"))
+    model, tokenizer, translator = _export(checkpoint, tmp_path / "ct2")
     vocab = vocabulary(tokenizer)
     src = tokenizer.encode(["the dog sees a cat"])[0] + [3]
     tgt = tokenizer.encode(["der hund sieht eine katze"])[0]
@@ -76,3 +81,16 @@ def test_a_model_ctranslate2_cannot_express_is_one_clear_error(sample_data, tmp_
     assert run(["export", str(local), "--format", "ctranslate2", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "CTranslate2 cannot express this model" in err and "scaled_dot" in err
+
+
+@pytest.mark.parametrize("positions", ["alibi", "relative(max_distance = 4)"])
+def test_positions_on_the_scores_are_refused_in_one_line(positions):
+    from attncomp import ir
+    from attncomp.errors import UsageError
+    from attncomp.interop.ctranslate2_export import check_supported
+    from tests.conftest import ROOT
+
+    spec = ir.load(ROOT / "specs/examples/tiny.attn", [f"model.positions={positions}"])
+    with pytest.raises(UsageError, match="positions must be sinusoidal or learned") as err:
+        check_supported(spec)
+    assert "\n" not in str(err.value)

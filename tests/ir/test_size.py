@@ -38,6 +38,9 @@ VARIANTS = [
     ["model.vocab=separate(src = 61, tgt = 67)", "model.tie=decoder"],
     ["model.decoder=none", "model.tie=none"],
     ["model.encoder.d_model=256", "model.encoder.heads=4", "model.tie=none", "model.decoder.d_k=32"],
+    ["model.positions=relative(max_distance = 8)", "model.decoder.d_k=32"],
+    ["model.positions=relative(max_distance = 8, values = true)", "model.d_v=32"],
+    ["model.positions=alibi"],
 ]
 
 

@@ -81,7 +81,14 @@ DECODING = ["base.attn", "examples/lm.attn", "examples/local.attn", "big.attn", 
             "table3/B1.attn"]
 DECODING_EXTRA = {"additive": ["model.attention=additive", "model.cross_attention=additive"],
                   "local_decoder": ["model.decoder.attention=local(window = 2)"],
-                  "pre_norm": ["model.norm=pre", "model.activation=gelu"]}
+                  "pre_norm": ["model.norm=pre", "model.activation=gelu"],
+                  "alibi": ["model.positions=alibi", "model.heads=6", "model.d_k=4", "model.d_v=4"],
+                  "alibi_lm": ["model.positions=alibi", "model.encoder=none", "model.tie=decoder"],
+                  "alibi_local": ["model.positions=alibi", "model.decoder.attention=local(window = 2)"],
+                  "relative": ["model.positions=relative(max_distance = 3)"],
+                  "relative_values": ["model.positions=relative(max_distance = 3, values = true)"],
+                  "relative_lm": ["model.positions=relative(max_distance = 2)", "model.encoder=none",
+                                  "model.tie=decoder"]}
 
 
 def _decoding_cases():

@@ -22,6 +22,13 @@ EXTRA = {  # variants no shipped spec covers, as overrides on base
     "separate_vocab": ["model.vocab=separate(src = 61, tgt = 67)", "model.tie=decoder"],
     "no_bias": ["model.bias=false"],
     "attention_bias": ["model.bias.attention=true"],  # base has the paper's form: no attention biases
+    "alibi": ["model.positions=alibi", "model.heads=6", "model.d_k=4", "model.d_v=4"],  # 6 heads: interpolated slopes
+    "alibi_lm": ["model.positions=alibi", "model.encoder=none", "model.tie=decoder"],
+    "alibi_local": ["model.positions=alibi", "model.attention=local(window = 3)"],
+    "relative": ["model.positions=relative(max_distance = 3)"],
+    "relative_values": ["model.positions=relative(max_distance = 3, values = true)"],
+    "relative_encoder_only": ["model.positions=relative(max_distance = 2)", "model.decoder=none", "model.tie=none"],
+    "relative_lm": ["model.positions=relative(max_distance = 2)", "model.encoder=none", "model.tie=decoder"],
 }
 
 

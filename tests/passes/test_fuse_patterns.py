@@ -165,3 +165,38 @@ def test_fully_masked_rows_are_zero_in_both_paths():
         memory = model.encode(src)
         assert torch.isfinite(memory).all()
     assert (plain.encode(src) - fused.encode(src)).abs().max() < 1e-9
+
+
+def _biased_graph(shared_users: int, bias_reused: bool = False):
+    """`shared_users` attentions over one ALiBi bias and one padding mask: add(s, bias), masked_fill(s, mask, -inf)."""
+    graph = fx.Graph()
+    q, k, v, pad = (graph.placeholder(n) for n in ("q", "k", "v", "pad"))
+    bias = graph.call_function(ops.alibi_bias, (H, T, T, torch.device("cpu"), torch.float64))
+    outs = []
+    for _ in range(shared_users):
+        s = graph.call_function(torch.mul, (graph.call_function(torch.matmul, (q, graph.call_function(
+            torch.transpose, (k, -2, -1)))), D**-0.5))
+        s = graph.call_function(torch.add, (s, bias))
+        if bias_reused:  # the biased scores have another user: no fusion
+            outs.append(graph.call_function(torch.sum, (s,)))
+        s = graph.call_function(torch.masked_fill, (s, pad, -math.inf))
+        outs.append(graph.call_function(torch.matmul, (graph.call_function(torch.softmax, (s, -1)), v)))
+    graph.output(tuple(outs))
+    return fx.GraphModule(nn.Module(), graph)
+
+
+def test_a_bias_and_a_bool_mask_become_one_float_mask():
+    q, k, v, attend = _inputs()
+    gm = _biased_graph(2)
+    expected = gm(q, k, v, ~attend)
+    fused, _ = run_passes(gm, ["fuse_attention", "eliminate_dead_code"])
+    sdpa = [n for n in fused.graph.nodes if n.target is F.scaled_dot_product_attention]
+    combined = [n for n in fused.graph.nodes if n.target is ops.additive_mask]
+    assert len(sdpa) == 2 and len(combined) == 1  # made once for the pair, shared by both
+    assert all(n.kwargs["attn_mask"] is combined[0] and "is_causal" not in n.kwargs for n in sdpa)
+    assert all((a - b).abs().max() < 1e-12 for a, b in zip(fused(q, k, v, ~attend), expected))
+
+
+def test_biased_scores_with_another_user_stay_explicit():
+    fused, _ = run_passes(_biased_graph(1, bias_reused=True), ["fuse_attention"])
+    assert count_fused(fused.graph) == 0

@@ -182,3 +182,24 @@ def test_health_keeps_the_first_bad_update_without_a_sync():
     health.note(2, torch.tensor([2.0, 1.0, 10.0, float("inf")]))  # the gradient norm alone counts too
     health.note(3, torch.tensor([float("nan"), 1.0, 10.0, 0.5]))
     assert health.first_bad() == (2, [2.0, 1.0, 10.0, float("inf")])
+
+
+def test_relative_positions_example_trains_and_decodes_with_the_cache(sample_data, tmp_path):
+    """specs/examples/relative.attn, narrowed: a few steps on the sample corpus, then beam search with the
+    key/value cache finds what decoding without it finds."""
+    from attncomp.compiler import load_checkpoint
+    from attncomp.decode.beam import CachedStepper, FullStepper, beam_search
+
+    assert run(["train", str(ROOT / "specs/examples/relative.attn"), "--data", str(sample_data), "--out",
+                str(tmp_path / "relative"), "--procs", "1", "--set", "model.vocab=shared(256)",
+                "--set", "model.layers=1", "--set", "model.d_model=32", "--set", "model.heads=2",
+                "--set", "model.d_ff=64", "--set", "train.steps=3", "--set", "train.checkpoint.every=3",
+                "--set", "train.batch=tokens(500)", "--set", "train.schedule=constant(lr = 1e-3)"]) == 0
+    model, found = load_checkpoint(tmp_path / "relative" / ckpt.AVERAGE)
+    assert "encoder.layers.0.self_attn.relative_k.weight" in found.model
+    src = torch.tensor([[7, 8, 9, 10, 3], [11, 12, 13, 14, 3]])
+    cached = beam_search(CachedStepper(model, src), 2, [8, 8], beam=2, alpha=0.6, nbest=2)
+    full = beam_search(FullStepper(model, src), 2, [8, 8], beam=2, alpha=0.6, nbest=2)
+    for a, b in zip(cached, full):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert all(abs(x.score - y.score) < 1e-4 for x, y in zip(a, b))
