@@ -75,6 +75,9 @@ VARIANTS = {
     "local_decoder": ("specs/base.attn", ["model.decoder.attention=local(window = 2)"]),
     "encoder_only": ("specs/base.attn", ["model.decoder=none", "model.tie=none"]),
     "dropout": ("specs/big.attn", []),
+    "bert": ("specs/examples/bert.attn", []),
+    "bert_choices_decoder": ("specs/base.attn", ["model.embedding_norm=true", "model.head=dense(activation = relu)",
+                                                 "model.bias.output=true", "model.bias.k=false"]),
 }
 
 

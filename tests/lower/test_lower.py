@@ -81,7 +81,9 @@ DECODING = ["base.attn", "examples/lm.attn", "examples/local.attn", "big.attn", 
             "table3/B1.attn"]
 DECODING_EXTRA = {"additive": ["model.attention=additive", "model.cross_attention=additive"],
                   "local_decoder": ["model.decoder.attention=local(window = 2)"],
-                  "pre_norm": ["model.norm=pre", "model.activation=gelu"]}
+                  "pre_norm": ["model.norm=pre", "model.activation=gelu"],
+                  "bert_choices": ["model.embedding_norm=true", "model.head=dense(activation = gelu)",
+                                   "model.bias.output=true", "model.bias.q=false", "model.norm_eps=1e-12"]}
 
 
 def _decoding_cases():
