@@ -55,7 +55,8 @@ def state_dict(hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out = {
         "src_embed.weight": hf[emb + "word_embeddings.weight"],
         "encoder.pos.weight": hf[emb + "position_embeddings.weight"] + hf[emb + "token_type_embeddings.weight"][0],
-        "encoder.embed_norm.weight": hf[emb + "LayerNorm.weight"], "encoder.embed_norm.bias": hf[emb + "LayerNorm.bias"],
+        "encoder.embed_norm.weight": hf[emb + "LayerNorm.weight"],
+        "encoder.embed_norm.bias": hf[emb + "LayerNorm.bias"],
         "output_bias": hf["cls.predictions.bias"],
     }
     for ours, theirs in (("head.dense", "cls.predictions.transform.dense"),

@@ -331,7 +331,8 @@ class MaskedLM(Node):
 
     rate: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(0.15, description="fraction of tokens chosen for the loss")
     mask: Annotated[float, Field(ge=0.0, le=1.0)] = Field(0.8, description="of the chosen, replaced by <mask>")
-    random: Annotated[float, Field(ge=0.0, le=1.0)] = Field(0.1, description="of the chosen, replaced by a random token")
+    random: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        0.1, description="of the chosen, replaced by a random token")
 
 
 class Train(Node):

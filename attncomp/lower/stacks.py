@@ -8,8 +8,8 @@ Entry points (all share one set of parameters):
     encoder-only      forward(src) -> logits (one distribution per position)   encode(src)
 
 and for training: hidden(...) -> the states before the output projection (after the head
-transform, if any; the arguments of forward), and hidden_dense(src, tgt_in), the same without a source padding mask, for batches that
-have no padding, so every attention can use the flash kernel.
+transform, if any; the arguments of forward), and hidden_dense(src, tgt_in), the same without a
+source padding mask, for batches that have no padding, so every attention can use the flash kernel.
 
 A cache is a flat tuple: for an encoder-decoder, (source mask, then per decoder layer: self-attention
 keys, values, cross-attention keys, values); for a decoder-only model, per layer: keys, values.

@@ -145,7 +145,8 @@ def test_token_arrays_are_compact(sample_data):
 def test_one_language_fills_both_sides_with_its_text(tmp_path, capsys):
     pairs = generate(1, 300)
     prefix = _write(tmp_path / "raw", "train", pairs)
-    args = ["data", "prepare", "--train", prefix, "--lang", "xx", "--out", str(tmp_path / "mono"), "--vocab-size", "120"]
+    args = ["data", "prepare", "--train", prefix, "--lang", "xx", "--out", str(tmp_path / "mono"),
+            "--vocab-size", "120"]
     assert run(args) == 0
     data = PreparedData(tmp_path / "mono")
     train = data.split("train")

@@ -39,7 +39,8 @@ VARIANTS = [
     ["model.decoder=none", "model.tie=none"],
     ["model.bias.q=false", "model.bias.o=false", "model.bias.fc2=false", "model.bias.output=true",
      "model.embedding_norm=true", "model.head=dense(activation = gelu)"],
-    ["model.decoder=none", "model.tie=encoder", "model.bias.output=true", "model.head=dense(activation = relu, bias = false)"],
+    ["model.decoder=none", "model.tie=encoder", "model.bias.output=true",
+     "model.head=dense(activation = relu, bias = false)"],
     ["model.bias=false", "model.bias.k=true", "model.bias.fc1=true"],
     ["model.encoder.d_model=256", "model.encoder.heads=4", "model.tie=none", "model.decoder.d_k=32"],
 ]
