@@ -7,10 +7,10 @@ encoder-only model is a masked LM over the source side (attncomp.data.masking)."
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import torch
-
-from functools import partial
 
 from attncomp.data import masking
 from attncomp.data.batching import Batcher, lm_batch, mlm_batch, mono_batch, translation_batch
@@ -72,6 +72,6 @@ class RunData:
         batch = {k: (v.pin_memory() if self.cuda else v).to(self.device, non_blocking=True)  # pinned: no wait
                  for k, v in self.collate(split, indices).items()}
         lengths = split.src.lengths[indices]
-        dense = not self.lm and bool((lengths == lengths[0]).all())  # encoder-only too: src has no padding
+        dense = not self.lm and bool((lengths == lengths[0]).all())  # no source padding (encoder-only too)
         with self.autocast:
             return net(batch, dense)
