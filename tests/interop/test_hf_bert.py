@@ -12,8 +12,8 @@ from attncomp.interop.bert import spec_text, state_dict
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(scope="module")
-def pair():
+@pytest.fixture(scope="module", params=["fused", "unfused"])
+def pair(request):
     config = transformers.BertConfig(
         vocab_size=64, hidden_size=32, num_attention_heads=4, intermediate_size=64, num_hidden_layers=2,
         max_position_embeddings=64, hidden_act="gelu", layer_norm_eps=1e-12, type_vocab_size=2,
@@ -24,7 +24,8 @@ def pair():
         for name, p in hf.named_parameters():
             if name.endswith("bias") or "LayerNorm" in name:
                 p.add_(torch.randn_like(p) * 0.1)
-    ours = compile_spec(ir.load_flat(spec_text(config), "<bert>"), dtype=torch.float64).eval()
+    passes = {} if request.param == "fused" else {"passes": ()}
+    ours = compile_spec(ir.load_flat(spec_text(config), "<bert>"), dtype=torch.float64, **passes).eval()
     ours.load_state_dict(state_dict(hf.state_dict()), strict=True)
     return hf, ours
 
