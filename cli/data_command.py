@@ -23,8 +23,11 @@ def _say(message: str) -> None:
 def _prepare(args: argparse.Namespace) -> int:
     from attncomp.data.prepare import PrepareOptions, prepare
 
+    if args.lang is not None:
+        return _prepare_mono(args)
     if args.src == args.tgt:
-        raise UsageError(f"--src and --tgt are both {args.src!r}; give the two languages' suffixes")
+        raise UsageError(f"--src and --tgt are both {args.src!r}; give the two languages' suffixes "
+                         "(or --lang for text in one language)")
     if not args.separate_vocab and (args.src_vocab_size or args.tgt_vocab_size):
         raise UsageError("--src-vocab-size and --tgt-vocab-size need --separate-vocab (else use --vocab-size)")
     options = PrepareOptions(
@@ -40,6 +43,23 @@ def _prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prepare_mono(args: argparse.Namespace) -> int:
+    """`data prepare --lang LANG`: PREFIX.LANG, one language, for language models."""
+    from attncomp.data.prepare import PrepareOptions, prepare
+
+    if args.separate_vocab or args.src_vocab_size or args.tgt_vocab_size or (args.src, args.tgt) != ("src", "tgt"):
+        raise UsageError("--lang prepares one language with one vocabulary; leave out --src, --tgt, "
+                         "--separate-vocab, --src-vocab-size and --tgt-vocab-size")
+    options = PrepareOptions(src_lang=args.lang, tgt_lang=args.lang, vocab_size=args.vocab_size,
+                             character_coverage=args.character_coverage, max_len=args.max_len, seed=args.seed,
+                             mono=True)
+    sources = {"train": args.train, "valid": args.valid, "test": args.test}
+    manifest, changed = prepare(sources, Path(args.out), options, force=args.force, print_fn=_say)
+    _say(f"{args.out}: {'prepared' if changed else 'already prepared from these inputs; nothing to do'} "
+         f"({args.lang} only, vocabulary {manifest['vocab']['src_size']})")
+    return 0
+
+
 def _sample(args: argparse.Namespace) -> int:
     from attncomp.data.prepare import PrepareOptions, prepare
     from attncomp.data.sample import write_corpus
@@ -52,6 +72,10 @@ def _sample(args: argparse.Namespace) -> int:
         text = {f"text/{split}.{side}": Path(f"{prefix}.{side}") for split, prefix in prefixes.items()
                 for side in ("src", "tgt")}
         options = PrepareOptions(vocab_size=args.vocab_size, max_len=128, seed=args.seed)
+        if args.lang is not None:  # one side of the corpus, as monolingual text
+            options = PrepareOptions(src_lang=args.lang, tgt_lang=args.lang, vocab_size=args.vocab_size, max_len=128,
+                                     seed=args.seed, mono=True)
+            text = {name: path for name, path in text.items() if name.endswith(f".{args.lang}")}
         manifest, changed = prepare(sources, Path(args.out), options, force=args.force, print_fn=_say,
                                     include=text)
     verb = "wrote" if changed else "already has"
@@ -79,6 +103,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--test", action="append", default=[], metavar="PREFIX")
     p.add_argument("--src", type=language, default="src", help="source language suffix (default: src)")
     p.add_argument("--tgt", type=language, default="tgt", help="target language suffix (default: tgt)")
+    p.add_argument("--lang", type=language, metavar="LANG",
+                   help="one language instead: PREFIX.LANG, for a language model (decoder-only or masked)")
     p.add_argument("--out", type=output_dir, required=True, metavar="DIR")
     p.add_argument("--vocab-size", type=vocab_size, default=8000, help="BPE vocabulary size, specials included")
     p.add_argument("--separate-vocab", action="store_true", help="one vocabulary per language")
@@ -97,6 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--held-out", type=positive_int, default=500, help="valid and test pairs each (default 500)")
     p.add_argument("--seed", type=non_negative_int, default=1)
     p.add_argument("--vocab-size", type=vocab_size, default=256)
+    p.add_argument("--lang", choices=("src", "tgt"), help="prepare one side only, as monolingual text")
     p.add_argument("--force", action="store_true")
     p.set_defaults(handler=_sample)
 

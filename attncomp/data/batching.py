@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from attncomp.data import masking
 from attncomp.data.dataset import Side, Split
 from attncomp.vocab import BOS, PAD, SEP
 
@@ -29,7 +30,7 @@ class Update:
     epoch: int
     index: int  # position within the epoch
     parts: list[np.ndarray]  # sentence indices of each micro-batch, all workers'; some may be empty
-    target_tokens: int  # real (unpadded) target tokens of the whole update
+    target_tokens: int  # real (unpadded) target tokens of the whole update (masked-LM: chosen ones; >= 1)
 
     def mine(self, rank: int, world: int) -> list[np.ndarray]:
         per = len(self.parts) // world
@@ -85,7 +86,7 @@ class Batcher:
             plan = self.epoch(epoch)
             for i in range(index, len(plan)):
                 update = plan[i]
-                yield Update(epoch, i, self.parts(update), int(self.tgt_lengths[update].sum()))
+                yield Update(epoch, i, self.parts(update), max(1, int(self.tgt_lengths[update].sum())))
             epoch, index = epoch + 1, 0
 
 
@@ -144,3 +145,19 @@ def lm_batch(split: Split, indices: np.ndarray) -> dict[str, torch.Tensor]:
     tgt, from_tgt = _place(split.tgt, indices, cols, src_lengths, tgt_lengths)
     seq = np.select([from_src, cols == src_lengths[:, None] - 1, from_tgt], [src, SEP, tgt], PAD)
     return {"tokens": torch.from_numpy(_shifted(seq, lengths)), "tgt_out": torch.from_numpy(seq)}
+
+
+def mono_batch(split: Split, indices: np.ndarray) -> dict[str, torch.Tensor]:
+    """A decoder-only model on monolingual data reads `text </s>` (the target side): tokens (<s> + text)
+    and tgt_out (text </s>)."""
+    seq = _padded(split.tgt, indices)
+    return {"tokens": torch.from_numpy(_shifted(seq, split.tgt.lengths[indices])), "tgt_out": torch.from_numpy(seq)}
+
+
+def mlm_batch(split: Split, indices: np.ndarray, *, seed: int, rate: float, mask: float, random: float,
+              vocab: int) -> dict[str, torch.Tensor]:
+    """An encoder-only model reads the source side `text </s>`, corrupted as attncomp.data.masking says:
+    src (the corrupted text) and tgt_out (the original token where chosen, <pad> elsewhere)."""
+    tokens = _padded(split.src, indices)
+    src, target = masking.corrupt(seed, rate, mask, random, vocab, np.asarray(indices), tokens)
+    return {"src": torch.from_numpy(src), "tgt_out": torch.from_numpy(target)}

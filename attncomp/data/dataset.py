@@ -140,6 +140,11 @@ class PreparedData:
         self.dtype = np.dtype(self.manifest["dtype"])
 
     @property
+    def monolingual(self) -> bool:
+        """Prepared from one language (`data prepare --lang`): both sides hold the same text."""
+        return self.manifest.get("monolingual") is True
+
+    @property
     def vocab(self) -> dict:
         return self.manifest["vocab"]
 

@@ -1,5 +1,9 @@
 """`attncomp data prepare`: parallel text -> sentencepiece BPE + memory-mapped token arrays.
 
+With one language (`--lang`, PrepareOptions.mono) the text is PREFIX.LANG, and both sides of every
+split hold it (so every reader works unchanged); the manifest says `"monolingual": true`, and a
+decoder-only model then trains on `text </s>` rather than `source <sep> target </s>`.
+
 The output directory holds, per split and side, `{split}.{src,tgt}.bin` (token ids, each sentence
 ending in </s>) and `.idx` (int64 offsets, one more than sentences), the sentencepiece model(s), and
 `manifest.json`, written last. The directory is built under a temporary name and renamed into
@@ -22,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from attncomp import __version__
-from attncomp.data.text import file_digest, input_files, read_parallel
+from attncomp.data.text import file_digest, input_files, read_mono, read_parallel
 from attncomp.data.tokenizer import Tokenizer, train_sentencepiece
 from attncomp.errors import DataError
 from attncomp.progress import Progress
@@ -45,10 +49,14 @@ class PrepareOptions:
     max_len: int = 256  # training pairs with more tokens on either side are dropped
     max_ratio: float = 9.0  # ... or whose lengths differ by more than this factor
     seed: int = 1
+    mono: bool = False  # one language (src_lang == tgt_lang): PREFIX.LANG, written to both sides
 
 
 def fingerprint(sources: dict[str, list[str]], options: PrepareOptions) -> str:
-    digest = hashlib.sha256(json.dumps(dataclasses.asdict(options), sort_keys=True).encode())
+    fields = dataclasses.asdict(options)
+    if not fields["mono"]:
+        del fields["mono"]  # a parallel preparation keeps the fingerprint it had before `mono` existed
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
     for split in SPLITS:
         for source in sources.get(split, []):
             for path in input_files(source, options.src_lang, options.tgt_lang):
@@ -77,7 +85,7 @@ def _train_tokenizer(work: Path, pairs: list[tuple[str, str]], side: str | None,
         for src, tgt in pairs:
             if side in (None, "src") and src:
                 f.write(src + "\n")
-            if side in (None, "tgt") and tgt:
+            if side in (None, "tgt") and tgt and not options.mono:
                 f.write(tgt + "\n")
     prefix = work / ("spm" if side is None else f"spm.{side}")
     model = train_sentencepiece(text, prefix, size, options.character_coverage, options.seed)  # prefix.model
@@ -147,7 +155,7 @@ def _write_split(work: Path, split: str, pairs: list[tuple[str, str]], tokenizer
     """Encode one split, drop bad training pairs, write its four files; its manifest entry."""
     with _stage(print_fn, f"encode and write {split}"):
         src = _encode(tokenizers[0], [p[0] for p in pairs], f"{split}.{options.src_lang}")
-        tgt = _encode(tokenizers[1], [p[1] for p in pairs], f"{split}.{options.tgt_lang}")
+        tgt = src if options.mono else _encode(tokenizers[1], [p[1] for p in pairs], f"{split}.{options.tgt_lang}")
         keep = _keep(src, tgt, options) if split == "train" else list(range(len(pairs)))
         if split == "train" and not keep:
             raise DataError(f"no training pair is kept: all {len(pairs):,} are empty on one side, longer than "
@@ -162,10 +170,15 @@ def _write_split(work: Path, split: str, pairs: list[tuple[str, str]], tokenizer
     return stats
 
 
+def _read(source: str, options: PrepareOptions) -> list[tuple[str, str]]:
+    if options.mono:
+        return read_mono(source, options.src_lang)
+    return read_parallel(source, options.src_lang, options.tgt_lang)
+
+
 def _build(work: Path, sources: dict[str, list[str]], options: PrepareOptions, print_fn) -> dict:
     with _stage(print_fn, "read the text"):
-        splits = {split: [p for source in sources.get(split, []) for p in read_parallel(source, options.src_lang,
-                                                                                       options.tgt_lang)]
+        splits = {split: [p for source in sources.get(split, []) for p in _read(source, options)]
                   for split in SPLITS if sources.get(split)}
     for split, pairs in splits.items():
         if not pairs:
@@ -183,6 +196,7 @@ def _build(work: Path, sources: dict[str, list[str]], options: PrepareOptions, p
         "dtype": np.dtype(dtype).name, "splits": stats,
         "inputs": {split: [str(s) for s in sources.get(split, [])] for split in SPLITS},
         "options": dataclasses.asdict(options),
+        **({"monolingual": True} if options.mono else {}),
     }
 
 

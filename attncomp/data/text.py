@@ -101,3 +101,11 @@ def file_digest(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def read_mono(source: str | Path, lang: str) -> list[tuple[str, str]]:
+    """Sentences of one language, PREFIX.LANG[.gz], as (text, text) pairs: both sides of a monolingual
+    directory hold the same text."""
+    if _is_tsv(source):
+        raise DataError(f"{source}: one language (--lang) reads PREFIX.{lang} files, not a TSV file")
+    return [(line.strip(), line.strip()) for line in read_lines(side_path(source, lang))]

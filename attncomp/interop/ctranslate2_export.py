@@ -45,6 +45,14 @@ def check_supported(spec: nodes.Spec) -> None:
     if not isinstance(model.positions, (nodes.Learned, nodes.Sinusoidal)):
         problems.append(f"positions must be sinusoidal or learned, not {model.positions.kind} "
                         "(CTranslate2 adds positions to the embeddings, never to the attention scores)")
+    if len({model.bias.of(p) for p in ("q", "k", "v")}) > 1:
+        problems.append("bias: q, k and v must all have a bias or none (they are written fused)")
+    if model.bias.output:
+        problems.append("bias.output (not exported)")
+    if model.embedding_norm:
+        problems.append("embedding_norm (not exported)")
+    if not isinstance(model.head, nodes.LinearHead):
+        problems.append("head must be linear")
     if problems:
         raise UsageError("CTranslate2 cannot express this model: " + "; ".join(problems))
 

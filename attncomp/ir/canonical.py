@@ -1,7 +1,9 @@
 """A resolved Spec -> its canonical text (every default written out), JSON, and sha256 hash.
 
 The canonical text parses back to an identical Spec; its hash names the exact architecture and
-recipe a checkpoint was trained with.
+recipe a checkpoint was trained with. Keys added after checkpoints and sweeps recorded hashes
+(`OMITTED_AT_DEFAULT`) are written only when they differ from their default, which is the old
+meaning: a spec that does not use them keeps its canonical text and its hash.
 """
 
 from __future__ import annotations
@@ -63,6 +65,16 @@ def _value(value: Any) -> str:
     return _number(value)
 
 
+# (block, key) pairs written only away from their default (see the module docstring)
+OMITTED_AT_DEFAULT = {
+    (nodes.Bias, "output"), (nodes.Model, "embedding_norm"), (nodes.Model, "head"), (nodes.Train, "mlm"),
+}
+
+
+def _omitted(node: BaseModel, key: str, value: Any) -> bool:
+    return (type(node), key) in OMITTED_AT_DEFAULT and value == type(node).model_fields[key].default
+
+
 def _is_block(value: Any) -> bool:
     return isinstance(value, BaseModel) and "kind" not in type(value).model_fields and type(value) not in _SCALAR_WRITERS
 
@@ -75,7 +87,7 @@ def _block(name: str, node: BaseModel, depth: int, label: str | None = None) -> 
         if label is not None and key == "name":
             continue
         value = getattr(node, key)
-        if value is None:
+        if value is None or _omitted(node, key, value):
             continue
         if _is_block(value):
             lines += _block(key, value, depth + 1)

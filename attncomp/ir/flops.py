@@ -60,5 +60,7 @@ def training_flops(spec: nodes.Spec, batch: int = FLOP_BATCH, length: int = FLOP
         d_memory = enc.d_model if enc is not None else None
         total += dec.layers * _layer(dec, batch, length, d_memory, m.positions)
     top = dec if dec is not None else enc
+    if isinstance(m.head, nodes.DenseHead):
+        total += _projection(batch * length, top.d_model, top.d_model)  # the head's dense layer
     total += _projection(batch * length, top.d_model, m.tgt_vocab)  # the pre-softmax linear
     return total / (batch * length)

@@ -159,10 +159,48 @@ class Bias(Node):
     """Which projections add a bias. The paper's W^Q, W^K, W^V, W^O are plain matrices and only the
     feed-forward layer has biases (`bias { attention = false }`, as specs/base.attn writes); the
     defaults are torch.nn.Transformer's, so a spec that never named biases keeps its meaning.
-    `bias = true` / `bias = false` set both."""
+    `bias = true` / `bias = false` set both groups.
+
+    Per projection: q, k, v, o (attention) and fc1, fc2 (feed-forward) each inherit their group
+    (`attention`, `ffn`) unless set, so `bias { attention = false  o = true }` biases only W^O.
+    `output` (the pre-softmax projection) is its own key, false unless set."""
 
     attention: bool = Field(True, description="biases in the attention projections W^Q, W^K, W^V, W^O")
     ffn: bool = Field(True, description="biases in the feed-forward layers (the paper: b_1, b_2)")
+    q: bool | None = Field(None, description="bias of W^Q (unset: the attention group's)")
+    k: bool | None = Field(None, description="bias of W^K (unset: the attention group's)")
+    v: bool | None = Field(None, description="bias of W^V (unset: the attention group's)")
+    o: bool | None = Field(None, description="bias of W^O (unset: the attention group's)")
+    fc1: bool | None = Field(None, description="bias of the first feed-forward layer (unset: the ffn group's)")
+    fc2: bool | None = Field(None, description="bias of the second feed-forward layer (unset: the ffn group's)")
+    output: bool = Field(False, description="a bias on the pre-softmax projection (BERT's MLM decoder bias)")
+
+    def of(self, projection: str) -> bool:
+        """Whether `projection` (q, k, v, o, fc1, fc2) has a bias: its own key, else its group's."""
+        own = getattr(self, projection)
+        if own is not None:
+            return own
+        return self.attention if projection in ATTENTION_PROJECTIONS else self.ffn
+
+
+ATTENTION_PROJECTIONS = ("q", "k", "v", "o")
+
+
+class LinearHead(Node):
+    """The final hidden states go straight to the output projection (the paper)."""
+
+    kind: Literal["linear"] = "linear"
+
+
+class DenseHead(Node):
+    """BERT's prediction-head transform before the output projection: LayerNorm(act(dense(x)))."""
+
+    kind: Literal["dense"] = "dense"
+    activation: Literal["relu", "gelu"] = Field("gelu", description="activation after the dense layer")
+    bias: bool = Field(True, description="a bias in the dense layer")
+
+
+Head = Annotated[Union[LinearHead, DenseHead], Field(discriminator="kind")]
 
 
 class Model(Node):
@@ -170,13 +208,16 @@ class Model(Node):
 
     name: str = Field("model", description="the model's name (an ASCII identifier)")
     vocab: Vocab = Field(Shared(size=37000), description="vocabulary: shared(size) or separate(src, tgt)")
-    tie: Literal["none", "decoder", "all"] = Field(
-        "all", description="share weights: none; decoder (target embedding = output); all three"
+    tie: Literal["none", "decoder", "all", "encoder"] = Field(
+        "all", description="share weights: none; decoder (target embedding = output); all three; "
+        "encoder (encoder-only: its embedding = output)"
     )
     positions: Positions = Field(Sinusoidal(), description="positional encoding")
     scale_embeddings: bool = Field(True, description="multiply embeddings by sqrt(d_model)")
     bias: Bias = Field(Bias(), description="biases: bias { attention = ...  ffn = ... }, or true/false for both")
     norm_eps: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(1e-5, description="LayerNorm epsilon")
+    embedding_norm: bool = Field(False, description="LayerNorm on embeddings + positions, before their dropout")
+    head: Head = Field(LinearHead(), description="before the output projection: linear (none) or dense(activation)")
     encoder: Encoder | None = Field(None, description="the encoder stack, absent for decoder-only")
     decoder: Decoder | None = Field(None, description="the decoder stack, absent for encoder-only")
     dropout: Dropout = Field(Dropout(), description="dropout probabilities")
@@ -311,6 +352,17 @@ class Checkpoint(Node):
     )
 
 
+class MaskedLM(Node):
+    """BERT's masked-LM objective for encoder-only models: of the non-special tokens, `rate` are chosen;
+    of those, `mask` are replaced by <mask>, `random` by a random token, the rest kept; the loss is
+    on the chosen positions only."""
+
+    rate: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(0.15, description="fraction of tokens chosen for the loss")
+    mask: Annotated[float, Field(ge=0.0, le=1.0)] = Field(0.8, description="of the chosen, replaced by <mask>")
+    random: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        0.1, description="of the chosen, replaced by a random token")
+
+
 class Train(Node):
     """The training recipe."""
 
@@ -323,6 +375,7 @@ class Train(Node):
     precision: Literal["fp32", "bf16"] = Field("bf16", description="autocast precision on GPU (CPU: fp32)")
     seed: Annotated[int, Field(ge=0, le=(1 << 63) - 1)] = Field(1, description="seed for weights, data order, dropout")
     checkpoint: Checkpoint = Field(Checkpoint(), description="checkpointing")
+    mlm: MaskedLM = Field(MaskedLM(), description="masked-LM rates (encoder-only models)")
 
 
 # --- decoding ---------------------------------------------------------------------------------

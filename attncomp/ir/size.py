@@ -2,7 +2,7 @@
 
 Counted from the IR alone, term by term as `attncomp/lower/params.py` creates the tensors (tied
 weights once), so `check` and `build` can refuse a spec whose parameters alone would not fit before
-spending minutes and gigabytes on it. Biases are counted in one place, `_biases`: a new bias key
+spending minutes and gigabytes on it. Biases are counted in one place, `_bias`: a new bias key
 changes only that function.
 """
 
@@ -44,9 +44,10 @@ def _bytes(n: int) -> str:
 
 
 def _bias(model: nodes.Model, site: str, width: int) -> int:
-    """The bias terms of one projection of `width` outputs at `site` ("attention" or "ffn"): the one
-    place biases are counted: `model.bias.attention` and `model.bias.ffn`)."""
-    return width if getattr(model.bias, site) else 0
+    """The bias terms of one projection of `width` outputs at `site` (q, k, v, o, fc1, fc2, or output):
+    the one place biases are counted (`model.bias.of(site)`, `model.bias.output`)."""
+    has = model.bias.output if site == "output" else model.bias.of(site)
+    return width if has else 0
 
 
 def _linear(model: nodes.Model, site: str, d_in: int, d_out: int) -> int:
@@ -55,10 +56,10 @@ def _linear(model: nodes.Model, site: str, d_in: int, d_out: int) -> int:
 
 def _attention(model: nodes.Model, stack: nodes.Stack, d_memory: int, kind: str) -> int:
     h, d = stack.heads, stack.d_model
-    count = _linear(model, "attention", d, h * stack.d_k)  # q_proj
-    count += _linear(model, "attention", d_memory, h * stack.d_k)  # k_proj
-    count += _linear(model, "attention", d_memory, h * stack.d_v)  # v_proj
-    count += _linear(model, "attention", h * stack.d_v, d)  # o_proj
+    count = _linear(model, "q", d, h * stack.d_k)  # q_proj
+    count += _linear(model, "k", d_memory, h * stack.d_k)  # k_proj
+    count += _linear(model, "v", d_memory, h * stack.d_v)  # v_proj
+    count += _linear(model, "o", h * stack.d_v, d)  # o_proj
     if kind == "additive":
         count += h * stack.d_k  # energy, v_a per head
     return count
@@ -69,7 +70,7 @@ def _layer(model: nodes.Model, stack: nodes.Stack, d_memory: int | None) -> int:
     count = _attention(model, stack, d, stack.attention.kind) + norm
     if d_memory is not None:
         count += _attention(model, stack, d_memory, stack.cross_attention.kind) + norm  # type: ignore[attr-defined]
-    count += _linear(model, "ffn", d, stack.d_ff) + _linear(model, "ffn", stack.d_ff, d)  # ffn.fc1, ffn.fc2
+    count += _linear(model, "fc1", d, stack.d_ff) + _linear(model, "fc2", stack.d_ff, d)  # ffn.fc1, ffn.fc2
     count += norm  # ffn_norm
     return count
 
@@ -83,21 +84,31 @@ def _stack(model: nodes.Model, stack: nodes.Stack, d_memory: int | None) -> int:
         count += stack.layers * rows * (stack.d_k + (stack.d_v if model.positions.values else 0))
     if stack.norm == "pre":
         count += 2 * stack.d_model
+    if model.embedding_norm:
+        count += 2 * stack.d_model  # embed_norm
     return count
 
 
 def _embeddings(model: nodes.Model) -> int:
     enc, dec = model.encoder, model.decoder
     if model.tie == "all":
-        return model.tgt_vocab * model.d_model
+        return model.tgt_vocab * model.d_model + _bias(model, "output", model.tgt_vocab) + _head(model)
     count = 0
     if enc is not None:
         count += model.src_vocab * enc.d_model
     if dec is not None:
         count += model.tgt_vocab * dec.d_model
     if model.tie == "none":
-        count += model.d_model * model.tgt_vocab  # the output projection, no bias
-    return count
+        count += model.d_model * model.tgt_vocab  # the output projection
+    return count + _bias(model, "output", model.tgt_vocab) + _head(model)
+
+
+def _head(model: nodes.Model) -> int:
+    """The prediction-head transform: dense d x d (+ bias) and a LayerNorm."""
+    if not isinstance(model.head, nodes.DenseHead):
+        return 0
+    d = model.d_model
+    return d * d + (d if model.head.bias else 0) + 2 * d
 
 
 def parameter_count(spec: nodes.Spec) -> int:

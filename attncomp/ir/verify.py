@@ -31,6 +31,10 @@ def _tie(spec: nodes.Spec) -> None:
             raise SpecError(
                 f"tie = all needs equal widths, but the encoder has d_model = {m.encoder.d_model} "
                 f"and the decoder {m.decoder.d_model}", spec.span("model", "tie"))
+    if m.tie == "encoder" and (m.encoder is None or m.decoder is not None):
+        raise SpecError("tie = encoder ties an encoder-only model's embedding to the output; this model has a "
+                        "decoder" if m.decoder is not None else "tie = encoder needs an encoder",
+                        spec.span("model", "tie"), hint="use tie = decoder or tie = all")
     if m.tie == "decoder" and m.decoder is None:
         raise SpecError("tie = decoder ties the decoder's embedding to the output, but there is no decoder",
                         spec.span("model", "tie"), hint="use tie = none")
@@ -106,7 +110,15 @@ def _relative_scores(spec: nodes.Spec) -> None:
                             hint="use attention = scaled_dot or local(...), or other positions")
 
 
-RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _schedule, _local_window, _relative_scores)
+def _mlm(spec: nodes.Spec) -> None:
+    mlm = spec.train.mlm
+    if mlm.mask + mlm.random > 1.0:
+        raise SpecError(f"mlm: mask = {mlm.mask:g} and random = {mlm.random:g} add up to more than 1",
+                        spec.span("train", "mlm", "random"), hint="the rest, 1 - mask - random, keeps its token")
+
+
+RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _schedule, _local_window, _relative_scores,
+         _mlm)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:

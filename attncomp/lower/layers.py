@@ -165,11 +165,24 @@ def embed(b: Builder, model: nodes.Model, table: str, stack_name: str, tokens: N
     if isinstance(model.positions, (nodes.Sinusoidal, nodes.Learned)):  # ALiBi, relative: on the scores
         length = b.method("size", tokens, 1)
         x = b.add(x, positions(b, model, stack_name, x, start, length))
+    if model.embedding_norm:
+        x = b.module(f"{stack_name}.embed_norm", x)
     return b.dropout(x, model.dropout.embedding)
 
 
-def project_out(b: Builder, target: str, is_linear: bool, x: Node) -> Node:
-    """Hidden states -> vocabulary logits, through `output` or a tied embedding."""
+def project_out(b: Builder, target: str, is_linear: bool, x: Node, bias: bool = False) -> Node:
+    """Hidden states -> vocabulary logits, through `output` or a tied embedding (+ output_bias)."""
     if is_linear:
-        return b.module(target, x)
-    return b.call(F.linear, x, b.param(f"{target}.weight"))
+        out = b.module(target, x)
+    else:
+        out = b.call(F.linear, x, b.param(f"{target}.weight"))
+    return b.add(out, b.param("output_bias")) if bias else out
+
+
+def head(b: Builder, model: nodes.Model, x: Node) -> Node:
+    """The prediction-head transform before the output projection: LayerNorm(act(dense(x))), or x."""
+    if not isinstance(model.head, nodes.DenseHead):
+        return x
+    dense = b.module("head.dense", x)
+    act = b.call(torch.relu, dense) if model.head.activation == "relu" else b.call(F.gelu, dense)
+    return b.module("head.norm", act)

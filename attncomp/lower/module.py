@@ -100,6 +100,8 @@ class CompiledModel(nn.Module):
         super().__init__()
         for name, child in params.named_children():
             self.add_module(name, child)
+        for name, param in params.named_parameters(recurse=False):  # output_bias
+            self.register_parameter(name, param)
         self.spec = spec
         self.graphs = EntryGraphs({})
 
@@ -136,6 +138,10 @@ class CompiledModel(nn.Module):
         from attncomp.lower.params import embedding_names
 
         return getattr(self, embedding_names(self.spec.model)["output"]).weight
+
+    def output_bias_or_none(self) -> torch.Tensor | None:
+        """The pre-softmax projection's bias (V,) with `bias { output = true }`, else None."""
+        return getattr(self, "output_bias", None) if self.spec.model.bias.output else None
 
     def forward(self, *args, **kwargs):  # replaced by the generated method of the same name
         raise RuntimeError("this CompiledModel has no graphs bound yet")

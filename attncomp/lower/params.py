@@ -5,10 +5,13 @@
     output.weight                        the pre-softmax linear, unless tied
     encoder.pos.weight                   learned positions (likewise decoder.pos)
     *.self_attn.relative_k.weight        relative positions: a^K, (2 max_distance + 1, d_k); relative_v: a^V
-    encoder.layers.N.self_attn.{q,k,v,o}_proj.weight (.bias with bias.attention; additive adds .energy)
-    encoder.layers.N.self_attn_norm, .ffn.fc1, .ffn.fc2 (.bias with bias.ffn), .ffn_norm
+    encoder.layers.N.self_attn.{q,k,v,o}_proj.weight (.bias per bias.q/k/v/o; additive adds .energy)
+    encoder.layers.N.self_attn_norm, .ffn.fc1, .ffn.fc2 (.bias per bias.fc1/fc2), .ffn_norm
     decoder.layers.N.cross_attn.*, .cross_attn_norm             decoder only
     encoder.norm, decoder.norm           the final LayerNorm of a pre-norm stack
+    encoder.embed_norm                   LayerNorm on embeddings + positions (embedding_norm; likewise decoder)
+    head.dense, head.norm                the prediction-head transform (head = dense(...))
+    output_bias                          the pre-softmax projection's bias (bias.output), tied or not
 
 Passes never add or rename parameters, so one state dict loads into the unfused graph, the fused
 graph and the generated module alike.
@@ -31,48 +34,60 @@ def embedding(rows: int, dim: int) -> nn.Embedding:
 
 
 class Attention(nn.Module):
-    def __init__(self, d_q: int, d_kv: int, heads: int, d_k: int, d_v: int, kind: str, bias: bool):
+    def __init__(self, d_q: int, d_kv: int, heads: int, d_k: int, d_v: int, kind: str, bias: nodes.Bias):
         super().__init__()
-        self.q_proj = nn.Linear(d_q, heads * d_k, bias=bias)
-        self.k_proj = nn.Linear(d_kv, heads * d_k, bias=bias)
-        self.v_proj = nn.Linear(d_kv, heads * d_v, bias=bias)
-        self.o_proj = nn.Linear(heads * d_v, d_q, bias=bias)
+        self.q_proj = nn.Linear(d_q, heads * d_k, bias=bias.of("q"))
+        self.k_proj = nn.Linear(d_kv, heads * d_k, bias=bias.of("k"))
+        self.v_proj = nn.Linear(d_kv, heads * d_v, bias=bias.of("v"))
+        self.o_proj = nn.Linear(heads * d_v, d_q, bias=bias.of("o"))
         if kind == "additive":
             self.energy = nn.Parameter(torch.empty(heads, d_k))  # v_a of Bahdanau et al., one per head
 
 
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, bias: bool):
+    def __init__(self, d_model: int, d_ff: int, bias: nodes.Bias):
         super().__init__()
-        self.fc1 = nn.Linear(d_model, d_ff, bias=bias)
-        self.fc2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.fc1 = nn.Linear(d_model, d_ff, bias=bias.of("fc1"))
+        self.fc2 = nn.Linear(d_ff, d_model, bias=bias.of("fc2"))
 
 
 class Layer(nn.Module):
     def __init__(self, stack: nodes.Stack, d_memory: int | None, bias: nodes.Bias, eps: float):
         super().__init__()
         d = stack.d_model
-        self.self_attn = Attention(d, d, stack.heads, stack.d_k, stack.d_v, stack.attention.kind, bias.attention)
+        self.self_attn = Attention(d, d, stack.heads, stack.d_k, stack.d_v, stack.attention.kind, bias)
         self.self_attn_norm = nn.LayerNorm(d, eps=eps)
         if d_memory is not None:
             kind = stack.cross_attention.kind  # type: ignore[attr-defined]
-            self.cross_attn = Attention(d, d_memory, stack.heads, stack.d_k, stack.d_v, kind, bias.attention)
+            self.cross_attn = Attention(d, d_memory, stack.heads, stack.d_k, stack.d_v, kind, bias)
             self.cross_attn_norm = nn.LayerNorm(d, eps=eps)
-        self.ffn = FeedForward(d, stack.d_ff, bias.ffn)
+        self.ffn = FeedForward(d, stack.d_ff, bias)
         self.ffn_norm = nn.LayerNorm(d, eps=eps)
 
 
 class Stack(nn.Module):
-    def __init__(self, stack: nodes.Stack, positions, d_memory: int | None, bias: nodes.Bias, eps: float):
+    def __init__(self, stack: nodes.Stack, positions, d_memory: int | None, bias: nodes.Bias, eps: float,
+                 embedding_norm: bool = False):
         super().__init__()
         if isinstance(positions, nodes.Learned):
             self.pos = embedding(positions.max_len, stack.d_model)
+        if embedding_norm:
+            self.embed_norm = nn.LayerNorm(stack.d_model, eps=eps)
         self.layers = nn.ModuleList(Layer(stack, d_memory, bias, eps) for _ in range(stack.layers))
         if isinstance(positions, nodes.Relative):
             for layer in self.layers:
                 add_relative_tables(layer.self_attn, positions, stack)
         if stack.norm == "pre":
             self.norm = nn.LayerNorm(stack.d_model, eps=eps)
+
+
+class Head(nn.Module):
+    """BERT's prediction-head transform: dense, activation, LayerNorm."""
+
+    def __init__(self, d_model: int, head: nodes.DenseHead, eps: float):
+        super().__init__()
+        self.dense = nn.Linear(d_model, d_model, bias=head.bias)
+        self.norm = nn.LayerNorm(d_model, eps=eps)
 
 
 class Parameters(nn.Module):
@@ -90,11 +105,15 @@ class Parameters(nn.Module):
                 self.tgt_embed = embedding(model.tgt_vocab, dec.d_model)
         if model.tie == "none":
             self.output = nn.Linear(model.d_model, model.tgt_vocab, bias=False)
+        if model.bias.output:
+            self.output_bias = nn.Parameter(torch.empty(model.tgt_vocab))
+        if isinstance(model.head, nodes.DenseHead):
+            self.head = Head(model.d_model, model.head, model.norm_eps)
         if enc is not None:
-            self.encoder = Stack(enc, model.positions, None, model.bias, model.norm_eps)
+            self.encoder = Stack(enc, model.positions, None, model.bias, model.norm_eps, model.embedding_norm)
         if dec is not None:
             d_memory = enc.d_model if enc is not None else None
-            self.decoder = Stack(dec, model.positions, d_memory, model.bias, model.norm_eps)
+            self.decoder = Stack(dec, model.positions, d_memory, model.bias, model.norm_eps, model.embedding_norm)
 
 
 def add_relative_tables(attention: nn.Module, positions: nodes.Relative, stack: nodes.Stack) -> None:
@@ -112,6 +131,8 @@ def embedding_names(model: nodes.Model) -> dict[str, str]:
     names = {"src": "src_embed", "tgt": "tgt_embed", "output": "output"}
     if model.tie == "decoder":
         names["output"] = "tgt_embed"
+    if model.tie == "encoder":
+        names["output"] = "src_embed"
     if model.decoder is None:  # encoder-only: the output reads the encoder
         names["tgt"] = names["src"]
     return names
@@ -133,6 +154,8 @@ def initialise(params: nn.Module, seed: int) -> None:
             module.weight.copy_(nn.init.normal_(torch.empty_like(module.weight, device="cpu"), 0.0, std, generator=gen))
         elif isinstance(module, nn.LayerNorm):
             module.reset_parameters()
+        if isinstance(module, Parameters) and hasattr(module, "output_bias"):
+            module.output_bias.zero_()
         if isinstance(module, Attention) and hasattr(module, "energy"):
             std = module.energy.shape[1] ** -0.5
             module.energy.copy_(nn.init.normal_(torch.empty_like(module.energy, device="cpu"), 0.0, std, generator=gen))

@@ -7,9 +7,9 @@ Entry points (all share one set of parameters):
     decoder-only      forward(tokens) -> logits                     init_cache(tokens), decode_step(tokens, cache)
     encoder-only      forward(src) -> logits (one distribution per position)   encode(src)
 
-and for training: hidden(...) -> the states before the output projection (the arguments of
-forward), and hidden_dense(src, tgt_in), the same without a source padding mask, for batches that
-have no padding, so every attention can use the flash kernel.
+and for training: hidden(...) -> the states before the output projection (after the head
+transform, if any; the arguments of forward), and hidden_dense(src, tgt_in), the same without a
+source padding mask, for batches that have no padding, so every attention can use the flash kernel.
 
 A cache is a flat tuple: for an encoder-decoder, (source mask, then per decoder layer: self-attention
 keys, values, cross-attention keys, values); for a decoder-only model, per layer: keys, values.
@@ -32,8 +32,8 @@ from torch import fx
 from attncomp.ir import nodes
 from attncomp.lower import ops
 from attncomp.lower.layers import (
-    Builder, Node, attend, attention, embed, feed_forward, merge_heads, project_kv, project_out, split_heads,
-    sublayer,
+    Builder, Node, attend, attention, embed, feed_forward, head, merge_heads, project_kv, project_out,
+    split_heads, sublayer,
 )
 from attncomp.lower.params import embedding_names
 from attncomp.lower.positions import ScoreBias, score_bias
@@ -117,8 +117,9 @@ def decoder(b: Builder, model: nodes.Model, tokens: Node, memory: Node | None, s
 
 
 def logits(b: Builder, model: nodes.Model, hidden: Node) -> Node:
+    """Logits from the states after the head transform (see `head`)."""
     target = embedding_names(model)["output"]
-    return project_out(b, target, target == "output", hidden)
+    return project_out(b, target, target == "output", hidden, model.bias.output)
 
 
 # --- entry points -----------------------------------------------------------------------------
@@ -139,6 +140,7 @@ def forward_graph(model: nodes.Model, project: bool = True, padded: bool = True)
     else:
         src = b.input("src")
         hidden = encoder(b, model, src, pad(src))
+    hidden = head(b, model, hidden)
     b.output(logits(b, model, hidden) if project else hidden)
     return b.graph
 
@@ -197,7 +199,7 @@ def decode_step_graph(model: nodes.Model) -> fx.Graph:
     if dec.norm == "pre":
         x = b.module("decoder.norm", x)
     last = b.call(torch.select, x, 1, -1)  # (B, d): the newest position
-    b.output((logits(b, model, last), tuple(new_cache)))
+    b.output((logits(b, model, head(b, model, last)), tuple(new_cache)))
     return b.graph
 
 

@@ -7,7 +7,8 @@ becomes
 
 Self-attention fuses all three; cross-attention fuses k and v, which both read the memory. The
 parameters stay where they are (the concatenation happens in the graph), so state-dict names do not
-change. One wide matmul keeps the GPU busier than three narrow ones.
+change. One wide matmul keeps the GPU busier than three narrow ones. Projections of which some have
+a bias and some not (`bias { q = false }`) stay apart.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def _groups(gm: fx.GraphModule) -> list[list[fx.Node]]:
         parent, _, role = node.target.rpartition(".")
         if role in ROLES and len(node.args) == 1 and not node.kwargs:
             by_key[(parent, node.args[0])][role] = node
-    return [[found[r] for r in ROLES if r in found] for found in by_key.values() if len(found) >= 2]
+    groups = [[found[r] for r in ROLES if r in found] for found in by_key.values() if len(found) >= 2]
+    return [g for g in groups if len({gm.get_submodule(n.target).bias is None for n in g}) == 1]
 
 
 def _fuse(gm: fx.GraphModule, group: list[fx.Node]) -> None:

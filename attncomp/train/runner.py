@@ -15,7 +15,6 @@ from pathlib import Path
 
 import torch
 
-from attncomp.errors import TrainingError
 from attncomp.train import cluster
 from attncomp.train.batches import RunData
 from attncomp.train.config import RunConfig, check_vocab, make_optimizer
@@ -40,9 +39,6 @@ class Trainer:
         self.model = cfg.factory(self.device)
         self.spec = self.model.spec
         self.recipe = self.spec.train
-        if self.spec.model.decoder is None:
-            raise TrainingError("encoder-only models have no training objective in attncomp yet; "
-                                "add a decoder or train an encoder-decoder")
         torch.manual_seed(self.recipe.seed * 1000 + rank)  # dropout: a stream per worker
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.cuda and \
             self.recipe.precision == "bf16" else contextlib.nullcontext()

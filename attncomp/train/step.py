@@ -28,23 +28,34 @@ class TrainStep(nn.Module):
         # with a bound on a micro-batch's tokens, the loss runs in a fixed number of chunks (see `compiled`)
         self.pieces = None if max_tokens is None else max(1, -(-max_tokens // chunk))
         self.lm = model.spec.model.encoder is None
+        self.mlm = model.spec.model.decoder is None  # encoder-only: masked LM, targets <pad> where not chosen
         self.through_forward = through_forward
+
+    def _inputs(self, batch: dict[str, torch.Tensor]) -> tuple:
+        if self.lm:
+            return (batch["tokens"],)
+        return (batch["src"],) if self.mlm else (batch["src"], batch["tgt_in"])
 
     def forward(self, batch: dict[str, torch.Tensor], dense: bool = False) -> torch.Tensor:
         """[smoothed loss, NLL, target tokens] summed over the batch."""
         m = self.model
         if self.through_forward:
-            logits = m(batch["tokens"]) if self.lm else m(batch["src"], batch["tgt_in"])
-            return token_losses(logits, batch["tgt_out"], self.smoothing)
-        if self.lm:
-            hidden = m.hidden(batch["tokens"])
-        else:
-            hidden = (m.hidden_dense if dense else m.hidden)(batch["src"], batch["tgt_in"])
-        weight, target = m.output_weight(), batch["tgt_out"]
+            return token_losses(m(*self._inputs(batch)), batch["tgt_out"], self.smoothing)
+        hidden = (m.hidden_dense if dense and not self.lm else m.hidden)(*self._inputs(batch))
+        weight, bias, target = m.output_weight(), m.output_bias_or_none(), batch["tgt_out"]
         if self.fused_loss:
+            hidden, weight = with_bias(hidden, weight, bias)
             return linear_cross_entropy(hidden.flatten(0, 1), weight, target.flatten(), self.smoothing, self.chunk,
                                         self.pieces)
-        return token_losses(F.linear(hidden, weight), target, self.smoothing)
+        return token_losses(F.linear(hidden, weight, bias), target, self.smoothing)
+
+
+def with_bias(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tuple:
+    """h W^T + b as [h, 1] [W, b]^T, so the fused loss (which has no bias) trains the bias too."""
+    if bias is None:
+        return hidden, weight
+    ones = hidden.new_ones(hidden.shape[:-1] + (1,))
+    return torch.cat((hidden, ones), -1), torch.cat((weight, bias.unsqueeze(-1).to(weight.dtype)), -1)
 
 
 def compiled(step: nn.Module, backend: str | Callable = "inductor") -> Callable[..., torch.Tensor]:

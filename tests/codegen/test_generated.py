@@ -78,6 +78,9 @@ VARIANTS = {
     "alibi": ("specs/base.attn", ["model.positions=alibi", "model.decoder.attention=local(window = 2)"]),
     "relative_values": ("specs/base.attn", ["model.positions=relative(max_distance = 3, values = true)"]),
     "sinusoidal_halves": ("specs/base.attn", ["model.positions=sinusoidal(layout = halves)"]),
+    "bert": ("specs/examples/bert.attn", []),
+    "bert_choices_decoder": ("specs/base.attn", ["model.embedding_norm=true", "model.head=dense(activation = relu)",
+                                                 "model.bias.output=true", "model.bias.k=false"]),
 }
 
 

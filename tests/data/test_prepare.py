@@ -140,3 +140,30 @@ def test_token_arrays_are_compact(sample_data):
     data = PreparedData(sample_data)
     assert data.dtype == np.uint16
     assert (sample_data / "text" / "test.src").exists()
+
+
+def test_one_language_fills_both_sides_with_its_text(tmp_path, capsys):
+    pairs = generate(1, 300)
+    prefix = _write(tmp_path / "raw", "train", pairs)
+    args = ["data", "prepare", "--train", prefix, "--lang", "xx", "--out", str(tmp_path / "mono"),
+            "--vocab-size", "120"]
+    assert run(args) == 0
+    data = PreparedData(tmp_path / "mono")
+    train = data.split("train")
+    assert data.monolingual and len(train) == 300 and data.manifest["languages"] == {"src": "xx", "tgt": "xx"}
+    assert data.tokenizer("tgt").decode([train.tgt[7][:-1].tolist()]) == [pairs[7][1]]
+    assert np.array_equal(train.src.tokens, train.tgt.tokens) and np.array_equal(train.src.offsets, train.tgt.offsets)
+    assert run(args) == 0 and "nothing to do" in capsys.readouterr().err
+    assert not PreparedData(_prepared_parallel(prefix, tmp_path)).monolingual
+
+
+def _prepared_parallel(prefix, tmp_path):
+    assert _prepare(prefix, tmp_path / "parallel") == 0
+    return tmp_path / "parallel"
+
+
+def test_one_language_refuses_two_languages_options(tmp_path, capsys):
+    prefix = _write(tmp_path / "raw", "train", generate(1, 20))
+    assert run(["data", "prepare", "--train", prefix, "--lang", "xx", "--separate-vocab",
+                "--out", str(tmp_path / "o")]) == 2
+    assert "--lang prepares one language" in capsys.readouterr().err

@@ -83,14 +83,20 @@ def test_a_model_ctranslate2_cannot_express_is_one_clear_error(sample_data, tmp_
     assert "CTranslate2 cannot express this model" in err and "scaled_dot" in err
 
 
-@pytest.mark.parametrize("positions", ["alibi", "relative(max_distance = 4)"])
-def test_positions_on_the_scores_are_refused_in_one_line(positions):
+@pytest.mark.parametrize("sets, named", [
+    (("model.bias.attention=true", "model.bias.k=false"), "q, k and v must all have a bias or none"),
+    (("model.bias.output=true",), "bias.output"),
+    (("model.positions=alibi",), "positions must be sinusoidal or learned, not alibi"),
+    (("model.positions=relative(max_distance = 4)",), "positions must be sinusoidal or learned, not relative"),
+    (("model.embedding_norm=true",), "embedding_norm"),
+    (("model.head=dense(activation = gelu)",), "head must be linear"),
+])
+def test_unsupported_choices_are_refused_in_one_line(sets, named):
     from attncomp import ir
     from attncomp.errors import UsageError
     from attncomp.interop.ctranslate2_export import check_supported
     from tests.conftest import ROOT
 
-    spec = ir.load(ROOT / "specs/examples/tiny.attn", [f"model.positions={positions}"])
-    with pytest.raises(UsageError, match="positions must be sinusoidal or learned") as err:
-        check_supported(spec)
-    assert "\n" not in str(err.value)
+    with pytest.raises(UsageError, match="CTranslate2 cannot express this model") as err:
+        check_supported(ir.load(ROOT / "specs/examples/tiny.attn", list(sets)))
+    assert named in str(err.value) and "\n" not in str(err.value)

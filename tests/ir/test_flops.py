@@ -13,7 +13,8 @@ from tests.helpers import small
 from tests.passes.test_fuse_numerics import EXTRA
 
 # every architecture the shipped specs have (the other Table 3 rows change only sizes), and the variants
-SHAPES = ("base", "big", "table3/A1", "table3/B1", "table3/E", "examples/lm", "examples/local", "examples/tiny")
+SHAPES = ("base", "big", "table3/A1", "table3/B1", "table3/E", "examples/lm", "examples/local", "examples/tiny",
+          "examples/bert")
 CASES = [(spec_id(p), ir.load(p)) for p in SPECS if str(p.relative_to(ROOT / "specs"))[:-5] in SHAPES] + [
     (name, ir.load(ROOT / "specs/base.attn", o)) for name, o in EXTRA.items()]
 

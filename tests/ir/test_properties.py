@@ -90,6 +90,8 @@ def _repair(data: dict, stack: dict) -> dict:
         model["tie"] = "none"
     if model["tie"] == "decoder" and decoder is None:
         model["tie"] = "none"
+    if model["tie"] == "encoder" and (model["encoder"] is None or decoder is not None):
+        model["tie"] = "none"
     for key in ("size", "src", "tgt"):
         if key in model["vocab"]:
             model["vocab"][key] = max(6, model["vocab"][key])
@@ -109,6 +111,8 @@ def _repair(data: dict, stack: dict) -> dict:
     if sched["kind"] == "cosine":
         train["steps"] = max(train["steps"], sched["warmup"] + 1)
         sched["final"] = min(sched["final"], sched["peak"])
+    mlm = train["mlm"]
+    mlm["random"] = min(mlm["random"], 1.0 - mlm["mask"])
     return data
 
 

@@ -88,7 +88,9 @@ DECODING_EXTRA = {"additive": ["model.attention=additive", "model.cross_attentio
                   "relative": ["model.positions=relative(max_distance = 3)"],
                   "relative_values": ["model.positions=relative(max_distance = 3, values = true)"],
                   "relative_lm": ["model.positions=relative(max_distance = 2)", "model.encoder=none",
-                                  "model.tie=decoder"]}
+                                  "model.tie=decoder"],
+                  "bert_choices": ["model.embedding_norm=true", "model.head=dense(activation = gelu)",
+                                   "model.bias.output=true", "model.bias.q=false", "model.norm_eps=1e-12"]}
 
 
 def _decoding_cases():
