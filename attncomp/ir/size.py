@@ -56,20 +56,27 @@ def _linear(model: nodes.Model, site: str, d_in: int, d_out: int) -> int:
 def _attention(model: nodes.Model, stack: nodes.Stack, d_memory: int, kind: str) -> int:
     h, d = stack.heads, stack.d_model
     count = _linear(model, "attention", d, h * stack.d_k)  # q_proj
-    count += _linear(model, "attention", d_memory, h * stack.d_k)  # k_proj
-    count += _linear(model, "attention", d_memory, h * stack.d_v)  # v_proj
+    count += _linear(model, "attention", d_memory, stack.kv_heads * stack.d_k)  # k_proj
+    count += _linear(model, "attention", d_memory, stack.kv_heads * stack.d_v)  # v_proj
     count += _linear(model, "attention", h * stack.d_v, d)  # o_proj
     if kind == "additive":
         count += h * stack.d_k  # energy, v_a per head
     return count
 
 
+def _norm(stack: nodes.Stack) -> int:
+    """A LayerNorm has a weight and a bias, an RMSNorm a weight only."""
+    return stack.d_model if stack.normalization == "rmsnorm" else 2 * stack.d_model
+
+
 def _layer(model: nodes.Model, stack: nodes.Stack, d_memory: int | None) -> int:
-    d, norm = stack.d_model, 2 * stack.d_model  # a LayerNorm: weight and bias
+    d, norm = stack.d_model, _norm(stack)
     count = _attention(model, stack, d, stack.attention.kind) + norm
     if d_memory is not None:
         count += _attention(model, stack, d_memory, stack.cross_attention.kind) + norm  # type: ignore[attr-defined]
     count += _linear(model, "ffn", d, stack.d_ff) + _linear(model, "ffn", stack.d_ff, d)  # ffn.fc1, ffn.fc2
+    if stack.gated:
+        count += _linear(model, "ffn", d, stack.d_ff)  # ffn.gate
     count += norm  # ffn_norm
     return count
 
@@ -78,8 +85,8 @@ def _stack(model: nodes.Model, stack: nodes.Stack, d_memory: int | None) -> int:
     count = stack.layers * _layer(model, stack, d_memory)
     if isinstance(model.positions, nodes.Learned):
         count += model.positions.max_len * stack.d_model
-    if stack.norm == "pre":
-        count += 2 * stack.d_model
+    if stack.final_norm:
+        count += _norm(stack)
     return count
 
 

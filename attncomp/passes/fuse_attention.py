@@ -16,7 +16,12 @@ becomes  o = F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_ca
 - `is_causal=True` only for a mask made by `ops.causal_mask`, which masked_fill can only apply
   to square scores, so query and key lengths are equal (is_causal aligns top-left);
 - dropout_p is `ops.dropout_p(p, training)`: SDPA drops whenever dropout_p > 0;
-- fully masked rows: SDPA returns 0 for them, which the unfused graph's row fix also defines.
+- fully masked rows: SDPA returns 0 for them, which the unfused graph's row fix also defines;
+- grouped-query attention: k and v made by `torch.repeat_interleave(x, heads // kv_heads, 1)` are
+  replaced by x with `enable_gqa=True` (torch >= 2.5), so the repeated heads are never materialised;
+  on an older torch the repeat stays and SDPA sees as many k/v heads as q heads;
+- rotary positions need nothing: q and k reach the scores already rotated (`ops.rotate`), so SDPA
+  takes the rotated tensors.
 
 Guards (else the attention stays explicit): softmax over the last dim; the scores and the weights
 have no other users; the scale is a number; k is transposed over its last two dims; q, k and v
@@ -37,6 +42,9 @@ from torch.fx.passes.infra.pass_base import PassResult
 from attncomp.lower import ops
 
 
+GQA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)  # SDPA's enable_gqa
+
+
 @dataclass
 class Match:
     q: fx.Node
@@ -47,6 +55,7 @@ class Match:
     mask_kind: str  # "none", "bool", "additive"
     dropout: fx.Node | None
     output: fx.Node
+    gqa: bool = False
 
 
 def _call(node, target) -> bool:
@@ -100,6 +109,22 @@ def _same_dtype_device(*tensors: fx.Node) -> bool:
     return len({m.dtype for m in metas}) == 1
 
 
+def _repeated(x: fx.Node) -> tuple[fx.Node, int] | None:
+    """(the k/v heads, groups) of `torch.repeat_interleave(x, groups, 1)` read once, or None."""
+    if _call(x, torch.repeat_interleave) and len(x.args) == 3 and x.args[2] == 1 and isinstance(x.args[1], int) \
+            and not x.kwargs and len(x.users) == 1:
+        return x.args[0], x.args[1]
+    return None
+
+
+def _ungroup(m: Match) -> Match:
+    """Grouped k and v: SDPA's enable_gqa reads the kv_heads heads instead of their repeats."""
+    k, v = _repeated(m.k), _repeated(m.v)
+    if not GQA or k is None or v is None or k[1] != v[1]:
+        return m
+    return Match(m.q, k[0], v[0], m.scale, m.mask, m.mask_kind, m.dropout, m.output, gqa=True)
+
+
 def match(softmax: fx.Node) -> Match | None:
     if not _call(softmax, torch.softmax) or softmax.args[1:] != (-1,) or softmax.kwargs:
         return None
@@ -114,7 +139,7 @@ def match(softmax: fx.Node) -> Match | None:
     v = out.args[1]
     if not _same_dtype_device(q, k, v):
         return None
-    return Match(q, k, v, scale, mask, kind, drop, out)
+    return _ungroup(Match(q, k, v, scale, mask, kind, drop, out))
 
 
 class _Rewriter:
@@ -131,6 +156,8 @@ class _Rewriter:
 
     def rewrite(self, m: Match) -> None:
         kwargs: dict = {"scale": m.scale}
+        if m.gqa:
+            kwargs["enable_gqa"] = True
         if m.mask is not None and m.mask_kind == "bool" and _call(m.mask, ops.causal_mask):
             kwargs["is_causal"] = True
         elif m.mask is not None:

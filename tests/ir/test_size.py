@@ -38,6 +38,9 @@ VARIANTS = [
     ["model.vocab=separate(src = 61, tgt = 67)", "model.tie=decoder"],
     ["model.decoder=none", "model.tie=none"],
     ["model.encoder.d_model=256", "model.encoder.heads=4", "model.tie=none", "model.decoder.d_k=32"],
+    ["model.normalization=rmsnorm", "model.norm=pre", "model.activation=swiglu", "model.kv_heads=2"],
+    ["model.normalization=rmsnorm", "model.final_norm=true", "model.activation=geglu", "model.bias=false"],
+    ["model.norm=pre", "model.final_norm=false", "model.decoder.kv_heads=1", "model.positions=rope"],
 ]
 
 

@@ -22,6 +22,15 @@ EXTRA = {  # variants no shipped spec covers, as overrides on base
     "separate_vocab": ["model.vocab=separate(src = 61, tgt = 67)", "model.tie=decoder"],
     "no_bias": ["model.bias=false"],
     "attention_bias": ["model.bias.attention=true"],  # base has the paper's form: no attention biases
+    "rmsnorm_pre": ["model.norm=pre", "model.normalization=rmsnorm"],
+    "rmsnorm_post_final": ["model.normalization=rmsnorm", "model.final_norm=true"],
+    "silu": ["model.activation=silu"],
+    "swiglu": ["model.activation=swiglu"],
+    "geglu": ["model.activation=geglu", "model.bias=false"],
+    "gqa": ["model.kv_heads=2"],  # self- and cross-attention, 8 query heads per 2 key/value heads
+    "mqa_decoder_only": ["model.encoder=none", "model.tie=decoder", "model.kv_heads=1"],
+    "rope": ["model.positions=rope"],  # encoder (bidirectional) and decoder; cross-attention unrotated
+    "rope_partial_gqa": ["model.positions=rope(base = 500, fraction = 0.5)", "model.kv_heads=4"],
 }
 
 
