@@ -18,8 +18,10 @@ becomes  o = F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_ca
 - dropout_p is `ops.dropout_p(p, training)`: SDPA drops whenever dropout_p > 0;
 - fully masked rows: SDPA returns 0 for them, which the unfused graph's row fix also defines;
 - grouped-query attention: k and v made by `torch.repeat_interleave(x, heads // kv_heads, 1)` are
-  replaced by x with `enable_gqa=True` (torch >= 2.5), so the repeated heads are never materialised;
-  on an older torch the repeat stays and SDPA sees as many k/v heads as q heads;
+  replaced by x with `enable_gqa=True` (torch >= 2.5), so the repeated heads are never materialised,
+  where the attention has no explicit mask (none, or is_causal): that is where the flash kernel can
+  run, and on CUDA only flash (and math) take enable_gqa (pytorch/pytorch#139586). With a mask (padding),
+  or on an older torch, the repeat stays, and the memory-efficient kernel serves it;
 - rotary positions need nothing: q and k reach the scores already rotated (`ops.rotate`), so SDPA
   takes the rotated tensors.
 
@@ -120,7 +122,8 @@ def _repeated(x: fx.Node) -> tuple[fx.Node, int] | None:
 def _ungroup(m: Match) -> Match:
     """Grouped k and v: SDPA's enable_gqa reads the kv_heads heads instead of their repeats."""
     k, v = _repeated(m.k), _repeated(m.v)
-    if not GQA or k is None or v is None or k[1] != v[1]:
+    unmasked = m.mask is None or (m.mask_kind == "bool" and _call(m.mask, ops.causal_mask))
+    if not GQA or not unmasked or k is None or v is None or k[1] != v[1]:
         return m
     return Match(m.q, k[0], v[0], m.scale, m.mask, m.mask_kind, m.dropout, m.output, gqa=True)
 

@@ -9,7 +9,9 @@ from attncomp.cli.main import run
 from attncomp.compiler import load_checkpoint
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.beam import CachedStepper, beam_search
+from attncomp import ir
 from attncomp.interop.ctranslate2_export import vocabulary
+from tests.conftest import ROOT
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -76,3 +78,16 @@ def test_a_model_ctranslate2_cannot_express_is_one_clear_error(sample_data, tmp_
     assert run(["export", str(local), "--format", "ctranslate2", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "CTranslate2 cannot express this model" in err and "scaled_dot" in err
+
+
+@pytest.mark.parametrize("choice, named", [
+    ("model.normalization=rmsnorm", "normalization = layernorm"), ("model.activation=swiglu", "relu or gelu"),
+    ("model.kv_heads=2", "kv_heads must equal heads"), ("model.positions=rope", "sinusoidal or learned"),
+    ("model.final_norm=true", "a final norm exactly when norm = pre")])
+def test_llama_choices_are_refused_in_one_line(choice, named):
+    from attncomp.errors import UsageError
+    from attncomp.interop.ctranslate2_export import check_supported
+
+    with pytest.raises(UsageError, match="CTranslate2 cannot express this model") as info:
+        check_supported(ir.load(ROOT / "specs/examples/tiny.attn", [choice]))
+    assert named in str(info.value) and "\n" not in str(info.value)

@@ -153,3 +153,32 @@ def test_fuse_qkv_with_and_without_attention_biases(attention_bias):
     src, tgt = batch(spec)
     keep = real_positions(spec, src, tgt)
     assert (plain(src, tgt) - optimised(src, tgt))[keep].abs().max() < TOLERANCE
+
+
+def _sdpa_and_repeats(graph):
+    import torch.nn.functional as F
+
+    sdpa = [n for n in graph.nodes if n.target is F.scaled_dot_product_attention]
+    repeats = [n for n in graph.nodes if n.target is torch.repeat_interleave]
+    return sdpa, repeats
+
+
+def test_grouped_query_attention_uses_enable_gqa_where_no_mask_rules_flash_out():
+    """Unmasked and causal attentions hand SDPA the kv_heads heads with enable_gqa (flash takes it);
+    padding-masked ones keep the explicit repeat, which the memory-efficient kernel takes."""
+    import attncomp
+    from attncomp.report import attention_report
+
+    spec = small(ir.load(ROOT / "specs/base.attn", EXTRA["gqa"]))
+    _, fused = pair(spec)
+    sdpa, repeats = _sdpa_and_repeats(fused.graphs["forward"])
+    gqa = [n.kwargs.get("enable_gqa", False) for n in sdpa]
+    layers = spec.model.decoder.layers
+    assert gqa.count(True) == layers and all(n.kwargs.get("is_causal") for n in sdpa if n.kwargs.get("enable_gqa"))
+    assert len(repeats) == 2 * (len(sdpa) - layers)  # k and v of each encoder and cross-attention
+    sdpa, repeats = _sdpa_and_repeats(fused.graphs["decode_step"])
+    assert [n.kwargs.get("enable_gqa", False) for n in sdpa].count(True) == layers  # self-attention, no mask
+    rows = {r.site: r.grouping for r in attention_report(attncomp.compile(spec, device="meta"))}
+    assert rows["decoder self-attention"] == "grouped-query: 8 query heads over 2 key/value heads (4 per group, " \
+        "SDPA enable_gqa)"
+    assert rows["encoder self-attention"].endswith("k/v heads repeated)")
