@@ -75,6 +75,9 @@ VARIANTS = {
     "local_decoder": ("specs/base.attn", ["model.decoder.attention=local(window = 2)"]),
     "encoder_only": ("specs/base.attn", ["model.decoder=none", "model.tie=none"]),
     "dropout": ("specs/big.attn", []),
+    "llama": ("specs/examples/llama.attn", []),
+    "rope_gqa_encoder_decoder": ("specs/base.attn", ["model.positions=rope(fraction = 0.5)", "model.kv_heads=2",
+                                                     "model.normalization=rmsnorm", "model.activation=geglu"]),
 }
 
 
