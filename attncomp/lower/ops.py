@@ -64,7 +64,7 @@ def rope_table(positions: Tensor, dims: int, base: float, dtype: torch.dtype) ->
 def rotate(x: Tensor, table: Tensor) -> Tensor:
     """x (B, h, T, d) with its first `dims` dims rotated: x * cos + rotate_half(x) * sin, where
     rotate_half(x) = (-x2, x1) for the halves x1, x2 (Su et al. 2021 as HF Llama writes it)."""
-    cos, sin = table[0], table[1]
+    cos, sin = table[0].to(x.dtype), table[1].to(x.dtype)  # under autocast q and k may be narrower
     dims = cos.shape[-1]
     rot, rest = x[..., :dims], x[..., dims:]
     half = torch.cat((-rot[..., dims // 2:], rot[..., : dims // 2]), dim=-1)
