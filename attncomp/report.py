@@ -174,7 +174,7 @@ def attention_report(model: CompiledModel) -> list[AttentionReport]:
         rows.append(AttentionReport(site, len(group), kind, fused, mask, stack.d_k, stack.d_v,
                                     _gqa_backends(_backends(kind if fused else "additive", mask, stack.d_k, stack.d_v),
                                                   group[0]),
-                                    grouping(stack.heads, stack.kv_heads, group[0])))
+                                    grouping(stack.heads, stack.key_value_heads, group[0])))
     return rows
 
 

@@ -20,7 +20,8 @@ def shrink_stack(stack: nodes.Stack, factor: int) -> dict:
         "layers": min(stack.layers, 2), "heads": min(stack.heads, 4) if stack.heads * max(2, stack.d_k // factor)
         > 64 else stack.heads,
     }
-    shrunk["kv_heads"] = math.gcd(stack.kv_heads, shrunk["heads"])  # still a divisor of heads; = heads if it was
+    if stack.kv_heads is not None:
+        shrunk["kv_heads"] = math.gcd(stack.kv_heads, shrunk["heads"])  # still a divisor of heads
     return shrunk
 
 

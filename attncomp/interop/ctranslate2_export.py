@@ -36,7 +36,7 @@ def _llama_choices(model: nodes.Model) -> list[str]:
             problems.append(f"model.{name}: only normalization = layernorm")
         if stack.activation not in ("relu", "gelu"):
             problems.append(f"model.{name}: only relu or gelu activations")
-        if stack.kv_heads != stack.heads:
+        if stack.key_value_heads != stack.heads:
             problems.append(f"model.{name}: kv_heads must equal heads")
         if stack.final_norm != (stack.norm == "pre"):
             problems.append(f"model.{name}: a final norm exactly when norm = pre")

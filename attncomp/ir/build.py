@@ -304,11 +304,9 @@ def _fill_head_dims(doc: Doc, stack: dict, path: Path_) -> None:
 
 
 def _fill_stack_choices(stack: dict) -> None:
-    """kv_heads = heads (plain multi-head attention) and final_norm = (norm == pre) when unset: the
-    meaning every spec had before these keys existed."""
+    """final_norm = (norm == pre) when unset: the meaning every spec had before the key existed.
+    (kv_heads stays unset, meaning heads: see nodes.Stack.key_value_heads.)"""
     defaults = nodes.Stack.model_fields
-    if "kv_heads" not in stack:
-        stack["kv_heads"] = stack.get("heads", defaults["heads"].default)
     if "final_norm" not in stack:
         stack["final_norm"] = stack.get("norm", defaults["norm"].default) == "pre"
 

@@ -30,7 +30,7 @@ def _attention(stack: nodes.Stack, batch: int, t_q: int, t_k: int, d_memory: int
     h, d = stack.heads, stack.d_model
     rows_q, rows_k = batch * t_q, batch * t_k
     count = _projection(rows_q, d, h * stack.d_k) + _projection(rows_q, h * stack.d_v, d)  # q_proj, o_proj
-    kv = stack.kv_heads  # grouped-query attention projects fewer key/value heads; every query head still attends
+    kv = stack.key_value_heads  # grouped-query attention projects fewer key/value heads; every query head still attends
     count += _projection(rows_k, d_memory, kv * stack.d_k) + _projection(rows_k, d_memory, kv * stack.d_v)
     return count + 6 * batch * h * t_q * t_k * (stack.d_k + stack.d_v)
 

@@ -69,8 +69,14 @@ class Stack(Node):
     normalization: Literal["layernorm", "rmsnorm"] = Field(
         "layernorm", description="LayerNorm, or RMSNorm x / sqrt(mean(x^2) + eps) * g (no bias, no centring)")
     final_norm: bool = Field(False, description="a norm closes the stack (default: true for norm = pre)")
-    kv_heads: Annotated[int, Field(ge=1, le=1024)] = Field(
-        8, description="key/value heads (default heads; fewer: grouped-query attention, 1: multi-query)")
+    kv_heads: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        None, description="key/value heads (none: = heads; fewer: grouped-query attention, 1: multi-query)")
+
+    @property
+    def key_value_heads(self) -> int:
+        """kv_heads, or heads when unset: left unset (and out of the canonical text), it follows heads,
+        so `--set model.heads=...` on a stored spec keeps plain multi-head attention."""
+        return self.heads if self.kv_heads is None else self.kv_heads
 
     @property
     def gated(self) -> bool:

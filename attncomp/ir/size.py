@@ -56,8 +56,8 @@ def _linear(model: nodes.Model, site: str, d_in: int, d_out: int) -> int:
 def _attention(model: nodes.Model, stack: nodes.Stack, d_memory: int, kind: str) -> int:
     h, d = stack.heads, stack.d_model
     count = _linear(model, "attention", d, h * stack.d_k)  # q_proj
-    count += _linear(model, "attention", d_memory, stack.kv_heads * stack.d_k)  # k_proj
-    count += _linear(model, "attention", d_memory, stack.kv_heads * stack.d_v)  # v_proj
+    count += _linear(model, "attention", d_memory, stack.key_value_heads * stack.d_k)  # k_proj
+    count += _linear(model, "attention", d_memory, stack.key_value_heads * stack.d_v)  # v_proj
     count += _linear(model, "attention", h * stack.d_v, d)  # o_proj
     if kind == "additive":
         count += h * stack.d_k  # energy, v_a per head

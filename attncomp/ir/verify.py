@@ -97,8 +97,8 @@ def _local_window(spec: nodes.Spec) -> None:
 def _kv_heads(spec: nodes.Spec) -> None:
     """Grouped-query attention: every key/value head serves the same number of query heads."""
     for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
-        if stack is not None and stack.heads % stack.kv_heads:
-            raise SpecError(f"kv_heads = {stack.kv_heads} does not divide heads = {stack.heads}",
+        if stack is not None and stack.heads % stack.key_value_heads:
+            raise SpecError(f"kv_heads = {stack.key_value_heads} does not divide heads = {stack.heads}",
                             spec.span("model", name, "kv_heads"),
                             hint="each key/value head serves heads / kv_heads query heads; 1 is multi-query")
 

@@ -110,8 +110,8 @@ def attend(b: Builder, prefix: str, q: Node, k: Node, v: Node, mask: Node | None
 def project_kv(b: Builder, prefix: str, source: Node, stack: nodes.Stack,
                rope: Node | None = None) -> tuple[Node, Node]:
     """Keys and values (B, kv_heads, T, d), keys rotated when the model has rotary positions."""
-    k = split_heads(b, b.module(f"{prefix}.k_proj", source), stack.kv_heads, stack.d_k)
-    v = split_heads(b, b.module(f"{prefix}.v_proj", source), stack.kv_heads, stack.d_v)
+    k = split_heads(b, b.module(f"{prefix}.k_proj", source), stack.key_value_heads, stack.d_k)
+    v = split_heads(b, b.module(f"{prefix}.v_proj", source), stack.key_value_heads, stack.d_v)
     if rope is not None:
         k = b.call(ops.rotate, k, rope)
     return k, v
@@ -120,7 +120,7 @@ def project_kv(b: Builder, prefix: str, source: Node, stack: nodes.Stack,
 def repeat_kv(b: Builder, x: Node, stack: nodes.Stack) -> Node:
     """Grouped-query attention (Ainslie et al. 2023): (B, kv_heads, T, d) -> (B, heads, T, d), query
     head i reading key/value head i // (heads / kv_heads); nothing to do when kv_heads = heads."""
-    groups = stack.heads // stack.kv_heads
+    groups = stack.heads // stack.key_value_heads
     return x if groups == 1 else b.call(torch.repeat_interleave, x, groups, 1)
 
 

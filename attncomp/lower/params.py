@@ -67,12 +67,12 @@ class Layer(nn.Module):
         super().__init__()
         d = stack.d_model
         self.self_attn = Attention(d, d, stack.heads, stack.d_k, stack.d_v, stack.attention.kind, bias.attention,
-                                   stack.kv_heads)
+                                   stack.key_value_heads)
         self.self_attn_norm = norm(stack, eps)
         if d_memory is not None:
             kind = stack.cross_attention.kind  # type: ignore[attr-defined]
             self.cross_attn = Attention(d, d_memory, stack.heads, stack.d_k, stack.d_v, kind, bias.attention,
-                                        stack.kv_heads)
+                                        stack.key_value_heads)
             self.cross_attn_norm = norm(stack, eps)
         self.ffn = FeedForward(d, stack.d_ff, bias.ffn, stack.gated)
         self.ffn_norm = norm(stack, eps)

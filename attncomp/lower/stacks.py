@@ -154,8 +154,8 @@ def init_cache_graph(model: nodes.Model) -> fx.Graph:
         cache, batch = [], b.method("size", tokens, 0)
         like = b.param(f"{embedding_names(model)['tgt']}.weight")  # zeros of the model's dtype and device
     for i in range(dec.layers):
-        cache.append(b.method("new_zeros", like, (batch, dec.kv_heads, 0, dec.d_k)))
-        cache.append(b.method("new_zeros", like, (batch, dec.kv_heads, 0, dec.d_v)))
+        cache.append(b.method("new_zeros", like, (batch, dec.key_value_heads, 0, dec.d_k)))
+        cache.append(b.method("new_zeros", like, (batch, dec.key_value_heads, 0, dec.d_v)))
         if model.encoder is not None:
             cache.extend(project_kv(b, f"decoder.layers.{i}.cross_attn", memory, dec))
     b.output(tuple(cache))

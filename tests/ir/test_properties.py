@@ -102,7 +102,8 @@ def _repair(data: dict, stack: dict) -> dict:
             positions["max_len"] = max(positions["max_len"], 2)
     for s in (model["encoder"], decoder):
         if s is not None:
-            s["kv_heads"] = math.gcd(s["kv_heads"], s["heads"])  # key/value heads divide the query heads
+            if s["kv_heads"] is not None:
+                s["kv_heads"] = math.gcd(s["kv_heads"], s["heads"])  # key/value heads divide the query heads
             if positions["kind"] == "rope":  # rope rotates pairs: an even number of dims
                 positions["fraction"], s["d_k"] = 1.0, s["d_k"] + s["d_k"] % 2
     if positions["kind"] == "learned" and data["decode"]["max_len"]["kind"] == "fixed":
