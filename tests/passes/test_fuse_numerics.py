@@ -176,6 +176,9 @@ def test_grouped_query_attention_uses_enable_gqa_where_no_mask_rules_flash_out()
     layers = spec.model.decoder.layers
     assert gqa.count(True) == layers and all(n.kwargs.get("is_causal") for n in sdpa if n.kwargs.get("enable_gqa"))
     assert len(repeats) == 2 * (len(sdpa) - layers)  # k and v of each encoder and cross-attention
+    widths = {n.args[1] for n in fused.graphs["forward"].nodes if n.target is torch.split}
+    d_k = spec.model.encoder.d_k
+    assert widths == {(8 * d_k, 2 * d_k, 2 * d_k), (2 * d_k, 2 * d_k)}  # fuse_qkv: q wider than k, v; cross k, v
     sdpa, repeats = _sdpa_and_repeats(fused.graphs["decode_step"])
     assert [n.kwargs.get("enable_gqa", False) for n in sdpa].count(True) == layers  # self-attention, no mask
     rows = {r.site: r.grouping for r in attention_report(attncomp.compile(spec, device="meta"))}
