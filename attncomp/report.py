@@ -35,6 +35,7 @@ class AttentionReport:
     d_k: int
     d_v: int
     backends: dict[str, str] = field(default_factory=dict)  # backend -> "yes" or the reason why not
+    grouping: str = ""  # "multi-head (8 heads)", "grouped-query: 8 query heads over 2 key/value heads ...", ...
 
 
 @dataclass
@@ -155,6 +156,25 @@ def _explicit_mask(scores: fx.Node) -> str:
     return " + ".join(parts) or "none"
 
 
+def _gqa_backends(backends: dict[str, str], attention: fx.Node) -> dict[str, str]:
+    """SDPA with enable_gqa: on CUDA the flash kernel takes it and the memory-efficient one does not
+    (pytorch/pytorch#139586); fuse_attention passes it only where no mask rules flash out."""
+    if not attention.kwargs.get("enable_gqa"):
+        return backends
+    return {**backends, "efficient": "takes no enable_gqa (grouped k/v heads); flash or math runs"}
+
+
+def grouping(heads: int, kv_heads: int, attention: fx.Node) -> str:
+    """How query heads share key/value heads, and how the graph realises it (SDPA's enable_gqa, or
+    k and v repeated to every query head)."""
+    if kv_heads == heads:
+        return f"multi-head ({heads} heads)"
+    form = "multi-query" if kv_heads == 1 else "grouped-query"
+    how = "SDPA enable_gqa" if attention.kwargs.get("enable_gqa") else "k/v heads repeated"
+    return f"{form}: {heads} query heads over {kv_heads} key/value head{'s' * (kv_heads > 1)} " \
+           f"({heads // kv_heads} per group, {how})"
+
+
 def attention_report(model: CompiledModel) -> list[AttentionReport]:
     """One row per attention site of the training forward graph, from the nodes lowering tagged."""
     m = model.spec.model
@@ -172,7 +192,9 @@ def attention_report(model: CompiledModel) -> list[AttentionReport]:
         mask = _mask_of(group[0])
         site = f"{stack_name} self-attention" if role == "self_attn" else "encoder-decoder attention"
         rows.append(AttentionReport(site, len(group), kind, fused, mask, stack.d_k, stack.d_v,
-                                    _backends(kind if fused else "additive", mask, stack.d_k, stack.d_v)))
+                                    _gqa_backends(_backends(kind if fused else "additive", mask, stack.d_k, stack.d_v),
+                                                  group[0]),
+                                    grouping(stack.heads, stack.key_value_heads, group[0])))
     return rows
 
 
@@ -219,6 +241,8 @@ def format_report(report: BuildReport) -> str:
         state = "fused" if a.fused else "explicit"
         lines.append(f"    {a.site:<26} x{a.layers:<3} {a.kind:<10} {state:<8} mask: {a.mask:<14} "
                      f"d_k={a.d_k} d_v={a.d_v}")
+        if a.grouping and not a.grouping.startswith("multi-head"):
+            lines.append(f"      {'heads':<10} {a.grouping}")
         for backend, verdict in a.backends.items():
             lines.append(f"      {backend:<10} {verdict}")
     for row in report.expect:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from attncomp import ir
@@ -12,12 +14,15 @@ from attncomp.passes import optimise
 
 
 def shrink_stack(stack: nodes.Stack, factor: int) -> dict:
-    return {
+    shrunk = {
         "d_model": max(8, stack.d_model // factor), "d_k": max(2, stack.d_k // factor),
         "d_v": max(2, stack.d_v // factor), "d_ff": max(8, stack.d_ff // factor),
         "layers": min(stack.layers, 2), "heads": min(stack.heads, 4) if stack.heads * max(2, stack.d_k // factor)
         > 64 else stack.heads,
     }
+    if stack.kv_heads is not None:
+        shrunk["kv_heads"] = math.gcd(stack.kv_heads, shrunk["heads"])  # still a divisor of heads
+    return shrunk
 
 
 def small(spec: nodes.Spec, factor: int = 16, vocab: int = 61, dropout: float = 0.0) -> nodes.Spec:

@@ -24,6 +24,25 @@ POSITIONS = 2048  # rows of the sinusoid table CTranslate2 gets (source and outp
 
 
 
+def _llama_choices(model: nodes.Model) -> list[str]:
+    """RMSNorm, gated or SiLU feed-forwards, grouped-query attention and a final norm that does not
+    follow the norm placement: CTranslate2's converter spec may express some of them, but none of
+    them is exported (or tested) here, so each is refused."""
+    problems = []
+    for name, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
+        if stack is None:
+            continue
+        if stack.normalization != "layernorm":
+            problems.append(f"model.{name}: only normalization = layernorm")
+        if stack.activation not in ("relu", "gelu"):
+            problems.append(f"model.{name}: only relu or gelu activations")
+        if stack.key_value_heads != stack.heads:
+            problems.append(f"model.{name}: kv_heads must equal heads")
+        if stack.final_norm != (stack.norm == "pre"):
+            problems.append(f"model.{name}: a final norm exactly when norm = pre")
+    return problems
+
+
 def check_supported(spec: nodes.Spec) -> None:
     """What CTranslate2's Transformer can express; anything else is one clear error."""
     model = spec.model
@@ -53,6 +72,7 @@ def check_supported(spec: nodes.Spec) -> None:
         problems.append("embedding_norm (not exported)")
     if not isinstance(model.head, nodes.LinearHead):
         problems.append("head must be linear")
+    problems += _llama_choices(model)
     if problems:
         raise UsageError("CTranslate2 cannot express this model: " + "; ".join(problems))
 

@@ -271,6 +271,7 @@ def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
                 stack[key] = value
                 doc.spans.setdefault(("model", stack_name, key), doc.spans[("model", STACK_DEFAULTS, key)])
         _fill_head_dims(doc, stack, ("model", stack_name))
+        _fill_stack_choices(stack)
     if "cross_attention" in shared and "decoder" not in present:
         raise SpecError("cross_attention needs a decoder", doc.spans[("model", STACK_DEFAULTS, "cross_attention")])
     if "tie" not in model:
@@ -300,6 +301,14 @@ def _fill_head_dims(doc: Doc, stack: dict, path: Path_) -> None:
                 hint=f"set d_k and d_v, or choose heads that divide {d_model}",
             )
         stack[key] = d_model // heads
+
+
+def _fill_stack_choices(stack: dict) -> None:
+    """final_norm = (norm == pre) when unset: the meaning every spec had before the key existed.
+    (kv_heads stays unset, meaning heads: see nodes.Stack.key_value_heads.)"""
+    defaults = nodes.Stack.model_fields
+    if "final_norm" not in stack:
+        stack["final_norm"] = stack.get("norm", defaults["norm"].default) == "pre"
 
 
 # --- step 4: validation -----------------------------------------------------------------------

@@ -30,7 +30,8 @@ def _attention(stack: nodes.Stack, batch: int, t_q: int, t_k: int, d_memory: int
     h, d = stack.heads, stack.d_model
     rows_q, rows_k = batch * t_q, batch * t_k
     count = _projection(rows_q, d, h * stack.d_k) + _projection(rows_q, h * stack.d_v, d)  # q_proj, o_proj
-    count += _projection(rows_k, d_memory, h * stack.d_k) + _projection(rows_k, d_memory, h * stack.d_v)
+    kv = stack.key_value_heads  # grouped-query attention projects fewer key/value heads; every query head still attends
+    count += _projection(rows_k, d_memory, kv * stack.d_k) + _projection(rows_k, d_memory, kv * stack.d_v)
     return count + 6 * batch * h * t_q * t_k * (stack.d_k + stack.d_v)
 
 
@@ -46,7 +47,8 @@ def _layer(stack: nodes.Stack, batch: int, length: int, d_memory: int | None, po
     if d_memory is not None:  # cross-attention: memory of `length` source tokens
         count += _attention(stack, batch, length, length, d_memory)
     rows = batch * length
-    return count + _projection(rows, stack.d_model, stack.d_ff) + _projection(rows, stack.d_ff, stack.d_model)
+    inner = 2 if stack.gated else 1  # a gated feed-forward has two inner projections, fc1 and gate
+    return count + inner * _projection(rows, stack.d_model, stack.d_ff) + _projection(rows, stack.d_ff, stack.d_model)
 
 
 def training_flops(spec: nodes.Spec, batch: int = FLOP_BATCH, length: int = FLOP_LENGTH) -> float:

@@ -64,7 +64,24 @@ class Stack(Node):
     d_ff: Dim = Field(2048, description="inner width of the feed-forward net")
     attention: Attention = Field(ScaledDot(), description="self-attention kind")
     norm: Literal["post", "pre"] = Field("post", description="LayerNorm after (paper) or before each sub-layer")
-    activation: Literal["relu", "gelu"] = Field("relu", description="feed-forward activation")
+    activation: Literal["relu", "gelu", "silu", "swiglu", "geglu"] = Field(
+        "relu", description="feed-forward activation; swiglu and geglu are gated: W2(act(W_gate x) * (W_up x))")
+    normalization: Literal["layernorm", "rmsnorm"] = Field(
+        "layernorm", description="LayerNorm, or RMSNorm x / sqrt(mean(x^2) + eps) * g (no bias, no centring)")
+    final_norm: bool = Field(False, description="a norm closes the stack (default: true for norm = pre)")
+    kv_heads: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        None, description="key/value heads (none: = heads; fewer: grouped-query attention, 1: multi-query)")
+
+    @property
+    def key_value_heads(self) -> int:
+        """kv_heads, or heads when unset: left unset (and out of the canonical text), it follows heads,
+        so `--set model.heads=...` on a stored spec keeps plain multi-head attention."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def gated(self) -> bool:
+        """A gated feed-forward (Shazeer 2020): two inner projections of width d_ff."""
+        return self.activation in ("swiglu", "geglu")
 
 
 class Encoder(Stack):
@@ -143,7 +160,24 @@ class Relative(Node):
     values: bool = Field(False, description="also the value-side term a^V (the paper's; keeps attention unfused)")
 
 
-Positions = Annotated[Union[Sinusoidal, Learned, NoPositions, ALiBi, Relative], Field(discriminator="kind")]
+
+class Rope(Node):
+    """Rotary positions (Su et al. 2021): q and k of every head rotated by their position, pairs
+    (i, i + r/2) of the first r = fraction * d_k dims at angles pos * base^(-2i/r) (HF Llama's rotate_half);
+    nothing is added to the embeddings."""
+
+    kind: Literal["rope"] = "rope"
+    base: Annotated[float, Field(gt=1.0, le=1e9)] = Field(
+        10000.0, description="theta: the wavelength base of the rotation angles")
+    fraction: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        1.0, description="the share of each head's d_k dims rotated (GPT-NeoX's rotary_pct)")
+
+    def dims(self, d_k: int) -> int:
+        """How many of a head's d_k dims are rotated (verify checks fraction * d_k is even and whole)."""
+        return round(self.fraction * d_k)
+
+
+Positions = Annotated[Union[Sinusoidal, Learned, NoPositions, ALiBi, Relative, Rope], Field(discriminator="kind")]
 
 
 class Dropout(Node):

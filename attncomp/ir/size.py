@@ -57,20 +57,27 @@ def _linear(model: nodes.Model, site: str, d_in: int, d_out: int) -> int:
 def _attention(model: nodes.Model, stack: nodes.Stack, d_memory: int, kind: str) -> int:
     h, d = stack.heads, stack.d_model
     count = _linear(model, "q", d, h * stack.d_k)  # q_proj
-    count += _linear(model, "k", d_memory, h * stack.d_k)  # k_proj
-    count += _linear(model, "v", d_memory, h * stack.d_v)  # v_proj
+    count += _linear(model, "k", d_memory, stack.key_value_heads * stack.d_k)  # k_proj
+    count += _linear(model, "v", d_memory, stack.key_value_heads * stack.d_v)  # v_proj
     count += _linear(model, "o", h * stack.d_v, d)  # o_proj
     if kind == "additive":
         count += h * stack.d_k  # energy, v_a per head
     return count
 
 
+def _norm(stack: nodes.Stack) -> int:
+    """A LayerNorm has a weight and a bias, an RMSNorm a weight only."""
+    return stack.d_model if stack.normalization == "rmsnorm" else 2 * stack.d_model
+
+
 def _layer(model: nodes.Model, stack: nodes.Stack, d_memory: int | None) -> int:
-    d, norm = stack.d_model, 2 * stack.d_model  # a LayerNorm: weight and bias
+    d, norm = stack.d_model, _norm(stack)
     count = _attention(model, stack, d, stack.attention.kind) + norm
     if d_memory is not None:
         count += _attention(model, stack, d_memory, stack.cross_attention.kind) + norm  # type: ignore[attr-defined]
     count += _linear(model, "fc1", d, stack.d_ff) + _linear(model, "fc2", stack.d_ff, d)  # ffn.fc1, ffn.fc2
+    if stack.gated:
+        count += _linear(model, "fc1", d, stack.d_ff)  # ffn.gate, biased as fc1
     count += norm  # ffn_norm
     return count
 
@@ -82,10 +89,10 @@ def _stack(model: nodes.Model, stack: nodes.Stack, d_memory: int | None) -> int:
     if isinstance(model.positions, nodes.Relative):  # a^K (and a^V) per self-attention
         rows = 2 * model.positions.max_distance + 1
         count += stack.layers * rows * (stack.d_k + (stack.d_v if model.positions.values else 0))
-    if stack.norm == "pre":
-        count += 2 * stack.d_model
+    if stack.final_norm:
+        count += _norm(stack)
     if model.embedding_norm:
-        count += 2 * stack.d_model  # embed_norm
+        count += _norm(stack)  # embed_norm
     return count
 
 

@@ -117,8 +117,34 @@ def _mlm(spec: nodes.Spec) -> None:
                         spec.span("train", "mlm", "random"), hint="the rest, 1 - mask - random, keeps its token")
 
 
+
+def _kv_heads(spec: nodes.Spec) -> None:
+    """Grouped-query attention: every key/value head serves the same number of query heads."""
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is not None and stack.heads % stack.key_value_heads:
+            raise SpecError(f"kv_heads = {stack.key_value_heads} does not divide heads = {stack.heads}",
+                            spec.span("model", name, "kv_heads"),
+                            hint="each key/value head serves heads / kv_heads query heads; 1 is multi-query")
+
+
+def _rope(spec: nodes.Spec) -> None:
+    """Rotary positions rotate pairs of dims: fraction * d_k must be a whole, even number."""
+    rope = spec.model.positions
+    if not isinstance(rope, nodes.Rope):
+        return
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is None:
+            continue
+        dims = rope.fraction * stack.d_k
+        if abs(dims - rope.dims(stack.d_k)) > 1e-9 or rope.dims(stack.d_k) % 2 or rope.dims(stack.d_k) == 0:
+            raise SpecError(f"rope rotates pairs of dims, but fraction * d_k = {rope.fraction} * {stack.d_k} = "
+                            f"{dims:g} in the {name} is not a positive even number",
+                            spec.span("model", "positions"), hint="choose a fraction that leaves an even count")
+
+
+
 RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _schedule, _local_window, _relative_scores,
-         _mlm)
+         _mlm, _kv_heads, _rope)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:

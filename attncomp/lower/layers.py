@@ -12,6 +12,9 @@ one spelling (the table below), so the passes can match it reliably:
     weights               torch.softmax(s, -1) -> torch.masked_fill(w, rows, 0.0) for padding masks
     dropout               F.dropout(x, p=p, training=self.training), only where p > 0
     residual              torch.add(x, y)
+    rotary positions      ops.rotate(q, ops.rope_table(positions, dims, base, dtype)), q and k after split_heads
+    grouped k/v heads     torch.repeat_interleave(k, heads // kv_heads, 1), right before the scores
+    gated feed-forward    torch.mul(act(gate(x)), fc1(x))
 """
 
 from __future__ import annotations
@@ -110,16 +113,31 @@ def attend(b: Builder, prefix: str, q: Node, k: Node, v: Node, mask: Node | None
     return out
 
 
-def project_kv(b: Builder, prefix: str, source: Node, stack: nodes.Stack) -> tuple[Node, Node]:
-    k = split_heads(b, b.module(f"{prefix}.k_proj", source), stack.heads, stack.d_k)
-    v = split_heads(b, b.module(f"{prefix}.v_proj", source), stack.heads, stack.d_v)
+def project_kv(b: Builder, prefix: str, source: Node, stack: nodes.Stack,
+               rope: Node | None = None) -> tuple[Node, Node]:
+    """Keys and values (B, kv_heads, T, d), keys rotated when the model has rotary positions."""
+    k = split_heads(b, b.module(f"{prefix}.k_proj", source), stack.key_value_heads, stack.d_k)
+    v = split_heads(b, b.module(f"{prefix}.v_proj", source), stack.key_value_heads, stack.d_v)
+    if rope is not None:
+        k = b.call(ops.rotate, k, rope)
     return k, v
 
 
+def repeat_kv(b: Builder, x: Node, stack: nodes.Stack) -> Node:
+    """Grouped-query attention (Ainslie et al. 2023): (B, kv_heads, T, d) -> (B, heads, T, d), query
+    head i reading key/value head i // (heads / kv_heads); nothing to do when kv_heads = heads."""
+    groups = stack.heads // stack.key_value_heads
+    return x if groups == 1 else b.call(torch.repeat_interleave, x, groups, 1)
+
+
 def attention(b: Builder, prefix: str, x: Node, k: Node, v: Node, mask: Node | None, rows: Node | None,
-              kind: str, stack: nodes.Stack, p: float, bias: Any = None) -> Node:
-    """Multi-head attention of queries from x over given keys and values, with its output projection."""
+              kind: str, stack: nodes.Stack, p: float, bias: Any = None, rope: Node | None = None) -> Node:
+    """Multi-head attention of queries from x over given keys and values, with its output projection;
+    `rope`: rotary angles for q (k arrives rotated), `bias`: a positional term on the scores."""
     q = split_heads(b, b.module(f"{prefix}.q_proj", x), stack.heads, stack.d_k)
+    if rope is not None:
+        q = b.call(ops.rotate, q, rope)
+    k, v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     out = attend(b, prefix, q, k, v, mask, rows, kind, stack.d_k, p, bias)
     return b.module(f"{prefix}.o_proj", merge_heads(b, out))
 
@@ -127,10 +145,20 @@ def attention(b: Builder, prefix: str, x: Node, k: Node, v: Node, mask: Node | N
 # --- feed-forward, residual sub-layers --------------------------------------------------------
 
 
+GATES = {"swiglu": F.silu, "geglu": F.gelu}  # gated feed-forwards (Shazeer 2020): the gate's activation
+
+
 def feed_forward(b: Builder, prefix: str, x: Node, stack: nodes.Stack, p_activation: float) -> Node:
-    """FFN(x) = fc2(dropout(act(fc1(x))))."""
+    """FFN(x) = fc2(dropout(act(fc1(x)))); gated: fc2(dropout(act(gate(x)) * fc1(x)))."""
+    if stack.gated:
+        gate = b.call(GATES[stack.activation], b.module(f"{prefix}.gate", x))
+        act = b.call(torch.mul, gate, b.module(f"{prefix}.fc1", x))
+        return b.module(f"{prefix}.fc2", b.dropout(act, p_activation))
     hidden = b.module(f"{prefix}.fc1", x)
-    act = b.call(torch.relu, hidden) if stack.activation == "relu" else b.call(F.gelu, hidden)
+    if stack.activation == "silu":
+        act = b.call(F.silu, hidden)
+    else:
+        act = b.call(torch.relu, hidden) if stack.activation == "relu" else b.call(F.gelu, hidden)
     return b.module(f"{prefix}.fc2", b.dropout(act, p_activation))
 
 
@@ -168,6 +196,19 @@ def embed(b: Builder, model: nodes.Model, table: str, stack_name: str, tokens: N
     if model.embedding_norm:
         x = b.module(f"{stack_name}.embed_norm", x)
     return b.dropout(x, model.dropout.embedding)
+
+
+def rope_table(b: Builder, model: nodes.Model, stack: nodes.Stack, x: Node, tokens: Node,
+               start: Node | int = 0) -> Node | None:
+    """The rotary angles of positions start .. start + T - 1 for one stack's heads (x: the embedded
+    tokens, for device and dtype), or None when the model has no rotary positions."""
+    rope = model.positions
+    if not isinstance(rope, nodes.Rope):
+        return None
+    length = b.method("size", tokens, 1)
+    end = length if start == 0 else b.call(operator.add, start, length)
+    pos = b.call(torch.arange, start, end, device=b.call(getattr, x, "device"))
+    return b.call(ops.rope_table, pos, rope.dims(stack.d_k), rope.base, b.call(getattr, x, "dtype"))
 
 
 def project_out(b: Builder, target: str, is_linear: bool, x: Node, bias: bool = False) -> Node:

@@ -89,3 +89,22 @@ def relative_positions(q_len: int, k_len: int, max_distance: int, device: torch.
 def additive_mask(bias: Tensor, hidden: Tensor) -> Tensor:
     """One float mask for the scores: the positional bias, and -inf where `hidden` (True = hidden)."""
     return bias.masked_fill(hidden, -math.inf)
+
+
+def rope_table(positions: Tensor, dims: int, base: float, dtype: torch.dtype) -> Tensor:
+    """Rotary angles for positions (T,): (2, T, dims), cos then sin of pos * base^(-2i/dims), each
+    half repeated (HF Llama's layout: dim i pairs with dim i + dims/2); computed in float64."""
+    inv_freq = base ** -(torch.arange(0, dims, 2, device=positions.device, dtype=torch.float64) / dims)
+    angles = positions.to(torch.float64).unsqueeze(1) * inv_freq.unsqueeze(0)  # (T, dims / 2)
+    angles = torch.cat((angles, angles), dim=-1)
+    return torch.stack((angles.cos(), angles.sin())).to(dtype)
+
+
+def rotate(x: Tensor, table: Tensor) -> Tensor:
+    """x (B, h, T, d) with its first `dims` dims rotated: x * cos + rotate_half(x) * sin, where
+    rotate_half(x) = (-x2, x1) for the halves x1, x2 (Su et al. 2021 as HF Llama writes it)."""
+    cos, sin = table[0].to(x.dtype), table[1].to(x.dtype)  # under autocast q and k may be narrower
+    dims = cos.shape[-1]
+    rot, rest = x[..., :dims], x[..., dims:]
+    half = torch.cat((-rot[..., dims // 2:], rot[..., : dims // 2]), dim=-1)
+    return torch.cat((rot * cos + half * sin, rest), dim=-1)

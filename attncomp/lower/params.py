@@ -8,10 +8,14 @@
     encoder.layers.N.self_attn.{q,k,v,o}_proj.weight (.bias per bias.q/k/v/o; additive adds .energy)
     encoder.layers.N.self_attn_norm, .ffn.fc1, .ffn.fc2 (.bias per bias.fc1/fc2), .ffn_norm
     decoder.layers.N.cross_attn.*, .cross_attn_norm             decoder only
-    encoder.norm, decoder.norm           the final LayerNorm of a pre-norm stack
-    encoder.embed_norm                   LayerNorm on embeddings + positions (embedding_norm; likewise decoder)
+    .ffn.gate (.bias per bias.fc1)       a gated feed-forward (swiglu, geglu): fc2(act(gate(x)) * fc1(x))
+    encoder.norm, decoder.norm           the final norm of a stack with final_norm (pre-norm by default)
+    encoder.embed_norm                   the stack's norm on embeddings + positions (embedding_norm; likewise decoder)
     head.dense, head.norm                the prediction-head transform (head = dense(...))
     output_bias                          the pre-softmax projection's bias (bias.output), tied or not
+
+Norms are nn.LayerNorm (weight, bias) or, with normalization = rmsnorm, nn.RMSNorm (weight only).
+With kv_heads < heads, k_proj and v_proj are kv_heads * d_k (d_v) wide.
 
 Passes never add or rename parameters, so one state dict loads into the unfused graph, the fused
 graph and the generated module alike.
@@ -33,36 +37,49 @@ def embedding(rows: int, dim: int) -> nn.Embedding:
     return nn.Embedding(rows, dim)
 
 
+def norm(stack: nodes.Stack, eps: float) -> nn.Module:
+    """The stack's normalisation: LayerNorm (Ba et al. 2016), or RMSNorm (Zhang & Sennrich 2019)."""
+    if stack.normalization == "rmsnorm":
+        return nn.RMSNorm(stack.d_model, eps=eps)
+    return nn.LayerNorm(stack.d_model, eps=eps)
+
+
 class Attention(nn.Module):
-    def __init__(self, d_q: int, d_kv: int, heads: int, d_k: int, d_v: int, kind: str, bias: nodes.Bias):
+    def __init__(self, d_q: int, d_kv: int, heads: int, d_k: int, d_v: int, kind: str, bias: nodes.Bias,
+                 kv_heads: int | None = None):
         super().__init__()
+        kv_heads = heads if kv_heads is None else kv_heads
         self.q_proj = nn.Linear(d_q, heads * d_k, bias=bias.of("q"))
-        self.k_proj = nn.Linear(d_kv, heads * d_k, bias=bias.of("k"))
-        self.v_proj = nn.Linear(d_kv, heads * d_v, bias=bias.of("v"))
+        self.k_proj = nn.Linear(d_kv, kv_heads * d_k, bias=bias.of("k"))
+        self.v_proj = nn.Linear(d_kv, kv_heads * d_v, bias=bias.of("v"))
         self.o_proj = nn.Linear(heads * d_v, d_q, bias=bias.of("o"))
         if kind == "additive":
             self.energy = nn.Parameter(torch.empty(heads, d_k))  # v_a of Bahdanau et al., one per head
 
 
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, bias: nodes.Bias):
+    def __init__(self, d_model: int, d_ff: int, bias: nodes.Bias, gated: bool = False):
         super().__init__()
-        self.fc1 = nn.Linear(d_model, d_ff, bias=bias.of("fc1"))
+        self.fc1 = nn.Linear(d_model, d_ff, bias=bias.of("fc1"))  # gated: the "up" projection W_up
         self.fc2 = nn.Linear(d_ff, d_model, bias=bias.of("fc2"))
+        if gated:
+            self.gate = nn.Linear(d_model, d_ff, bias=bias.of("fc1"))  # W_gate, whose activation gates fc1
 
 
 class Layer(nn.Module):
     def __init__(self, stack: nodes.Stack, d_memory: int | None, bias: nodes.Bias, eps: float):
         super().__init__()
         d = stack.d_model
-        self.self_attn = Attention(d, d, stack.heads, stack.d_k, stack.d_v, stack.attention.kind, bias)
-        self.self_attn_norm = nn.LayerNorm(d, eps=eps)
+        self.self_attn = Attention(d, d, stack.heads, stack.d_k, stack.d_v, stack.attention.kind, bias,
+                                   stack.key_value_heads)
+        self.self_attn_norm = norm(stack, eps)
         if d_memory is not None:
             kind = stack.cross_attention.kind  # type: ignore[attr-defined]
-            self.cross_attn = Attention(d, d_memory, stack.heads, stack.d_k, stack.d_v, kind, bias)
-            self.cross_attn_norm = nn.LayerNorm(d, eps=eps)
-        self.ffn = FeedForward(d, stack.d_ff, bias)
-        self.ffn_norm = nn.LayerNorm(d, eps=eps)
+            self.cross_attn = Attention(d, d_memory, stack.heads, stack.d_k, stack.d_v, kind, bias,
+                                        stack.key_value_heads)
+            self.cross_attn_norm = norm(stack, eps)
+        self.ffn = FeedForward(d, stack.d_ff, bias, stack.gated)
+        self.ffn_norm = norm(stack, eps)
 
 
 class Stack(nn.Module):
@@ -72,13 +89,13 @@ class Stack(nn.Module):
         if isinstance(positions, nodes.Learned):
             self.pos = embedding(positions.max_len, stack.d_model)
         if embedding_norm:
-            self.embed_norm = nn.LayerNorm(stack.d_model, eps=eps)
+            self.embed_norm = norm(stack, eps)
         self.layers = nn.ModuleList(Layer(stack, d_memory, bias, eps) for _ in range(stack.layers))
         if isinstance(positions, nodes.Relative):
             for layer in self.layers:
                 add_relative_tables(layer.self_attn, positions, stack)
-        if stack.norm == "pre":
-            self.norm = nn.LayerNorm(stack.d_model, eps=eps)
+        if stack.final_norm:
+            self.norm = norm(stack, eps)
 
 
 class Head(nn.Module):
@@ -152,7 +169,7 @@ def initialise(params: nn.Module, seed: int) -> None:
         elif isinstance(module, nn.Embedding):
             std = module.embedding_dim**-0.5
             module.weight.copy_(nn.init.normal_(torch.empty_like(module.weight, device="cpu"), 0.0, std, generator=gen))
-        elif isinstance(module, nn.LayerNorm):
+        elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
             module.reset_parameters()
         if isinstance(module, Parameters) and hasattr(module, "output_bias"):
             module.output_bias.zero_()

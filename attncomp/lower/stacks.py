@@ -11,6 +11,7 @@ and for training: hidden(...) -> the states before the output projection (after 
 transform, if any; the arguments of forward), and hidden_dense(src, tgt_in), the same without a
 source padding mask, for batches that have no padding, so every attention can use the flash kernel.
 
+Key/value caches are (B, kv_heads, T, d), keys already rotated where positions are rotary.
 A cache is a flat tuple: for an encoder-decoder, (source mask, then per decoder layer: self-attention
 keys, values, cross-attention keys, values); for a decoder-only model, per layer: keys, values.
 Cross-attention keys and values are projected once, in init_cache. decode_step takes the newest
@@ -33,7 +34,7 @@ from attncomp.ir import nodes
 from attncomp.lower import ops
 from attncomp.lower.layers import (
     Builder, Node, attend, attention, embed, feed_forward, head, merge_heads, project_kv, project_out,
-    split_heads, sublayer,
+    repeat_kv, rope_table, split_heads, sublayer,
 )
 from attncomp.lower.params import embedding_names
 from attncomp.lower.positions import ScoreBias, score_bias
@@ -58,9 +59,10 @@ def self_attention_mask(b: Builder, stack: nodes.Stack, tokens: Node, pad_mask: 
 
 
 def _self_attn(b, model: nodes.Model, prefix: str, stack: nodes.Stack, h: Node, mask, rows,
-               bias: ScoreBias | None = None) -> Node:
-    k, v = project_kv(b, prefix, h, stack)
-    return attention(b, prefix, h, k, v, mask, rows, stack.attention.kind, stack, model.dropout.attention, bias)
+               bias: ScoreBias | None = None, rope: Node | None = None) -> Node:
+    k, v = project_kv(b, prefix, h, stack, rope)
+    return attention(b, prefix, h, k, v, mask, rows, stack.attention.kind, stack, model.dropout.attention, bias,
+                     rope)
 
 
 def _stack_bias(b: Builder, model: nodes.Model, stack: nodes.Stack, x: Node, tokens: Node) -> ScoreBias | None:
@@ -81,14 +83,15 @@ def encoder(b: Builder, model: nodes.Model, src: Node, pad_mask: Node | None) ->
     """Source tokens -> memory (B, S, d_model)."""
     enc = model.encoder
     x = embed(b, model, embedding_names(model)["src"], "encoder", src)
+    rope = rope_table(b, model, enc, x, src)
     mask, rows = self_attention_mask(b, enc, src, pad_mask, causal=False)
     bias = _stack_bias(b, model, enc, x, src)
     for i in range(enc.layers):
         prefix = f"encoder.layers.{i}"
-        body = lambda h: _self_attn(b, model, f"{prefix}.self_attn", enc, h, mask, rows, bias)  # noqa: E731
+        body = lambda h: _self_attn(b, model, f"{prefix}.self_attn", enc, h, mask, rows, bias, rope)  # noqa: E731
         x = sublayer(b, x, f"{prefix}.self_attn_norm", enc.norm, model.dropout.residual, body)
         x = _ffn(b, model, prefix, enc, x)
-    return b.module("encoder.norm", x) if enc.norm == "pre" else x
+    return b.module("encoder.norm", x) if enc.final_norm else x
 
 
 def _cross_attn(b, model, prefix: str, dec: nodes.Stack, x: Node, k: Node, v: Node, mask, rows) -> Node:
@@ -102,18 +105,19 @@ def decoder(b: Builder, model: nodes.Model, tokens: Node, memory: Node | None, s
     """Target tokens (and memory) -> hidden states (B, T, d_model), causally masked."""
     dec = model.decoder
     x = embed(b, model, embedding_names(model)["tgt"], "decoder", tokens)
+    rope = rope_table(b, model, dec, x, tokens)
     mask, _ = self_attention_mask(b, dec, tokens, None, causal=True)
     bias = _stack_bias(b, model, dec, x, tokens)
     rows = b.call(ops.fully_masked_rows, src_mask) if src_mask is not None else None
     for i in range(dec.layers):
         prefix = f"decoder.layers.{i}"
-        body = lambda h: _self_attn(b, model, f"{prefix}.self_attn", dec, h, mask, None, bias)  # noqa: E731
+        body = lambda h: _self_attn(b, model, f"{prefix}.self_attn", dec, h, mask, None, bias, rope)  # noqa: E731
         x = sublayer(b, x, f"{prefix}.self_attn_norm", dec.norm, model.dropout.residual, body)
         if memory is not None:
             k, v = project_kv(b, f"{prefix}.cross_attn", memory, dec)
             x = _cross_attn(b, model, prefix, dec, x, k, v, src_mask, rows)
         x = _ffn(b, model, prefix, dec, x)
-    return b.module("decoder.norm", x) if dec.norm == "pre" else x
+    return b.module("decoder.norm", x) if dec.final_norm else x
 
 
 def logits(b: Builder, model: nodes.Model, hidden: Node) -> Node:
@@ -165,8 +169,8 @@ def init_cache_graph(model: nodes.Model) -> fx.Graph:
         cache, batch = [], b.method("size", tokens, 0)
         like = b.param(f"{embedding_names(model)['tgt']}.weight")  # zeros of the model's dtype and device
     for i in range(dec.layers):
-        cache.append(b.method("new_zeros", like, (batch, dec.heads, 0, dec.d_k)))
-        cache.append(b.method("new_zeros", like, (batch, dec.heads, 0, dec.d_v)))
+        cache.append(b.method("new_zeros", like, (batch, dec.key_value_heads, 0, dec.d_k)))
+        cache.append(b.method("new_zeros", like, (batch, dec.key_value_heads, 0, dec.d_v)))
         if model.encoder is not None:
             cache.extend(project_kv(b, f"decoder.layers.{i}.cross_attn", memory, dec))
     b.output(tuple(cache))
@@ -184,19 +188,21 @@ def decode_step_graph(model: nodes.Model) -> fx.Graph:
     first = 1 if has_memory else 0
     start = b.method("size", item(first), 2)  # tokens decoded so far
     x = embed(b, model, embedding_names(model)["tgt"], "decoder", tokens, start)
+    rope = rope_table(b, model, dec, x, tokens, start)  # the new token at its position, the cache length
     src_mask = item(0) if has_memory else None
     rows = b.call(ops.fully_masked_rows, src_mask) if has_memory else None
     new_cache: list[Node] = [src_mask] if has_memory else []
     for i in range(dec.layers):
         prefix, base = f"decoder.layers.{i}", first + i * per_layer
-        body = lambda h: _cached_self_attn(b, model, prefix, dec, h, item(base), item(base + 1), new_cache)  # noqa
+        body = lambda h: _cached_self_attn(b, model, prefix, dec, h, item(base), item(base + 1), new_cache,  # noqa
+                                           rope)
         x = sublayer(b, x, f"{prefix}.self_attn_norm", dec.norm, model.dropout.residual, body)
         if has_memory:
             k, v = item(base + 2), item(base + 3)
             new_cache += [k, v]
             x = _cross_attn(b, model, prefix, dec, x, k, v, src_mask, rows)
         x = _ffn(b, model, prefix, dec, x)
-    if dec.norm == "pre":
+    if dec.final_norm:
         x = b.module("decoder.norm", x)
     last = b.call(torch.select, x, 1, -1)  # (B, d): the newest position
     b.output((logits(b, model, head(b, model, last)), tuple(new_cache)))
@@ -204,9 +210,9 @@ def decode_step_graph(model: nodes.Model) -> fx.Graph:
 
 
 def _cached_self_attn(b, model, prefix: str, dec: nodes.Stack, h: Node, past_k: Node, past_v: Node,
-                      new_cache: list) -> Node:
+                      new_cache: list, rope: Node | None = None) -> Node:
     attn = f"{prefix}.self_attn"
-    k_new, v_new = project_kv(b, attn, h, dec)
+    k_new, v_new = project_kv(b, attn, h, dec, rope)
     k = b.call(torch.cat, (past_k, k_new), 2)
     v = b.call(torch.cat, (past_v, v_new), 2)
     new_cache += [k, v]
@@ -214,6 +220,9 @@ def _cached_self_attn(b, model, prefix: str, dec: nodes.Stack, h: Node, past_k: 
         keep = (slice(None), slice(None), slice(-(dec.attention.window + 1), None))
         k, v = b.call(operator.getitem, k, keep), b.call(operator.getitem, v, keep)
     q = split_heads(b, b.module(f"{attn}.q_proj", h), dec.heads, dec.d_k)
+    if rope is not None:
+        q = b.call(ops.rotate, q, rope)
+    k, v = repeat_kv(b, k, dec), repeat_kv(b, v, dec)
     bias = None  # positions on the scores: the new queries, the last of k's positions
     if isinstance(model.positions, (nodes.ALiBi, nodes.Relative)):
         bias = score_bias(b, model, dec, h, b.method("size", h, 1), b.method("size", k, 2))

@@ -21,6 +21,13 @@ becomes  o = F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_ca
   hidden), made once per (bias, mask) pair; a bias alone is the attn_mask; never is_causal with a bias;
 - fully masked rows: SDPA returns 0 for them (a bool mask, or a float mask of -inf), which the unfused
   graph's row fix also defines.
+- grouped-query attention: k and v made by `torch.repeat_interleave(x, heads // kv_heads, 1)` are
+  replaced by x with `enable_gqa=True` (torch >= 2.5), so the repeated heads are never materialised,
+  where the attention has no explicit mask (none, or is_causal) and no positional bias: that is where the flash kernel can
+  run, and on CUDA only flash (and math) take enable_gqa (pytorch/pytorch#139586). With a mask (padding),
+  or on an older torch, the repeat stays, and the memory-efficient kernel serves it;
+- rotary positions need nothing: q and k reach the scores already rotated (`ops.rotate`), so SDPA
+  takes the rotated tensors.
 
 Guards (else the attention stays explicit): softmax over the last dim; the scores and the weights
 have no other users; the scale is a number; k is transposed over its last two dims; q, k and v
@@ -29,6 +36,7 @@ agree in dtype and device where shapes have been propagated.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from numbers import Number
@@ -39,6 +47,9 @@ from torch import fx
 from torch.fx.passes.infra.pass_base import PassResult
 
 from attncomp.lower import ops
+
+
+GQA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)  # SDPA's enable_gqa
 
 
 @dataclass
@@ -52,6 +63,7 @@ class Match:
     dropout: fx.Node | None
     output: fx.Node
     bias: fx.Node | None = None  # a float bias added before the bool mask (ALiBi, relative positions)
+    gqa: bool = False
 
 
 def _call(node, target) -> bool:
@@ -118,6 +130,23 @@ def _same_dtype_device(*tensors: fx.Node) -> bool:
     return len({m.dtype for m in metas}) == 1
 
 
+def _repeated(x: fx.Node) -> tuple[fx.Node, int] | None:
+    """(the k/v heads, groups) of `torch.repeat_interleave(x, groups, 1)` read once, or None."""
+    if _call(x, torch.repeat_interleave) and len(x.args) == 3 and x.args[2] == 1 and isinstance(x.args[1], int) \
+            and not x.kwargs and len(x.users) == 1:
+        return x.args[0], x.args[1]
+    return None
+
+
+def _ungroup(m: Match) -> Match:
+    """Grouped k and v: SDPA's enable_gqa reads the kv_heads heads instead of their repeats."""
+    k, v = _repeated(m.k), _repeated(m.v)
+    unmasked = m.bias is None and (m.mask is None or (m.mask_kind == "bool" and _call(m.mask, ops.causal_mask)))
+    if not GQA or not unmasked or k is None or v is None or k[1] != v[1]:
+        return m
+    return dataclasses.replace(m, k=k[0], v=v[0], gqa=True)
+
+
 def match(softmax: fx.Node) -> Match | None:
     if not _call(softmax, torch.softmax) or softmax.args[1:] != (-1,) or softmax.kwargs:
         return None
@@ -132,7 +161,7 @@ def match(softmax: fx.Node) -> Match | None:
     v = out.args[1]
     if not _same_dtype_device(q, k, v):
         return None
-    return Match(q, k, v, scale, mask, kind, drop, out, bias)
+    return _ungroup(Match(q, k, v, scale, mask, kind, drop, out, bias))
 
 
 class _Rewriter:
@@ -160,6 +189,8 @@ class _Rewriter:
 
     def rewrite(self, m: Match) -> None:
         kwargs: dict = {"scale": m.scale}
+        if m.gqa:
+            kwargs["enable_gqa"] = True
         if m.bias is not None:
             kwargs["attn_mask"] = self.biased_mask(m.bias, m.mask)
         elif m.mask is not None and m.mask_kind == "bool" and _call(m.mask, ops.causal_mask):

@@ -81,6 +81,9 @@ VARIANTS = {
     "bert": ("specs/examples/bert.attn", []),
     "bert_choices_decoder": ("specs/base.attn", ["model.embedding_norm=true", "model.head=dense(activation = relu)",
                                                  "model.bias.output=true", "model.bias.k=false"]),
+    "llama": ("specs/examples/llama.attn", []),
+    "rope_gqa_encoder_decoder": ("specs/base.attn", ["model.positions=rope(fraction = 0.5)", "model.kv_heads=2",
+                                                     "model.normalization=rmsnorm", "model.activation=geglu"]),
 }
 
 

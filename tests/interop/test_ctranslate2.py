@@ -9,7 +9,9 @@ from attncomp.cli.main import run
 from attncomp.compiler import load_checkpoint
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.beam import CachedStepper, beam_search
+from attncomp import ir
 from attncomp.interop.ctranslate2_export import vocabulary
+from tests.conftest import ROOT
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -90,6 +92,9 @@ def test_a_model_ctranslate2_cannot_express_is_one_clear_error(sample_data, tmp_
     (("model.positions=relative(max_distance = 4)",), "positions must be sinusoidal or learned, not relative"),
     (("model.embedding_norm=true",), "embedding_norm"),
     (("model.head=dense(activation = gelu)",), "head must be linear"),
+    (("model.normalization=rmsnorm",), "normalization = layernorm"), (("model.activation=swiglu",), "relu or gelu"),
+    (("model.kv_heads=2",), "kv_heads must equal heads"), (("model.positions=rope",), "sinusoidal or learned"),
+    (("model.final_norm=true",), "a final norm exactly when norm = pre"),
 ])
 def test_unsupported_choices_are_refused_in_one_line(sets, named):
     from attncomp import ir

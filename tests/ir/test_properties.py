@@ -3,6 +3,8 @@ specs give a valid IR or a located SpecError, never anything else."""
 
 from __future__ import annotations
 
+import math
+
 import typing
 
 from hypothesis import HealthCheck, given, settings
@@ -100,6 +102,12 @@ def _repair(data: dict, stack: dict) -> dict:
         if s is not None and s["attention"]["kind"] == "local" and positions["kind"] == "learned":
             s["attention"]["window"] = min(s["attention"]["window"], positions["max_len"] - 1) or 1
             positions["max_len"] = max(positions["max_len"], 2)
+    for s in (model["encoder"], decoder):
+        if s is not None:
+            if s["kv_heads"] is not None:
+                s["kv_heads"] = math.gcd(s["kv_heads"], s["heads"])  # key/value heads divide the query heads
+            if positions["kind"] == "rope":  # rope rotates pairs: an even number of dims
+                positions["fraction"], s["d_k"] = 1.0, s["d_k"] + s["d_k"] % 2
     if positions["kind"] == "learned" and data["decode"]["max_len"]["kind"] == "fixed":
         data["decode"]["max_len"]["length"] = min(data["decode"]["max_len"]["length"], positions["max_len"])
     for tolerance in data["expect"].values():

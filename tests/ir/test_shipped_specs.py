@@ -107,3 +107,15 @@ def test_parsing_all_specs_is_fast():
     )
     seconds = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert seconds < 0.02 * len(SPECS), f"parsing {len(SPECS)} specs took {seconds:.3f}s"  # 0.5 s for 25
+
+
+LLAMA_KEYS = ("normalization = ", "final_norm = ", "kv_heads = ")
+
+
+@pytest.mark.parametrize("path", [p for p in SPECS if p.stem != "llama"], ids=spec_id)
+def test_canonical_text_from_before_the_llama_keys_parses_to_the_same_spec(path):
+    """A checkpoint stores the canonical text of its day: without normalization, final_norm and
+    kv_heads, the defaults (layernorm, a final norm exactly for pre-norm, kv_heads = heads) keep its model."""
+    spec = ir.load(path)
+    old = "".join(line for line in ir.to_text(spec).splitlines(True) if not line.strip().startswith(LLAMA_KEYS))
+    assert old != ir.to_text(spec) and ir.load_flat(old, "<stored>") == spec

@@ -46,6 +46,9 @@ VARIANTS = [
     ["model.positions=relative(max_distance = 8)", "model.decoder.d_k=32"],
     ["model.positions=relative(max_distance = 8, values = true)", "model.d_v=32"],
     ["model.positions=alibi"],
+    ["model.normalization=rmsnorm", "model.norm=pre", "model.activation=swiglu", "model.kv_heads=2"],
+    ["model.normalization=rmsnorm", "model.final_norm=true", "model.activation=geglu", "model.bias=false"],
+    ["model.norm=pre", "model.final_norm=false", "model.decoder.kv_heads=1", "model.positions=rope"],
 ]
 
 

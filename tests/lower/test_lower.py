@@ -78,7 +78,7 @@ def test_base_architecture_equals_torch_nn_transformer(fused):
 
 
 DECODING = ["base.attn", "examples/lm.attn", "examples/local.attn", "big.attn", "table3/E.attn",
-            "table3/B1.attn"]
+            "table3/B1.attn", "examples/llama.attn"]
 DECODING_EXTRA = {"additive": ["model.attention=additive", "model.cross_attention=additive"],
                   "local_decoder": ["model.decoder.attention=local(window = 2)"],
                   "pre_norm": ["model.norm=pre", "model.activation=gelu"],
@@ -90,7 +90,10 @@ DECODING_EXTRA = {"additive": ["model.attention=additive", "model.cross_attentio
                   "relative_lm": ["model.positions=relative(max_distance = 2)", "model.encoder=none",
                                   "model.tie=decoder"],
                   "bert_choices": ["model.embedding_norm=true", "model.head=dense(activation = gelu)",
-                                   "model.bias.output=true", "model.bias.q=false", "model.norm_eps=1e-12"]}
+                                   "model.bias.output=true", "model.bias.q=false", "model.norm_eps=1e-12"],
+                  "rope_gqa_rmsnorm": ["model.positions=rope(fraction = 0.5)", "model.kv_heads=2",
+                                       "model.normalization=rmsnorm", "model.activation=swiglu"],
+                  "mqa_local": ["model.kv_heads=1", "model.decoder.attention=local(window = 2)"]}
 
 
 def _decoding_cases():

@@ -34,6 +34,15 @@ EXTRA = {  # variants no shipped spec covers, as overrides on base
                      "model.positions=learned(max_len = 64)", "model.scale_embeddings=false"],
     "mixed_biases": ["model.bias.attention=true", "model.bias.k=false", "model.bias.fc1=false",
                      "model.bias.output=true", "model.embedding_norm=true", "model.head=dense(activation = relu)"],
+    "rmsnorm_pre": ["model.norm=pre", "model.normalization=rmsnorm"],
+    "rmsnorm_post_final": ["model.normalization=rmsnorm", "model.final_norm=true"],
+    "silu": ["model.activation=silu"],
+    "swiglu": ["model.activation=swiglu"],
+    "geglu": ["model.activation=geglu", "model.bias=false"],
+    "gqa": ["model.kv_heads=2"],  # self- and cross-attention, 8 query heads per 2 key/value heads
+    "mqa_decoder_only": ["model.encoder=none", "model.tie=decoder", "model.kv_heads=1"],
+    "rope": ["model.positions=rope"],  # encoder (bidirectional) and decoder; cross-attention unrotated
+    "rope_partial_gqa": ["model.positions=rope(base = 500, fraction = 0.5)", "model.kv_heads=4"],
 }
 
 
@@ -189,3 +198,35 @@ def test_fuse_qkv_leaves_projections_with_mixed_biases_apart():
     gm = lower(spec).double().graph_module("forward")
     optimised, log = run_passes(gm, ["fuse_qkv"])
     assert log == [("fuse_qkv", False)]
+
+
+def _sdpa_and_repeats(graph):
+    import torch.nn.functional as F
+
+    sdpa = [n for n in graph.nodes if n.target is F.scaled_dot_product_attention]
+    repeats = [n for n in graph.nodes if n.target is torch.repeat_interleave]
+    return sdpa, repeats
+
+
+def test_grouped_query_attention_uses_enable_gqa_where_no_mask_rules_flash_out():
+    """Unmasked and causal attentions hand SDPA the kv_heads heads with enable_gqa (flash takes it);
+    padding-masked ones keep the explicit repeat, which the memory-efficient kernel takes."""
+    import attncomp
+    from attncomp.report import attention_report
+
+    spec = small(ir.load(ROOT / "specs/base.attn", EXTRA["gqa"]))
+    _, fused = pair(spec)
+    sdpa, repeats = _sdpa_and_repeats(fused.graphs["forward"])
+    gqa = [n.kwargs.get("enable_gqa", False) for n in sdpa]
+    layers = spec.model.decoder.layers
+    assert gqa.count(True) == layers and all(n.kwargs.get("is_causal") for n in sdpa if n.kwargs.get("enable_gqa"))
+    assert len(repeats) == 2 * (len(sdpa) - layers)  # k and v of each encoder and cross-attention
+    widths = {n.args[1] for n in fused.graphs["forward"].nodes if n.target is torch.split}
+    d_k = spec.model.encoder.d_k
+    assert widths == {(8 * d_k, 2 * d_k, 2 * d_k), (2 * d_k, 2 * d_k)}  # fuse_qkv: q wider than k, v; cross k, v
+    sdpa, repeats = _sdpa_and_repeats(fused.graphs["decode_step"])
+    assert [n.kwargs.get("enable_gqa", False) for n in sdpa].count(True) == layers  # self-attention, no mask
+    rows = {r.site: r.grouping for r in attention_report(attncomp.compile(spec, device="meta"))}
+    assert rows["decoder self-attention"] == "grouped-query: 8 query heads over 2 key/value heads (4 per group, " \
+        "SDPA enable_gqa)"
+    assert rows["encoder self-attention"].endswith("k/v heads repeated)")

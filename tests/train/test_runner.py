@@ -203,3 +203,23 @@ def test_relative_positions_example_trains_and_decodes_with_the_cache(sample_dat
     for a, b in zip(cached, full):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert all(abs(x.score - y.score) < 1e-4 for x, y in zip(a, b))
+
+
+def test_llama_spec_trains_and_its_cache_decodes_the_trained_model(sample_data, tmp_path):
+    """specs/examples/llama.attn as shipped (RMSNorm, SwiGLU, RoPE, GQA) trains on the sample corpus;
+    the trained model's cached decoding equals its full forward."""
+    from attncomp.compiler import load_checkpoint
+
+    assert run(["train", str(ROOT / "specs/examples/llama.attn"), "--data", str(sample_data), "--out",
+                str(tmp_path / "llama"), "--procs", "1", "--set", "train.steps=4", "--set", "train.checkpoint.every=4",
+                "--set", "train.batch=tokens(500)", "--set", "train.schedule=cosine(peak = 3e-3, warmup = 1)"]) == 0
+    found = ckpt.load(tmp_path / "llama" / "checkpoint_00000004.pt")
+    assert found.model["decoder.layers.0.ffn.gate.weight"].shape == (176, 64)
+    assert found.model["decoder.layers.0.self_attn.k_proj.weight"].shape == (32, 64)  # 2 kv heads of 16
+    model, _ = load_checkpoint(tmp_path / "llama" / "checkpoint_00000004.pt")
+    tokens = torch.randint(5, 256, (2, 6), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full, cache = model(tokens), model.init_cache(tokens)
+        for t in range(tokens.shape[1]):
+            step, cache = model.decode_step(tokens[:, t : t + 1], cache)
+            assert (step - full[:, t]).abs().max() < 1e-4, t
