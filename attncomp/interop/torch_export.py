@@ -33,7 +33,7 @@ from attncomp.checkpoint.schema import Checkpoint, CheckpointError
 from attncomp.errors import UsageError
 from attncomp.files import write_atomically
 from attncomp.ir import nodes
-from attncomp.vocab import BOS, EOS, PAD, SEP, UNK
+from attncomp.vocab import BOS, EOS, PAD, SEP, SPECIAL_TOKENS, UNK
 
 EXPORT_FORMAT = "attncomp-torch-export"
 EXPORT_VERSION = 1
@@ -88,9 +88,11 @@ def _cache_shapes(model: nodes.Model, dims: dict) -> tuple:
 def _examples(compiled) -> dict[str, tuple[tuple, tuple]]:
     """Example inputs and their dynamic shapes, per entry point the model has."""
     model, dims = compiled.spec.model, _dims()
-    vocab = compiled.output_weight().shape[0]
-    src = 5 + torch.arange(EXAMPLE_BATCH * EXAMPLE_SOURCE).view(EXAMPLE_BATCH, EXAMPLE_SOURCE) % max(1, vocab - 5)
-    src[0, -2:] = 0  # padding, so the masks are not all-False constants
+    vocab = model.vocab
+    top = vocab.size if isinstance(vocab, nodes.Shared) else min(vocab.src, vocab.tgt)  # ids valid on both sides
+    ids = SPECIAL_TOKENS + torch.arange(EXAMPLE_BATCH * EXAMPLE_SOURCE) % max(1, top - SPECIAL_TOKENS)
+    src = ids.clamp(max=top - 1).view(EXAMPLE_BATCH, EXAMPLE_SOURCE)
+    src[0, -2:] = PAD  # padding, so the masks are not all-False constants
     seq = {0: dims["batch"], 1: dims["source"]}
     out = {}
     with torch.no_grad():
