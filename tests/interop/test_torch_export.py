@@ -101,6 +101,13 @@ def test_a_decoder_with_local_attention_is_refused_in_one_line(sample_data, tmp_
     assert len(err.splitlines()) == 1
 
 
+def test_an_export_is_not_read_as_a_checkpoint(exported, tmp_path, capsys):
+    assert run(["export", str(exported), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("is a torch.export export: its programs load with attncomp.interop.torch_export.load, "
+                        "not as a checkpoint") and len(err.splitlines()) == 1
+
+
 def test_a_damaged_export_is_one_clear_error(exported, tmp_path):
     broken = tmp_path / "broken"
     broken.mkdir()
