@@ -1,11 +1,11 @@
-"""`attncomp export CHECKPOINT --format safetensors|ctranslate2 --out DIR`."""
+"""`attncomp export CHECKPOINT --format safetensors|ctranslate2|torch-export --out DIR`."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-FORMATS = ("safetensors", "ctranslate2")
+FORMATS = ("safetensors", "ctranslate2", "torch-export")
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16")
 
 
@@ -26,7 +26,7 @@ def _ctranslate2(found, out: Path, quantization: str) -> list[Path]:
 def _export(args: argparse.Namespace) -> int:
     from attncomp.compiler import read_trained
     from attncomp.errors import UsageError
-    from attncomp.interop import safetensors_dir
+    from attncomp.interop import safetensors_dir, torch_export
 
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -40,6 +40,8 @@ def _export(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot create --out {args.out}: {err.strerror}") from None
     if args.format == "safetensors":
         written = safetensors_dir.write(found, out)
+    elif args.format == "torch-export":
+        written = torch_export.write(found, out)
     else:
         written = _ctranslate2(found, out, args.quantization)
     print(f"wrote {out} ({', '.join(p.name for p in written)})")
@@ -47,11 +49,13 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="write a checkpoint as a deployable directory (safetensors, CTranslate2)")
+    p = sub.add_parser("export", help="write a checkpoint as a deployable directory (safetensors, CTranslate2, torch.export)")
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint file, sharded checkpoint directory or safetensors export")
     p.add_argument("--format", choices=FORMATS, default="safetensors",
                    help="safetensors: weights + spec + sentencepiece models, loadable without pickle; "
-                        "ctranslate2: a CTranslate2 model directory (+ the sentencepiece models)")
+                        "ctranslate2: a CTranslate2 model directory (+ the sentencepiece models); "
+                        "torch-export: torch.export programs of encode, init_cache and decode_step "
+                        "(dynamic batch and lengths) + spec + sentencepiece models")
     p.add_argument("--quantization", choices=QUANTIZATIONS, default="float32",
                    help="ctranslate2: the weights' type (int8 for fast CPU decoding; default float32)")
     p.add_argument("--out", required=True, metavar="DIR", help="the directory to write (new or empty)")

@@ -66,6 +66,11 @@ def _meta(directory: Path) -> dict:
         meta = json.loads(_read_text(directory / META))
     except ValueError as err:
         raise CheckpointError(f"{directory / META}: not JSON ({err})") from None
+    from attncomp.interop import torch_export
+
+    if isinstance(meta, dict) and meta.get("format") == torch_export.EXPORT_FORMAT:
+        raise CheckpointError(f"{directory} is a torch.export export: its programs load with "
+                              "attncomp.interop.torch_export.load, not as a checkpoint")
     if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT:
         raise CheckpointError(f"{directory / META}: not an attncomp safetensors export")
     if meta.get("version") != EXPORT_VERSION:

@@ -1,0 +1,250 @@
+"""The torch.export export: the compiled model's decoding entry points as `torch.export` programs.
+
+    DIR/encode.pt2          encode(src) -> memory                 (encoder-decoder, encoder-only)
+    DIR/init_cache.pt2      init_cache(src, memory) -> cache      (decoder-only: init_cache(tokens))
+    DIR/decode_step.pt2     decode_step(tokens, cache) -> (logits, cache)
+    DIR/spec.attn           the resolved spec, canonical flat text (as stored in the checkpoint)
+    DIR/src.model           the source sentencepiece model
+    DIR/tgt.model           the target sentencepiece model
+    DIR/attncomp.json       format tag and version, spec hash, step, metrics, the programs and their inputs
+
+Each program is `torch.export.export` of the entry point's graph after the default passes (the graph
+attncomp itself decodes with: fused attention calls SDPA, which export keeps as one operator), with
+the weights inside, saved by `torch.export.save`. Batch, source length and cache length are dynamic
+(`torch.export.Dim`); the cache is the flat tuple of attncomp.lower.stacks. `torch.export.load(path)
+.module()` runs a program in plain PyTorch; `load(DIR)` here gives an object with the compiled
+model's decoding interface, so `CachedStepper`, `beam_search` and `Translator` decode through it.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import operator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import fx
+
+from attncomp.checkpoint.schema import Checkpoint, CheckpointError
+from attncomp.errors import UsageError
+from attncomp.files import write_atomically
+from attncomp.ir import nodes
+from attncomp.vocab import BOS, EOS, PAD, SEP, SPECIAL_TOKENS, UNK
+
+EXPORT_FORMAT = "attncomp-torch-export"
+EXPORT_VERSION = 1
+SPEC, META = "spec.attn", "attncomp.json"
+TOKENIZER_FILES = {"src": "src.model", "tgt": "tgt.model"}
+ENTRIES = ("encode", "init_cache", "decode_step")
+EXAMPLE_BATCH, EXAMPLE_SOURCE, EXAMPLE_CACHE = 3, 7, 5  # distinct sizes, none 0 or 1 (export specialises those)
+
+
+def is_export(path: str | Path) -> bool:
+    """A directory written by `write` (its metadata file names this format)."""
+    try:
+        return json.loads((Path(path) / META).read_text(encoding="utf-8")).get("format") == EXPORT_FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+def export_friendly(graph: fx.Graph) -> fx.Graph:
+    """A copy of `graph` whose sums of two sizes are Python sums again.
+
+    canonicalize spells every `a + b` as torch.add, also decode_step's `cache length + new tokens`,
+    the end of the positions' arange. Eager PyTorch turns that 0-d tensor back into an int; under
+    torch.export it becomes a data-dependent value, and SDPA's shape checks then fail on it. The
+    integers are the same either way.
+    """
+    graph = copy.deepcopy(graph)
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target is torch.add and all(
+                isinstance(a, fx.Node) and a.op == "call_method" and a.target == "size" for a in node.args):
+            node.target = operator.add
+    graph.lint()
+    return graph
+
+
+def _dims() -> dict[str, torch.export.Dim]:
+    Dim = torch.export.Dim
+    return {"batch": Dim("batch", min=1), "source": Dim("source", min=1), "cache": Dim("cache", min=0)}
+
+
+def _cache_shapes(model: nodes.Model, dims: dict) -> tuple:
+    """Dynamic dimensions of the flat cache (layout in attncomp.lower.stacks)."""
+    batch, own = dims["batch"], {0: dims["batch"], 2: dims["cache"]}
+    if model.encoder is None:
+        return tuple(own for _ in range(2 * model.decoder.layers))
+    memory = {0: batch, 2: dims["source"]}
+    return ({0: batch, 3: dims["source"]},) + (own, own, memory, memory) * model.decoder.layers
+
+
+def _examples(compiled) -> dict[str, tuple[tuple, tuple]]:
+    """Example inputs and their dynamic shapes, per entry point the model has."""
+    model, dims = compiled.spec.model, _dims()
+    vocab = model.vocab
+    top = vocab.size if isinstance(vocab, nodes.Shared) else min(vocab.src, vocab.tgt)  # ids valid on both sides
+    ids = SPECIAL_TOKENS + torch.arange(EXAMPLE_BATCH * EXAMPLE_SOURCE) % max(1, top - SPECIAL_TOKENS)
+    src = ids.clamp(max=top - 1).view(EXAMPLE_BATCH, EXAMPLE_SOURCE)
+    src[0, -2:] = PAD  # padding, so the masks are not all-False constants
+    seq = {0: dims["batch"], 1: dims["source"]}
+    out = {}
+    with torch.no_grad():
+        if model.encoder is not None:
+            out["encode"] = ((src,), (seq,))
+        if model.decoder is None:
+            return out
+        if model.encoder is not None:
+            memory = compiled.encode(src)
+            out["init_cache"] = ((src, memory), (seq, seq))
+            cache = compiled.init_cache(src, memory)
+        else:
+            out["init_cache"] = ((src,), (seq,))
+            cache = compiled.init_cache(src)
+        tokens = src[:, :1]
+        for _ in range(EXAMPLE_CACHE):
+            _, cache = compiled.decode_step(tokens, cache)
+        out["decode_step"] = ((tokens, cache), ({0: dims["batch"]}, _cache_shapes(model, dims)))
+    return out
+
+
+def check_supported(spec: nodes.Spec) -> None:
+    """Spec choices whose graphs torch.export refuses, as one clear error before a long trace."""
+    decoder = spec.model.decoder
+    if decoder is not None and isinstance(decoder.attention, nodes.Local):
+        raise UsageError("torch.export cannot export decode_step of a decoder with local attention: its cache "
+                         "keeps the last window + 1 keys, a slice whose size depends on whether the cache is "
+                         "shorter than the window, and one exported graph must serve every cache length")
+
+
+def programs(compiled) -> dict:
+    """torch.export programs of the entry points in ENTRIES that an eval-mode compiled model has."""
+    check_supported(compiled.spec)
+    found = {}
+    for name, (args, shapes) in _examples(compiled).items():
+        module = fx.GraphModule(compiled, export_friendly(compiled.graphs[name])).eval()
+        try:
+            found[name] = torch.export.export(module, args, dynamic_shapes=shapes)
+        except Exception as err:  # torch.export's errors are pages long: its first line says what
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise UsageError(f"torch.export cannot export {name} of model {compiled.spec.model.name}: "
+                             f"{first[:200]}") from None
+    return found
+
+
+def write(found: Checkpoint, out: Path) -> list[Path]:
+    """Export a loaded checkpoint's model to `out` (created); returns the files written."""
+    from attncomp import checkpoint
+    from attncomp.compiler import compile_spec
+
+    compiled = compile_spec(checkpoint.stored_spec(found))
+    compiled.load_state_dict(found.model)
+    exported = programs(compiled.eval())
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, program in exported.items():
+        torch.export.save(program, str(out / f"{name}.pt2"))
+        written.append(out / f"{name}.pt2")
+    header = found.header
+    write_atomically(out / SPEC, header.spec)
+    for side, name in TOKENIZER_FILES.items():
+        write_atomically(out / name, header.tokenizers[side].numpy().tobytes())
+    meta = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "attncomp": header.attncomp,
+            "torch": torch.__version__, "spec_hash": header.spec_hash, "step": header.step,
+            "metrics": dict(header.metrics), "programs": {name: f"{name}.pt2" for name in exported},
+            "cache": _cache_layout(compiled.spec.model),
+            "special_ids": {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "sep": SEP}}
+    write_atomically(out / META, json.dumps(meta, indent=2) + "\n")
+    return written + [out / SPEC, *(out / n for n in TOKENIZER_FILES.values()), out / META]
+
+
+def _cache_layout(model: nodes.Model) -> str:
+    if model.decoder is None:
+        return ""
+    if model.encoder is None:
+        return f"per decoder layer ({model.decoder.layers}): self-attention keys, values (B, heads, T, d)"
+    return (f"source mask (B, 1, 1, S) bool, True = padding; then per decoder layer ({model.decoder.layers}): "
+            "self-attention keys, values (B, heads, T, d), cross-attention keys, values (B, heads, S, d)")
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ExportedModel:
+    """The exported programs behind the compiled model's decoding interface (spec, encode, init_cache,
+    decode_step), so attncomp.decode's CachedStepper, beam_search and Translator run over them."""
+
+    spec: nodes.Spec
+    entries: dict[str, Callable]
+    tokenizers: dict[str, bytes] = field(default_factory=dict)
+    programs: dict = field(default_factory=dict)  # the ExportedPrograms by entry point (e.g. for AOTInductor)
+
+    def __getattr__(self, name: str):
+        if name in ENTRIES and name in self.__dict__.get("entries", {}):
+            return self.entries[name]
+        raise AttributeError(name)
+
+    def eval(self) -> "ExportedModel":  # Translator calls it; the programs were exported in eval mode
+        return self
+
+    def translator(self, beam: int | None = None, **options):
+        """A Translator over the programs with the spec's decode settings (beam, alpha, max_len)."""
+        from attncomp.data.tokenizer import Tokenizer
+        from attncomp.decode.translate import Translator
+
+        decode = self.spec.decode
+        return Translator(self, Tokenizer(self.tokenizers["src"]), Tokenizer(self.tokenizers["tgt"]),
+                          beam=beam or decode.beam, alpha=options.pop("alpha", decode.length_penalty),
+                          max_len=decode.max_len, progress=options.pop("progress", False), **options)
+
+
+def _no_grad(module: torch.nn.Module) -> Callable:
+    def run(*args):
+        with torch.no_grad():
+            return module(*args)
+
+    return run
+
+
+def _read_meta(directory: Path) -> dict:
+    try:
+        meta = json.loads((directory / META).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"{directory / META}: not readable JSON ({err})") from None
+    if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT:
+        raise CheckpointError(f"{directory / META}: not an attncomp torch.export export")
+    if meta.get("version") != EXPORT_VERSION:
+        raise CheckpointError(f"{directory / META}: version {meta.get('version')!r}; this attncomp reads "
+                              f"version {EXPORT_VERSION}")
+    return meta
+
+
+def load(directory: str | Path) -> ExportedModel:
+    """The programs of an export directory as callables (no attncomp graph is built), with its spec."""
+    from attncomp import ir
+
+    directory = Path(directory)
+    meta = _read_meta(directory)
+    try:
+        spec_text = (directory / SPEC).read_text(encoding="utf-8")
+        tokenizers = {side: (directory / name).read_bytes() for side, name in TOKENIZER_FILES.items()}
+    except (OSError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"cannot read {directory}: {err}") from None
+    if hashlib.sha256(spec_text.encode("utf-8")).hexdigest() != meta.get("spec_hash"):
+        raise CheckpointError(f"{directory / SPEC} does not match the spec hash in {directory / META}")
+    programs = {}
+    for name, file in meta.get("programs", {}).items():
+        try:
+            programs[name] = torch.export.load(str(directory / file))
+        except Exception as err:
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise CheckpointError(f"{directory / file} is not a readable torch.export program ({first[:160]})") from None
+    entries = {name: _no_grad(program.module()) for name, program in programs.items()}
+    return ExportedModel(ir.load_flat(spec_text, f"{directory / SPEC}"), entries, tokenizers, programs)

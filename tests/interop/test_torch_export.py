@@ -1,0 +1,142 @@
+"""`attncomp export --format torch-export`: torch.export programs that translate as attncomp does.
+
+One export of a 1-layer, d_model 32 random-weight model serves the module: about 3.4 s for its three
+programs, plus about 5 s of torch.export's own warm-up at a process's first export (on the shared
+2-core CPU, one thread); each test then only loads (0.2 to 0.5 s a program) and runs the programs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from attncomp.cli.main import run
+from attncomp.compiler import load_checkpoint
+from attncomp.data.tokenizer import Tokenizer
+from attncomp.decode.translate import Translator
+from attncomp.interop import torch_export
+from tests.conftest import ROOT
+from tests.interop.conftest import random_checkpoint
+
+SETS = ("model.layers=1", "model.d_model=32", "model.heads=2", "model.d_ff=64")
+
+
+@pytest.fixture(scope="module")
+def small(sample_data, tmp_path_factory):
+    return random_checkpoint(sample_data, tmp_path_factory.mktemp("ckpt") / "small.pt", sets=SETS)
+
+
+@pytest.fixture(scope="module")
+def exported(small, tmp_path_factory):
+    out = tmp_path_factory.mktemp("torch_export") / "tiny"
+    assert run(["export", str(small), "--format", "torch-export", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def loaded(exported):
+    return torch_export.load(exported)  # 0.2 to 0.5 s a program: torch.export.load rebuilds symbolic shapes
+
+
+@pytest.fixture(scope="module")
+def reference(small):
+    model, found = load_checkpoint(small)
+    return model, Tokenizer(found.header.tokenizers["src"].numpy().tobytes())
+
+
+def test_export_writes_the_documented_files(exported):
+    names = sorted(p.name for p in exported.iterdir())
+    assert names == ["attncomp.json", "decode_step.pt2", "encode.pt2", "init_cache.pt2", "spec.attn", "src.model",
+                     "tgt.model"]
+    assert torch_export.is_export(exported)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_translations_through_the_programs_equal_attncomps(loaded, reference, sample_data, beam):
+    """Batches of 1 and 3 sentences of different lengths (padded): the programs' shapes are dynamic."""
+    model, tokenizer = reference
+    ours = Translator(model, tokenizer, tokenizer, beam=beam, alpha=0.6, max_len=model.spec.decode.max_len,
+                      progress=False)
+    theirs = loaded.translator(beam=beam, alpha=0.6)
+    lines = (sample_data / "text/test.src").read_text().splitlines()
+    for batch in (lines[:1], lines[1:4]):
+        expected, found_ = ours.translate(batch), theirs.translate(batch)
+        assert [t[0].tokens for t in found_] == [t[0].tokens for t in expected]
+        assert [t[0].score for t in found_] == pytest.approx([t[0].score for t in expected], abs=1e-5)
+
+
+def _doc_block() -> str:
+    text = (ROOT / "docs/decoding.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "torch.export.load(" in b]
+    assert len(blocks) == 1
+    return blocks[0]
+
+
+def test_the_documented_plain_pytorch_decoding_runs_and_agrees(exported, loaded, reference, monkeypatch):
+    """docs/decoding.md's code block (plain PyTorch) gives attncomp's greedy translations.
+
+    torch.export.load answers with the programs the `loaded` fixture read from the same files (with
+    torch.export.load itself), sparing a second deserialisation."""
+    block = _doc_block()
+    assert "import attncomp" not in block and "from attncomp" not in block
+    monkeypatch.setattr(torch.export, "load", lambda path: loaded.programs[Path(path).stem])
+    namespace: dict = {}
+    exec(block.replace('DIR = "exported"', f'DIR = "{exported}"'), namespace)  # noqa: S102 - our own docs
+    model, tokenizer = reference
+    ours = Translator(model, tokenizer, tokenizer, beam=1, alpha=0.0, max_len=model.spec.decode.max_len,
+                      progress=False).translate(namespace["lines"])
+    for mine, theirs in zip(ours, namespace["out"]):  # attncomp stops at its limit; the loop may go on
+        assert theirs[: len(mine[0].tokens)] == mine[0].tokens
+
+
+def test_a_decoder_with_local_attention_is_refused_in_one_line(sample_data, tmp_path, capsys):
+    checkpoint = random_checkpoint(sample_data, tmp_path / "local.pt",
+                                   sets=(*SETS, "model.decoder.attention=local(window = 2)"))
+    assert run(["export", str(checkpoint), "--format", "torch-export", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: torch.export cannot export decode_step of a decoder with local attention")
+    assert len(err.splitlines()) == 1
+
+
+def test_an_export_is_not_read_as_a_checkpoint(exported, tmp_path, capsys):
+    assert run(["export", str(exported), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("is a torch.export export: its programs load with attncomp.interop.torch_export.load, "
+                        "not as a checkpoint") and len(err.splitlines()) == 1
+
+
+def test_a_damaged_export_is_one_clear_error(exported, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for path in exported.iterdir():
+        (broken / path.name).write_bytes(path.read_bytes())
+    (broken / "spec.attn").write_text("model x {}\n")
+    with pytest.raises(Exception, match="does not match the spec hash"):
+        torch_export.load(broken)
+    (broken / "spec.attn").write_bytes((exported / "spec.attn").read_bytes())
+    (broken / "decode_step.pt2").write_bytes(b"not a program")
+    with pytest.raises(Exception, match="decode_step.pt2 is not a readable torch.export program"):
+        torch_export.load(broken)
+
+
+def test_a_decoder_only_model_exports_without_encode():
+    """init_cache(tokens) and decode_step: the prompt fed token by token, then beam 2, as attncomp decodes."""
+    from attncomp import compile as compile_spec
+    from attncomp.decode.beam import CachedStepper, beam_search
+
+    torch.manual_seed(0)
+    model = compile_spec(ROOT / "specs/examples/lm.attn", ["model.vocab=shared(64)", "model.d_model=16",
+                                                             "model.heads=2", "model.d_ff=32",
+                                                             "model.decoder.layers=1"]).eval()
+    programs = torch_export.programs(model)
+    assert sorted(programs) == ["decode_step", "init_cache"]
+    exported = torch_export.ExportedModel(model.spec, {n: p.module() for n, p in programs.items()})
+    for rows in (1, 3):
+        src = 5 + torch.arange(rows * 4).view(rows, 4) % 50
+        with torch.no_grad():
+            ours = beam_search(CachedStepper(model, src), rows, [6] * rows, 2, 0.0)
+            theirs = beam_search(CachedStepper(exported, src), rows, [6] * rows, 2, 0.0)
+        assert [h[0].tokens for h in theirs] == [h[0].tokens for h in ours]
