@@ -73,6 +73,8 @@ def marian_directory(out, activation: str = "relu", seed: int = 0):
         activation_dropout=0.0)
     torch.manual_seed(seed)
     model = transformers.MarianMTModel(config).eval()
+    model.generation_config.num_beams = 4  # as OPUS-MT models have it
+    model.generation_config.bad_words_ids = [[pad]]
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     for leftover in out.glob("*_spm.*"):
@@ -143,7 +145,8 @@ def test_tokenizers_number_pieces_as_marian_does(imported):
 
 
 @pytest.mark.parametrize("beam", [1, 4])
-def test_translations_equal_generate(imported, beam):
+def test_translations_equal_generate(imported, beam, tmp_path):
+    """attncomp's token ids (the Translator) and `attncomp translate`'s text equal `generate`'s."""
     directory, hf, tokenizer, path = imported
     rows = marian_import.import_directory(directory).rows
     model, found = load_checkpoint(path)
@@ -151,7 +154,7 @@ def test_translations_equal_generate(imported, beam):
     lines = _lines(SENTENCES)
     translator = Translator(model, src, tgt, beam=beam, alpha=0.0, max_len=nodes.SrcPlus(offset=OFFSET),
                             progress=False)
-    ours = [options[0] for options in translator.translate(lines)]
+    ours = [options[0].tokens for options in translator.translate(lines)]
     pad, eos = hf.config.pad_token_id, hf.config.eos_token_id
     expected = []
     for line in lines:  # one sentence at a time: each has its own maximum length, src + OFFSET
@@ -159,5 +162,33 @@ def test_translations_equal_generate(imported, beam):
         out = hf.generate(**encoded, num_beams=beam, do_sample=False, length_penalty=0.0, early_stopping=False,
                           max_new_tokens=encoded.input_ids.shape[1] - 1 + OFFSET, bad_words_ids=[[pad]])
         expected.append([i for i in out[0, 1:].tolist() if i not in (pad, eos)])
-    assert [[rows[i] for i in t.tokens] for t in ours] == expected
-    assert [t.text for t in ours] == tokenizer.batch_decode([e + [eos] for e in expected], skip_special_tokens=True)
+    assert [[rows[i] for i in tokens] for tokens in ours] == expected
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert run(["translate", str(path), "--beam", str(beam), "--alpha", "0", "--device", "cpu",
+                "--set", f"decode.max_len=src + {OFFSET}", "--input", str(tmp_path / "in.txt"),
+                "--output", str(tmp_path / "out.txt")]) == 0
+    text = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
+    assert text == tokenizer.batch_decode([e + [eos] for e in expected], skip_special_tokens=True)
+
+
+def test_the_spec_takes_the_models_beam(imported):
+    spec = (imported[3].parent / "model.attn").read_text()
+    assert "decode { beam = 4 }" in spec and "vocab = shared(" in spec
+
+
+def test_a_piece_missing_from_vocab_json_reads_as_unk(imported, tmp_path):
+    """Marian maps a piece its vocabulary lacks to <unk>; the import gives that piece <unk>'s row."""
+    directory, _, _, _ = imported
+    gap = tmp_path / "gap"
+    shutil.copytree(directory, gap)
+    vocab = json.loads((gap / "vocab.json").read_text())
+    pieces = spm.SentencePieceProcessor(model_file=str(gap / "source.spm")).encode("queen", out_type=str)
+    dropped = next(p for p in pieces if "q" in p)
+    del vocab[dropped]
+    (gap / "vocab.json").write_text(json.dumps(vocab))
+    result = marian_import.import_directory(gap)
+    tokenizer = transformers.MarianTokenizer(str(gap / "source.spm"), str(gap / "target.spm"), str(gap / "vocab.json"))
+    lines = ["the queen finds a quiet king"]
+    ours = Tokenizer(result.tokenizers["src"]).encode(lines)
+    assert [[result.rows[i] for i in seq] for seq in ours] == [ids[:-1] for ids in tokenizer(lines).input_ids]
+    assert vocab["<unk>"] in [result.rows[i] for i in ours[0]]
