@@ -24,11 +24,13 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("import", help="import a Marian/OPUS-MT model directory (transformers layout) as a checkpoint")
+    p = sub.add_parser("import", help="import a Marian/OPUS-MT model directory (transformers layout) "
+                                      "as a checkpoint")
     p.add_argument("directory", metavar="DIR",
                    help="config.json, model.safetensors, source.spm, target.spm, vocab.json (as save_pretrained writes)")
     p.add_argument("--out", required=True, metavar="OUT", help="the directory to write (new or empty): "
                    "model.attn and checkpoint.pt")
     p.add_argument("--allow-pickle", action="store_true",
-                   help="read pytorch_model.bin when there is no model.safetensors (a pickle: only from a source you trust)")
+                   help="read pytorch_model.bin when there is no model.safetensors "
+                        "(a pickle: only from a source you trust)")
     p.set_defaults(handler=_import)

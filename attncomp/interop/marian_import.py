@@ -39,6 +39,8 @@ from attncomp.vocab import SPECIAL_TOKENS
 
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "<sep>")  # attncomp's ids 0..4
 SIDES = {"src": "source.spm", "tgt": "target.spm"}
+# tensors with a row per token, gathered into attncomp's order (the output bias joins them when the spec has it)
+BY_VOCABULARY = ("embed.weight",)
 PICKLE_HINT = ("pytorch_model.bin is a pickle, and unpickling a file can run code: convert it to "
                "model.safetensors, or pass --allow-pickle to read it (with torch.load(weights_only=True))")
 
@@ -107,20 +109,28 @@ def shared_embedding(state: dict[str, torch.Tensor]) -> torch.Tensor:
     raise UsageError("the Marian weights have no shared embedding (model.shared.weight)")
 
 
-def _spm_proto(model_bytes: bytes):
+def _piece_type():
+    """sentencepiece's piece kinds (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE)."""
+    pb = require("sentencepiece.sentencepiece_model_pb2", "attncomp import")
+    return pb.ModelProto.SentencePiece
+
+
+def _spm_proto(path: Path):
     pb = require("sentencepiece.sentencepiece_model_pb2", "attncomp import")
     proto = pb.ModelProto()
     try:
-        proto.ParseFromString(model_bytes)
-    except Exception as err:
-        raise UsageError(f"not a sentencepiece model ({err})") from None
+        proto.ParseFromString(path.read_bytes())
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror}") from None
+    except Exception:  # protobuf's DecodeError
+        raise UsageError(f"{path} is not a sentencepiece model") from None
     return proto
 
 
 def _own_pieces(proto) -> dict[str, tuple[float, int]]:
     """A model's segmenting pieces (NORMAL, USER_DEFINED, BYTE): piece -> (score, type)."""
-    kinds = type(proto.pieces[0]) if proto.pieces else None
-    keep = {kinds.NORMAL, kinds.USER_DEFINED, kinds.BYTE} if kinds else set()
+    kind = _piece_type()
+    keep = {kind.NORMAL, kind.USER_DEFINED, kind.BYTE}
     return {p.piece: (p.score, p.type) for p in proto.pieces if p.type in keep}
 
 
@@ -146,7 +156,7 @@ def renumbered(proto, pieces: list[str]) -> bytes:
     """`proto` with its pieces in the order `pieces` (attncomp's specials first); a piece it does not
     segment with is UNUSED, so the segmentation is the original's."""
     own = _own_pieces(proto)
-    kinds = type(proto.pieces[0])
+    kinds = _piece_type()
     new = copy.deepcopy(proto)
     del new.pieces[:]
     for k, piece in enumerate(pieces):
@@ -188,7 +198,9 @@ def import_directory(directory: str | Path, allow_pickle: bool = False) -> Impor
     marian.check_supported(config)
     state = read_weights(directory, allow_pickle)
     vocab = _json(directory / "vocab.json")
-    protos = {side: _spm_proto((directory / name).read_bytes()) for side, name in SIDES.items()}
+    if not vocab or not all(isinstance(i, int) and i >= 0 for i in vocab.values()):
+        raise UsageError(f"{directory}/vocab.json: not a vocabulary (piece -> non-negative integer id)")
+    protos = {side: _spm_proto(directory / name) for side, name in SIDES.items()}
     extra: list[str] = []
     for proto in protos.values():
         extra += [p for p in _own_pieces(proto) if p not in vocab and p not in SPECIAL_PIECES and p not in extra]
@@ -197,17 +209,23 @@ def import_directory(directory: str | Path, allow_pickle: bool = False) -> Impor
     state = {k: v for k, v in state.items() if k != "model.shared.weight"}
     state["model.shared.weight"] = embedding
     weights = {k: v.float() for k, v in marian.state_dict(state).items()}
-    weights["embed.weight"] = weights["embed.weight"].index_select(0, torch.tensor(rows))
+    for name in BY_VOCABULARY:
+        weights[name] = weights[name].index_select(0, torch.tensor(rows))
     text = spec_text(config, len(pieces), generation_settings(directory, config))
     return Imported(text, ir.load(text), weights, {side: renumbered(p, pieces) for side, p in protos.items()}, rows)
 
 
 def write(imported: Imported, out: Path, source: Path) -> list[Path]:
-    """OUT/model.attn and OUT/checkpoint.pt (an "average" checkpoint: translate, eval and train --init read it)."""
+    """OUT/model.attn and OUT/checkpoint.pt (an "average" checkpoint, which translate and eval read)."""
     from attncomp import __version__, checkpoint, compile as compile_spec
 
     model = compile_spec(imported.spec, passes=())
-    model.load_state_dict(imported.weights)  # every tensor present, every shape right
+    try:
+        model.load_state_dict(imported.weights)  # every tensor present, every shape right
+    except RuntimeError as err:
+        lines = str(err).splitlines()
+        first = lines[min(1, len(lines) - 1)].strip()
+        raise UsageError(f"the Marian weights do not fit the spec of its config: {first}") from None
     tokenizers = {side: torch.frombuffer(bytearray(b), dtype=torch.uint8) for side, b in imported.tokenizers.items()}
     header = checkpoint.Header(attncomp=__version__, kind="average", spec=ir.to_text(imported.spec),
                                spec_hash=ir.spec_hash(imported.spec), tokenizers=tokenizers,
