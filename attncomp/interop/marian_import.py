@@ -174,11 +174,13 @@ def renumbered(proto, pieces: list[str]) -> bytes:
 
 
 def generation_settings(directory: Path, config) -> dict:
-    """num_beams of generation_config.json (else config.json), for the spec's decode block."""
+    """The spec's decode block: num_beams of generation_config.json (else config.json), and
+    `stop = first`, transformers' rule (a hypothesis finishes only from the best num_beams candidates
+    of a step; with no length penalty the best finished one is then final)."""
     path = directory / "generation_config.json"
     settings = _json(path) if path.is_file() else {}
     beams = settings.get("num_beams", getattr(config, "num_beams", None))
-    return {"beam": int(beams)} if isinstance(beams, int) and beams >= 1 else {}
+    return {**({"beam": beams} if isinstance(beams, int) and beams >= 1 else {}), "stop": "first"}
 
 
 def spec_text(config, vocab_size: int, decode: dict, name: str = "marian") -> str:
@@ -186,9 +188,7 @@ def spec_text(config, vocab_size: int, decode: dict, name: str = "marian") -> st
     resized = copy.deepcopy(config)
     resized.vocab_size = vocab_size
     text = marian.spec_text(resized, name)
-    if decode:
-        text += "decode { " + "  ".join(f"{k} = {v}" for k, v in decode.items()) + " }\n"
-    return text
+    return text + "decode { " + "  ".join(f"{k} = {v}" for k, v in decode.items()) + " }\n"
 
 
 def import_directory(directory: str | Path, allow_pickle: bool = False) -> Imported:

@@ -3,8 +3,10 @@ locally with save_pretrained and MarianTokenizer's files (nothing downloaded), i
 translated by attncomp and by transformers' `generate`: equal token ids and text.
 
 Search settings that both sides share: beam 1 (greedy), and beam 4 with no length penalty
-(attncomp's alpha 0, HF's length_penalty 0: both rank by the sum of log-probabilities) and <pad>
-blocked on HF's side as attncomp always blocks it (OPUS-MT models set bad_words_ids to it too)."""
+(attncomp's alpha 0, HF's length_penalty 0: both rank by the sum of log-probabilities), <pad>
+blocked on HF's side as attncomp always blocks it (OPUS-MT models set bad_words_ids to it too), and
+the imported spec's `stop = first` (with `stop = bound` they differ at beam 1 and beam 4: an ending
+ranked below the best is kept as a finished hypothesis and can win)."""
 
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ from attncomp.ir import nodes
 transformers = pytest.importorskip("transformers")
 spm = pytest.importorskip("sentencepiece")
 
-SENTENCES = 2
-OFFSET = 4  # output tokens beyond the source length
+SENTENCES = 6
+LIMIT = 16  # output tokens at most, </s> included (attncomp's decode.max_len, HF's max_new_tokens)
 
 
 def _train_spm(lines: list[str], prefix, vocab_size: int) -> bytes:
@@ -73,6 +75,12 @@ def marian_directory(out, activation: str = "relu", seed: int = 0):
         activation_dropout=0.0)
     torch.manual_seed(seed)
     model = transformers.MarianMTModel(config).eval()
+    with torch.no_grad():  # weights that vary the output, and </s> favoured so that some end early
+        for name, p in model.named_parameters():
+            if name != "model.shared.weight" and "embed_positions" not in name and "final_logits_bias" not in name:
+                p.add_(torch.randn_like(p) * 0.1)
+        eos = model.model.shared.weight[0]
+        model.model.decoder.layers[-1].final_layer_norm.bias.add_(0.1 * eos / eos.norm() ** 2)
     model.generation_config.num_beams = 4  # as OPUS-MT models have it
     model.generation_config.bad_words_ids = [[pad]]
     model.save_pretrained(out)
@@ -152,20 +160,20 @@ def test_translations_equal_generate(imported, beam, tmp_path):
     model, found = load_checkpoint(path)
     src, tgt = (Tokenizer(found.header.tokenizers[side].numpy().tobytes()) for side in ("src", "tgt"))
     lines = _lines(SENTENCES)
-    translator = Translator(model, src, tgt, beam=beam, alpha=0.0, max_len=nodes.SrcPlus(offset=OFFSET),
+    translator = Translator(model, src, tgt, beam=beam, alpha=0.0, max_len=nodes.Fixed(length=LIMIT),
                             progress=False)
     ours = [options[0].tokens for options in translator.translate(lines)]
     pad, eos = hf.config.pad_token_id, hf.config.eos_token_id
-    expected = []
-    for line in lines:  # one sentence at a time: each has its own maximum length, src + OFFSET
-        encoded = tokenizer([line], return_tensors="pt")
-        out = hf.generate(**encoded, num_beams=beam, do_sample=False, length_penalty=0.0, early_stopping=False,
-                          max_new_tokens=encoded.input_ids.shape[1] - 1 + OFFSET, bad_words_ids=[[pad]])
-        expected.append([i for i in out[0, 1:].tolist() if i not in (pad, eos)])
+    encoded = tokenizer(lines, return_tensors="pt", padding=True)
+    out = hf.generate(**encoded, num_beams=beam, do_sample=False, length_penalty=0.0, early_stopping=False,
+                      max_new_tokens=LIMIT, bad_words_ids=[[pad]])
+    expected = [[i for i in row[1:] if i not in (pad, eos)] for row in out.tolist()]
     assert [[rows[i] for i in tokens] for tokens in ours] == expected
+    if beam > 1:  # some end before the limit while live hypotheses go on: the stopping rule matters
+        assert any(len(e) < LIMIT - 1 for e in expected)
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert run(["translate", str(path), "--beam", str(beam), "--alpha", "0", "--device", "cpu",
-                "--set", f"decode.max_len=src + {OFFSET}", "--input", str(tmp_path / "in.txt"),
+                "--set", f"decode.max_len={LIMIT}", "--input", str(tmp_path / "in.txt"),
                 "--output", str(tmp_path / "out.txt")]) == 0
     text = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
     assert text == tokenizer.batch_decode([e + [eos] for e in expected], skip_special_tokens=True)
@@ -173,7 +181,7 @@ def test_translations_equal_generate(imported, beam, tmp_path):
 
 def test_the_spec_takes_the_models_beam(imported):
     spec = (imported[3].parent / "model.attn").read_text()
-    assert "decode { beam = 4 }" in spec and "vocab = shared(" in spec
+    assert "decode { beam = 4  stop = first }" in spec and "vocab = shared(" in spec
 
 
 def test_a_piece_missing_from_vocab_json_reads_as_unk(imported, tmp_path):
