@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,8 +40,9 @@ from attncomp.vocab import SPECIAL_TOKENS
 
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "<sep>")  # attncomp's ids 0..4
 SIDES = {"src": "source.spm", "tgt": "target.spm"}
-# tensors with a row per token, gathered into attncomp's order (the output bias joins them when the spec has it)
-BY_VOCABULARY = ("embed.weight",)
+# Marian's tensors with an entry per token, gathered into attncomp's order under whatever name
+# marian.RENAMES gives them (final_logits_bias joins as soon as it maps to an output bias)
+BY_VOCABULARY = ("model.shared.weight", "final_logits_bias")
 PICKLE_HINT = ("pytorch_model.bin is a pickle, and unpickling a file can run code: convert it to "
                "model.safetensors, or pass --allow-pickle to read it (with torch.load(weights_only=True))")
 
@@ -173,6 +175,15 @@ def renumbered(proto, pieces: list[str]) -> bytes:
     return new.SerializeToString()
 
 
+def _renamed(key: str) -> str | None:
+    """attncomp's name for a tensor of Marian's, or None where marian.RENAMES drops it."""
+    for pattern, replacement in marian.RENAMES:
+        renamed, hits = re.subn(f"^{pattern}", replacement, key)
+        if hits:
+            return renamed
+    return None
+
+
 def generation_settings(directory: Path, config) -> dict:
     """The spec's decode block: num_beams of generation_config.json (else config.json), and
     `stop = first`, transformers' rule (a hypothesis finishes only from the best num_beams candidates
@@ -209,8 +220,9 @@ def import_directory(directory: str | Path, allow_pickle: bool = False) -> Impor
     state = {k: v for k, v in state.items() if k != "model.shared.weight"}
     state["model.shared.weight"] = embedding
     weights = {k: v.float() for k, v in marian.state_dict(state).items()}
-    for name in BY_VOCABULARY:
-        weights[name] = weights[name].index_select(0, torch.tensor(rows))
+    for name in filter(None, map(_renamed, BY_VOCABULARY)):
+        tensor = weights[name]
+        weights[name] = tensor.index_select(list(tensor.shape).index(config.vocab_size), torch.tensor(rows))
     text = spec_text(config, len(pieces), generation_settings(directory, config))
     return Imported(text, ir.load(text), weights, {side: renumbered(p, pieces) for side, p in protos.items()}, rows)
 
