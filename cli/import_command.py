@@ -11,13 +11,16 @@ def _import(args: argparse.Namespace) -> int:
     from attncomp.interop import marian_import
 
     out = Path(args.out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {args.out}: exists and is not an empty directory")
+    try:
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise UsageError(f"--out {args.out}: exists and is not an empty directory")
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte, an unreadable directory
+        raise UsageError(f"--out {args.out}: {getattr(err, 'strerror', None) or err}") from None
     imported = marian_import.import_directory(Path(args.directory), allow_pickle=args.allow_pickle)
     try:
         written = marian_import.write(imported, out, Path(args.directory))
-    except OSError as err:
-        raise UsageError(f"cannot write --out {args.out}: {err.strerror}") from None
+    except (OSError, ValueError) as err:  # ValueError: a NUL byte in the name
+        raise UsageError(f"cannot write --out {args.out}: {getattr(err, 'strerror', None) or err}") from None
     print(f"wrote {out} ({', '.join(p.name for p in written)}); translate with: "
           f"attncomp translate {out / 'checkpoint.pt'}")
     return 0

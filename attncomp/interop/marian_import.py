@@ -5,7 +5,7 @@ spec and checkpoint that `attncomp translate` reads.
     DIR/model.safetensors                the weights (pytorch_model.bin, a pickle, only with allow_pickle)
     DIR/source.spm, DIR/target.spm       sentencepiece models that split text into pieces
     DIR/vocab.json                       piece -> id, one vocabulary for both sides (OPUS-MT)
-    DIR/generation_config.json           optional: num_beams, max_length
+    DIR/generation_config.json           optional: num_beams (the spec's decode.beam)
 
 The vocabulary is the hard part. attncomp's ids have fixed specials (<pad> 0, <unk> 1, <s> 2, </s> 3,
 <sep> 4, attncomp/vocab.py) and its Tokenizer uses a sentencepiece model's own ids; Marian splits
@@ -56,6 +56,14 @@ class Imported:
     rows: list[int]  # attncomp id -> Marian id whose embedding row it takes
 
 
+def _is_file(path: Path) -> bool:
+    """Path.is_file, with a name too long or holding a NUL byte answered as "no" rather than raised."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _json(path: Path) -> dict:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
@@ -70,13 +78,13 @@ def _json(path: Path) -> dict:
 
 def read_config(directory: Path):
     """The MarianConfig of DIR; anything else is one line saying what DIR is not."""
-    if not (directory / "config.json").is_file():
+    if not _is_file(directory / "config.json"):
         raise UsageError(f"{directory} is not a Marian model directory (no config.json)")
     settings = _json(directory / "config.json")
     if settings.get("model_type") != "marian":
         raise UsageError(f"{directory}/config.json describes a {settings.get('model_type')!r} model; "
                          "attncomp imports Marian models (model_type 'marian')")
-    missing = [name for name in (*SIDES.values(), "vocab.json") if not (directory / name).is_file()]
+    missing = [name for name in (*SIDES.values(), "vocab.json") if not _is_file(directory / name)]
     if missing:
         raise UsageError(f"{directory} is not a Marian model directory in the transformers layout "
                          f"(no {', '.join(missing)})")
@@ -86,13 +94,13 @@ def read_config(directory: Path):
 
 def read_weights(directory: Path, allow_pickle: bool = False) -> dict[str, torch.Tensor]:
     """Marian's state dict from model.safetensors, or from pytorch_model.bin with `allow_pickle`."""
-    if (directory / "model.safetensors").is_file():
+    if _is_file(directory / "model.safetensors"):
         st = require("safetensors.torch", "attncomp import")
         try:
             return st.load_file(str(directory / "model.safetensors"))
         except Exception as err:  # truncated or not safetensors
             raise UsageError(f"{directory}/model.safetensors is not readable ({str(err).strip()[:160]})") from None
-    if (directory / "pytorch_model.bin").is_file():
+    if _is_file(directory / "pytorch_model.bin"):
         if not allow_pickle:
             raise UsageError(f"{directory} has no model.safetensors; {PICKLE_HINT}")
         try:
@@ -189,7 +197,7 @@ def generation_settings(directory: Path, config) -> dict:
     `stop = first`, transformers' rule (a hypothesis finishes only from the best num_beams candidates
     of a step; with no length penalty the best finished one is then final)."""
     path = directory / "generation_config.json"
-    settings = _json(path) if path.is_file() else {}
+    settings = _json(path) if _is_file(path) else {}
     beams = settings.get("num_beams", getattr(config, "num_beams", None))
     return {**({"beam": beams} if isinstance(beams, int) and beams >= 1 else {}), "stop": "first"}
 
