@@ -89,7 +89,11 @@ def read_config(directory: Path):
         raise UsageError(f"{directory} is not a Marian model directory in the transformers layout "
                          f"(no {', '.join(missing)})")
     transformers = require("transformers", "attncomp import")
-    return transformers.MarianConfig.from_dict(settings)
+    try:
+        return transformers.MarianConfig.from_dict(settings)
+    except Exception as err:  # transformers validates the fields' types (its own exception classes)
+        reason = " ".join(str(err).split())[:200]
+        raise UsageError(f"{directory}/config.json is not a valid MarianConfig ({reason})") from None
 
 
 def read_weights(directory: Path, allow_pickle: bool = False) -> dict[str, torch.Tensor]:
@@ -149,9 +153,9 @@ def layout(vocab: dict[str, int], config, extra: list[str]) -> tuple[list[str], 
     unk = vocab.get("<unk>", getattr(config, "unk_token_id", None))
     specials = {"pad": config.pad_token_id, "eos": config.eos_token_id,
                 "start": config.decoder_start_token_id, "unk": unk}
-    if any(v is None for v in specials.values()):
-        missing = ", ".join(k for k, v in specials.items() if v is None)
-        raise UsageError(f"the Marian config and vocab.json do not give the special ids ({missing})")
+    if not all(isinstance(v, int) and 0 <= v < config.vocab_size for v in specials.values()):
+        wrong = ", ".join(f"{k} {v!r}" for k, v in specials.items() if not isinstance(v, int))
+        raise UsageError(f"the Marian config and vocab.json do not give usable special ids ({wrong or specials})")
     if max(vocab.values()) >= config.vocab_size:
         raise UsageError(f"vocab.json has ids up to {max(vocab.values())}, the model only {config.vocab_size} rows")
     rows = [specials["pad"], specials["unk"], specials["start"], specials["eos"], specials["pad"]]
@@ -214,6 +218,8 @@ def import_directory(directory: str | Path, allow_pickle: bool = False) -> Impor
     """Read DIR and map it onto attncomp: spec, weights in attncomp's row order, tokenizers."""
     directory = Path(directory)
     config = read_config(directory)
+    if not isinstance(config.vocab_size, int) or config.vocab_size < 1:
+        raise UsageError(f"{directory}/config.json: vocab_size {config.vocab_size!r} is not a positive integer")
     marian.check_supported(config)
     state = read_weights(directory, allow_pickle)
     vocab = _json(directory / "vocab.json")
@@ -230,6 +236,9 @@ def import_directory(directory: str | Path, allow_pickle: bool = False) -> Impor
     weights = {k: v.float() for k, v in marian.state_dict(state).items()}
     for name in filter(None, map(_renamed, BY_VOCABULARY)):
         tensor = weights[name]
+        if config.vocab_size not in tensor.shape:
+            raise UsageError(f"Marian's {name} has shape {tuple(tensor.shape)}, not a row per token of its "
+                             f"{config.vocab_size}")
         weights[name] = tensor.index_select(list(tensor.shape).index(config.vocab_size), torch.tensor(rows))
     text = spec_text(config, len(pieces), generation_settings(directory, config))
     return Imported(text, ir.load(text), weights, {side: renumbered(p, pieces) for side, p in protos.items()}, rows)
