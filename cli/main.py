@@ -25,6 +25,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("attncomp.cli.train_command", "register"),
     ("attncomp.cli.decode_command", "register"),
     ("attncomp.cli.export_command", "register"),
+    ("attncomp.cli.import_command", "register"),
     ("attncomp.cli.demo_command", "register"),
     ("attncomp.cli.sweep_command", "register"),
 ]

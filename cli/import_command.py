@@ -1,0 +1,39 @@
+"""`attncomp import DIR --out OUT`: a Marian/OPUS-MT model directory -> an attncomp spec and checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _import(args: argparse.Namespace) -> int:
+    from attncomp.errors import UsageError
+    from attncomp.interop import marian_import
+
+    out = Path(args.out)
+    try:
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise UsageError(f"--out {args.out}: exists and is not an empty directory")
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte, an unreadable directory
+        raise UsageError(f"--out {args.out}: {getattr(err, 'strerror', None) or err}") from None
+    imported = marian_import.import_directory(Path(args.directory), allow_pickle=args.allow_pickle)
+    try:
+        written = marian_import.write(imported, out, Path(args.directory))
+    except (OSError, ValueError) as err:  # ValueError: a NUL byte in the name
+        raise UsageError(f"cannot write --out {args.out}: {getattr(err, 'strerror', None) or err}") from None
+    print(f"wrote {out} ({', '.join(p.name for p in written)}); translate with: "
+          f"attncomp translate {out / 'checkpoint.pt'}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("import", help="import a Marian/OPUS-MT model directory (transformers layout) "
+                                      "as a checkpoint")
+    p.add_argument("directory", metavar="DIR",
+                   help="config.json, model.safetensors, source.spm, target.spm, vocab.json (as save_pretrained writes)")
+    p.add_argument("--out", required=True, metavar="OUT", help="the directory to write (new or empty): "
+                   "model.attn and checkpoint.pt")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="read pytorch_model.bin when there is no model.safetensors "
+                        "(a pickle: only from a source you trust)")
+    p.set_defaults(handler=_import)
