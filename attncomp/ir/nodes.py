@@ -311,6 +311,21 @@ class Checkpoint(Node):
     )
 
 
+class Validation(Node):
+    """What each evaluation during training adds to the validation loss: BLEU on the first sentences, the
+    best checkpoint by a metric, early stopping. Absent, a run evaluates loss and perplexity only."""
+
+    bleu: Annotated[int, Field(ge=0, le=1 << 20)] = Field(
+        0, description="validation sentences translated for BLEU at each evaluation (0: no BLEU)"
+    )
+    best: Literal["none", "ppl", "bleu"] = Field(
+        "none", description="keep checkpoint_best.pt by this metric (lower ppl, higher BLEU)"
+    )
+    patience: Annotated[int, Field(ge=0, le=1 << 20)] = Field(
+        0, description="stop after this many evaluations without a better `best` metric (0: never)"
+    )
+
+
 class Train(Node):
     """The training recipe."""
 
@@ -323,6 +338,9 @@ class Train(Node):
     precision: Literal["fp32", "bf16"] = Field("bf16", description="autocast precision on GPU (CPU: fp32)")
     seed: Annotated[int, Field(ge=0, le=(1 << 63) - 1)] = Field(1, description="seed for weights, data order, dropout")
     checkpoint: Checkpoint = Field(Checkpoint(), description="checkpointing")
+    validation: Validation | None = Field(
+        None, description="validation BLEU, the best checkpoint and early stopping (absent: loss and ppl only)"
+    )
 
 
 # --- decoding ---------------------------------------------------------------------------------

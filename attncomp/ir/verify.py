@@ -73,6 +73,19 @@ def _checkpoint(spec: nodes.Spec) -> None:
                         spec.span("train", "checkpoint", "average_last"))
 
 
+def _validation(spec: nodes.Spec) -> None:
+    """The best checkpoint by BLEU needs BLEU measured; patience counts evaluations without a better best."""
+    v = spec.train.validation
+    if v is None:
+        return
+    if v.best == "bleu" and v.bleu == 0:
+        raise SpecError("best = bleu needs BLEU at each evaluation, but bleu = 0",
+                        spec.span("train", "validation", "best"), hint="set bleu = N: the first N validation sentences are translated")
+    if v.patience > 0 and v.best == "none":
+        raise SpecError(f"patience = {v.patience} counts evaluations without a better best metric, but best = none",
+                        spec.span("train", "validation", "patience"), hint="set best = ppl or best = bleu")
+
+
 def _schedule(spec: nodes.Spec) -> None:
     sched = spec.train.schedule
     warmup = getattr(sched, "warmup", 0)
@@ -106,7 +119,8 @@ def _relative_scores(spec: nodes.Spec) -> None:
                             hint="use attention = scaled_dot or local(...), or other positions")
 
 
-RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _schedule, _local_window, _relative_scores)
+RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
+         _relative_scores)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:
