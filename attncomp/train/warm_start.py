@@ -42,7 +42,7 @@ def check_initial(spec, data: PreparedData, path: str) -> None:
     """One clear error unless the weights at `path` fit the spec's model and the data's tokenizers are theirs."""
     from attncomp.compiler import compile_spec, read_trained
 
-    found = read_trained(path)
+    found = read_trained(path, gathered=False)  # the weights only: a sharded one's optimiser stays unread
     model = compile_spec(spec, passes=(), device="meta")
     differences = shape_differences(_shapes(found.model), _shapes(model.state_dict()))
     if differences:
@@ -59,4 +59,4 @@ def load_initial(model: torch.nn.Module, path: str) -> None:
     """The weights at `path` into `model` (checked by check_initial before the workers started)."""
     from attncomp.compiler import read_trained
 
-    model.load_state_dict(read_trained(path).model)
+    model.load_state_dict(read_trained(path, gathered=False).model)
