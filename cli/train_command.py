@@ -34,7 +34,8 @@ def _devices(args: argparse.Namespace) -> tuple[str, int]:
     return ("cuda", 1) if torch.cuda.is_available() else ("cpu", 1)
 
 
-RUN_LENGTH = ("train.steps", "train.checkpoint.", "train.validation.patience", "decode.", "expect.")  # keys a resumed run may change
+# keys a resumed run may change
+RUN_LENGTH = ("train.steps", "train.checkpoint.", "train.validation.patience", "decode.", "expect.")
 
 
 def resume_changes(spec: ir.Spec, stored: str, origin: str) -> list[str]:
@@ -44,8 +45,8 @@ def resume_changes(spec: ir.Spec, stored: str, origin: str) -> list[str]:
     refused = [f"{key} ({old} -> {new})" for key, old, new in rows if not key.startswith(RUN_LENGTH)]
     if refused:
         raise UsageError(f"{origin} was trained with another architecture or recipe: {', '.join(refused)}; "
-                         "--resume may change only train.steps and train.checkpoint (and decode, expect); "
-                         "start a new run (another --out) for the rest")
+                         "--resume may change only train.steps, train.checkpoint and train.validation.patience "
+                         "(and decode, expect); start a new run (another --out) for the rest")
     return [f"{key}: {old} -> {new}" for key, old, new in rows]
 
 

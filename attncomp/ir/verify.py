@@ -80,7 +80,8 @@ def _validation(spec: nodes.Spec) -> None:
         return
     if v.best == "bleu" and v.bleu == 0:
         raise SpecError("best = bleu needs BLEU at each evaluation, but bleu = 0",
-                        spec.span("train", "validation", "best"), hint="set bleu = N: the first N validation sentences are translated")
+                        spec.span("train", "validation", "best"),
+                        hint="set bleu = N: the first N validation sentences are translated")
     if v.patience > 0 and v.best == "none":
         raise SpecError(f"patience = {v.patience} counts evaluations without a better best metric, but best = none",
                         spec.span("train", "validation", "patience"), hint="set best = ppl or best = bleu")

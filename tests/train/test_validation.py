@@ -88,7 +88,8 @@ def test_init_starts_a_new_run_from_the_weights(sample_data, tmp_path, capfd):
     assert all(torch.equal(fresh.model.state_dict()[k], trained.model[k]) for k in trained.model)
     assert fresh.evaluate()["loss"] == pytest.approx(trained.header.metrics["loss"], rel=1e-6)
     wider = [arg for key in SHORT for arg in ("--set", key)] + ["--set", "model.d_ff=128"]
-    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "wide"), *wider, "--init", str(path)]) == 1
+    wide = tmp_path / "wide"
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(wide), *wider, "--init", str(path)]) == 1
     err = capfd.readouterr().err
     assert "does not fit the model of tiny: shapes differ (checkpoint vs model): " in err, err
     assert "[64, 32] vs [128, 32]" in err and not (tmp_path / "wide" / "run.json").exists()
