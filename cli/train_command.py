@@ -34,7 +34,8 @@ def _devices(args: argparse.Namespace) -> tuple[str, int]:
     return ("cuda", 1) if torch.cuda.is_available() else ("cpu", 1)
 
 
-RUN_LENGTH = ("train.steps", "train.checkpoint.", "decode.", "expect.")  # keys a resumed run may change
+# keys a resumed run may change
+RUN_LENGTH = ("train.steps", "train.checkpoint.", "train.validation.patience", "decode.", "expect.")
 
 
 def resume_changes(spec: ir.Spec, stored: str, origin: str) -> list[str]:
@@ -44,8 +45,8 @@ def resume_changes(spec: ir.Spec, stored: str, origin: str) -> list[str]:
     refused = [f"{key} ({old} -> {new})" for key, old, new in rows if not key.startswith(RUN_LENGTH)]
     if refused:
         raise UsageError(f"{origin} was trained with another architecture or recipe: {', '.join(refused)}; "
-                         "--resume may change only train.steps and train.checkpoint (and decode, expect); "
-                         "start a new run (another --out) for the rest")
+                         "--resume may change only train.steps, train.checkpoint and train.validation.patience "
+                         "(and decode, expect); start a new run (another --out) for the rest")
     return [f"{key}: {old} -> {new}" for key, old, new in rows]
 
 
@@ -75,10 +76,17 @@ def _train(args: argparse.Namespace) -> int:
     device, nproc = _devices(args)
     if args.fsdp and nproc * args.nnodes < 2:
         raise UsageError("--fsdp shards the model across workers: it needs at least 2 (--gpus N or --procs N)")
-    check_vocab(PreparedData(args.data), spec.model)  # fail here, before any worker starts
+    data = PreparedData(args.data)
+    check_vocab(data, spec.model)  # fail here, before any worker starts
+    _check_validation(spec, data, args.fsdp)
     out = Path(args.out or Path("runs") / spec.model.name)
     if ckpt.listed(out) and not args.resume:
         raise UsageError(f"{out} already has checkpoints; continue with --resume, or choose another --out")
+    init = None if args.resume and ckpt.listed(out) else args.init  # resuming: the run's checkpoint wins
+    if init is not None:
+        from attncomp.train.warm_start import check_initial
+
+        check_initial(spec, data, init)
     out.mkdir(parents=True, exist_ok=True)
     text = ir.to_text(spec)
     files.write_atomically(out / "spec.attn", text)
@@ -88,11 +96,12 @@ def _train(args: argparse.Namespace) -> int:
                     resume=args.resume, compile=args.compile, profile=args.profile, log_every=args.log_every,
                     log_interval=args.log_interval,
                     stop_at=args.stop_at, time_limit=args.time_limit, fused_loss=not args.plain_loss,
-                    fsdp=args.fsdp, timeout=nodes.timeout, resume_check=functools.partial(resume_changes, spec))
+                    fsdp=args.fsdp, timeout=nodes.timeout, resume_check=functools.partial(resume_changes, spec),
+                    init=init)
     _write_run_json(out, {"spec": args.spec, "set": args.overrides, "data": str(args.data), "device": device,
                           "workers_per_node": nproc, "nnodes": args.nnodes, "max_tokens_per_worker": per_worker,
                           "time_limit": args.time_limit, "timeout": nodes.timeout,
-                          "max_restarts": nodes.max_restarts})
+                          "max_restarts": nodes.max_restarts, "init": args.init})
     print(f"training {spec.model.name} on {nproc * args.nnodes} {'GPU' if device == 'cuda' else 'CPU'} worker(s) "
           f"-> {out}", file=sys.stderr)
     results, received = launch(worker, (cfg,), nproc, out, nodes)
@@ -103,6 +112,18 @@ def _train(args: argparse.Namespace) -> int:
     average = out / ckpt.AVERAGE
     print(f"done: {average if average.exists() else out}", file=sys.stderr)
     return 0
+
+
+def _check_validation(spec: ir.Spec, data, fsdp: bool) -> None:
+    """train.validation needs a valid split; its BLEU is decoded on rank 0, which FSDP's sharded forward cannot."""
+    v = spec.train.validation
+    if v is None:
+        return
+    if not data.has_split("valid"):
+        raise UsageError(f"train.validation needs a valid split, but {data.path} has none (prepare it with --valid)")
+    if fsdp and v.bleu > 0:
+        raise UsageError("train.validation.bleu decodes on one worker, which --fsdp's sharded model cannot; "
+                         "train with DDP (no --fsdp) or set train.validation.bleu = 0")
 
 
 def _write_run_json(out: Path, options: dict) -> None:
@@ -179,6 +200,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="padded tokens per micro-batch per worker (default 32768 on GPU, 4096 on CPU); "
                         "gradient accumulation makes up the spec's tokens per update")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    p.add_argument("--init", metavar="CHECKPOINT",
+                   help="start a new run (step 0, fresh optimiser and schedule) from the weights of a checkpoint, "
+                        "sharded checkpoint or safetensors export; with --resume, the run's own newest checkpoint "
+                        "wins once it has one")
     p.add_argument("--compile", action="store_true", help="torch.compile the optimised model")
     p.add_argument("--force", action="store_true",
                    help="train even when the float32 parameters exceed the limit (4 GiB; see docs/compiler.md)")

@@ -35,9 +35,10 @@ from attncomp.checkpoint.schema import (
 
 PATTERN = re.compile(r"checkpoint_(\d+)(\.pt)?$")
 AVERAGE = "checkpoint_avg.pt"
+BEST = "checkpoint_best.pt"  # train.validation's best checkpoint: never pruned (PATTERN does not match it)
 FAULT = "ATTNCOMP_FAULT_KILL_IN_SAVE"  # tests: SIGKILL this process halfway through the Nth save
 
-__all__ = ["AVERAGE", "FORMAT", "KNOWN_VERSIONS", "VERSION", "Checkpoint", "CheckpointError", "Header",
+__all__ = ["AVERAGE", "BEST", "FORMAT", "KNOWN_VERSIONS", "VERSION", "Checkpoint", "CheckpointError", "Header",
            "average", "checkpoint_path", "is_checkpoint_dir", "last_readable", "latest_readable", "listed", "load", "prune", "read", "readable",
            "remove_stale", "save", "sharded", "stored_spec", "write_file"]
 

@@ -397,6 +397,21 @@ class MaskedLM(Node):
         0.1, description="of the chosen, replaced by a random token")
 
 
+class Validation(Node):
+    """What each evaluation during training adds to the validation loss: BLEU on the first sentences, the
+    best checkpoint by a metric, early stopping. Absent, a run evaluates loss and perplexity only."""
+
+    bleu: Annotated[int, Field(ge=0, le=1 << 20)] = Field(
+        0, description="validation sentences translated for BLEU at each evaluation (0: no BLEU)"
+    )
+    best: Literal["none", "ppl", "bleu"] = Field(
+        "none", description="keep checkpoint_best.pt by this metric (lower ppl, higher BLEU)"
+    )
+    patience: Annotated[int, Field(ge=0, le=1 << 20)] = Field(
+        0, description="stop after this many evaluations without a better `best` metric (0: never)"
+    )
+
+
 class Train(Node):
     """The training recipe."""
 
@@ -410,6 +425,9 @@ class Train(Node):
     seed: Annotated[int, Field(ge=0, le=(1 << 63) - 1)] = Field(1, description="seed for weights, data order, dropout")
     checkpoint: Checkpoint = Field(Checkpoint(), description="checkpointing")
     mlm: MaskedLM = Field(MaskedLM(), description="masked-LM rates (encoder-only models)")
+    validation: Validation | None = Field(
+        None, description="validation BLEU, the best checkpoint and early stopping (absent: loss and ppl only)"
+    )
 
 
 # --- decoding ---------------------------------------------------------------------------------

@@ -77,6 +77,20 @@ def _checkpoint(spec: nodes.Spec) -> None:
                         spec.span("train", "checkpoint", "average_last"))
 
 
+def _validation(spec: nodes.Spec) -> None:
+    """The best checkpoint by BLEU needs BLEU measured; patience counts evaluations without a better best."""
+    v = spec.train.validation
+    if v is None:
+        return
+    if v.best == "bleu" and v.bleu == 0:
+        raise SpecError("best = bleu needs BLEU at each evaluation, but bleu = 0",
+                        spec.span("train", "validation", "best"),
+                        hint="set bleu = N: the first N validation sentences are translated")
+    if v.patience > 0 and v.best == "none":
+        raise SpecError(f"patience = {v.patience} counts evaluations without a better best metric, but best = none",
+                        spec.span("train", "validation", "patience"), hint="set best = ppl or best = bleu")
+
+
 def _schedule(spec: nodes.Spec) -> None:
     sched = spec.train.schedule
     warmup = getattr(sched, "warmup", 0)
@@ -117,7 +131,6 @@ def _mlm(spec: nodes.Spec) -> None:
                         spec.span("train", "mlm", "random"), hint="the rest, 1 - mask - random, keeps its token")
 
 
-
 def _kv_heads(spec: nodes.Spec) -> None:
     """Grouped-query attention: every key/value head serves the same number of query heads."""
     for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
@@ -142,9 +155,8 @@ def _rope(spec: nodes.Spec) -> None:
                             spec.span("model", "positions"), hint="choose a fraction that leaves an even count")
 
 
-
-RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _schedule, _local_window, _relative_scores,
-         _mlm, _kv_heads, _rope)
+RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
+         _relative_scores, _mlm, _kv_heads, _rope)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:

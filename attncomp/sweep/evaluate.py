@@ -9,15 +9,13 @@ turned back into text by the data's sentencepiece model.
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import torch
 
 from attncomp.data.batching import lm_batch, translation_batch
 from attncomp.data.dataset import PreparedData, Split
-from attncomp.decode.score import score
-from attncomp.decode.translate import Translator
+from attncomp.decode.bleu import bleu
 from attncomp.errors import DataError
 from attncomp.ir import nodes
 from attncomp.train.step import TrainStep
@@ -55,21 +53,6 @@ def perplexity(model: torch.nn.Module, split: Split) -> float:
         start = end
     _, nll, tokens = totals.tolist()
     return math.exp(min(nll / max(tokens, 1.0), 50.0))
-
-
-def bleu(model: torch.nn.Module, data: PreparedData, split: Split, sentences: int) -> tuple[float, float]:
-    """(BLEU, sentences per second) on the first `sentences` pairs of `split`."""
-    count = min(sentences, len(split))
-    src_tok, tgt_tok = data.tokenizer("src"), data.tokenizer("tgt")
-    sources = src_tok.decode([split.src[i].tolist() for i in range(count)])
-    references = tgt_tok.decode([split.tgt[i].tolist() for i in range(count)])
-    decode = model.spec.decode
-    translator = Translator(model, src_tok, tgt_tok, decode.beam, decode.length_penalty, decode.max_len,
-                            progress=False)
-    started = time.perf_counter()
-    hypotheses = [options[0].text for options in translator.translate(sources)]
-    seconds = max(time.perf_counter() - started, 1e-9)
-    return score(hypotheses, references).bleu, count / seconds
 
 
 def evaluate(model: torch.nn.Module, data: PreparedData, sentences: int) -> dict:

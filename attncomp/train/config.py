@@ -33,6 +33,7 @@ class RunConfig:
     timeout: float = 600.0  # seconds a collective may wait for a peer before the run stops
     # resume_check(stored spec text, checkpoint name) -> the allowed changes ("key: old -> new"), or raises
     resume_check: Callable[[str, str], list[str]] | None = None
+    init: str | None = None  # --init: a new run from these weights (a checkpoint, sharded one or safetensors export)
 
 
 def check_vocab(data: PreparedData, m) -> None:

@@ -17,6 +17,7 @@ TensorBoard scalars (`tensorboard --logdir RUN/tb`):
     train/lr          learning rate                              train/grad_norm gradient norm before clipping
     train/tokens_per_s  target tokens per second                 gpu/memory_gb   peak GPU memory
     valid/loss, valid/ppl   at each evaluation (every checkpoint)
+    valid/bleu        BLEU of the first validation sentences, with train.validation { bleu = N }
 """
 
 from __future__ import annotations
@@ -122,10 +123,13 @@ class Monitor:
             parts.append(f"valid loss {metrics['loss']:.4f} ppl {metrics['ppl']:.2f}")
             self.writer.add_scalar("valid/loss", metrics["loss"], step)
             self.writer.add_scalar("valid/ppl", metrics["ppl"], step)
+        if "bleu" in metrics:  # train.validation.bleu
+            parts.append(f"bleu {metrics['bleu']:.2f}")
+            self.writer.add_scalar("valid/bleu", metrics["bleu"], step)
         if self.last:
             parts.append(f"train loss {self.last['train/loss']:.4f}")
             parts.append(f"{self.last['train/tokens_per_s']:,.0f} tok/s")
-        parts.append(f"saved {saved.name}")
+        parts.append(f"saved {saved.name}" + (" and checkpoint_best.pt" if metrics.get("best_step") == step else ""))
         self.note(" | ".join(parts))
         if metrics:
             self._watch_divergence(step, metrics["loss"], saved)

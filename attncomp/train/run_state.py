@@ -26,6 +26,7 @@ class RunState:
         self.model, self.optimizer, self.scheduler, self.data, self.monitor = model, optimizer, scheduler, data, monitor
         self.recipe = model.spec.train
         self.step, self.position = 0, (0, 0)
+        self.metrics: dict = {}  # those of the checkpoint resumed from
         self.last_save = time.monotonic()
 
     def _header(self, metrics: dict) -> ckpt.Header:
@@ -33,8 +34,9 @@ class RunState:
                            tokenizers=self._tokenizers(), data=json.dumps(self.data.data.manifest), step=self.step,
                            position=tuple(self.position), metrics=metrics, sharded=self.cfg.fsdp)
 
-    def save(self, metrics: dict) -> Path:
-        """A checkpoint: one file written by rank 0, or under FSDP a directory of DCP shards, one per worker."""
+    def save(self, metrics: dict, best: bool = False) -> Path:
+        """A checkpoint: one file written by rank 0, or under FSDP a directory of DCP shards, one per worker;
+        with `best`, also the run's checkpoint_best.pt (one file, written atomically)."""
         rng = states.rng_states(self.data.device, self.data.cuda, self.world)
         tensors = states.for_checkpoint(self.model, self.optimizer, self.cfg.fsdp)
         path = ckpt.checkpoint_path(self.out, self.step, sharded_dir=self.cfg.fsdp)
@@ -48,6 +50,8 @@ class RunState:
             ckpt.prune(self.out, self.recipe.checkpoint.keep)
         if dist.is_initialized():
             dist.barrier()
+        if best and self.rank == 0:  # a sharded checkpoint is gathered: its shards are all written now
+            ckpt.save(ckpt.read(path) if self.cfg.fsdp else saved, self.out / ckpt.BEST)
         self.last_save = time.monotonic()
         return path
 
@@ -84,6 +88,7 @@ class RunState:
         states.load(self.model, self.optimizer, self.cfg.fsdp, found)
         self.scheduler.load_state_dict(found.scheduler)
         self.step, self.position = header.step, tuple(header.position)
+        self.metrics = dict(header.metrics)  # train.validation's judgement continues from them
         if len(found.rng) == self.world:
             states.set_rng_state(found.rng[self.rank], self.data.device, self.data.cuda)
         else:

@@ -24,6 +24,8 @@ from attncomp.train.run_state import RunState
 from attncomp.train.schedule import learning_rate
 from attncomp.train.step import TrainStep, compiled
 from attncomp.train.update import FAULT_NAN, Health, Updater
+from attncomp.train.validation import Validator
+from attncomp.train.warm_start import load_initial
 
 __all__ = ["FAULT_NAN", "Health", "RunConfig", "Trainer", "check_vocab", "make_optimizer"]
 
@@ -38,6 +40,8 @@ class Trainer:
             torch.cuda.set_device(self.device)
         self.model = cfg.factory(self.device)
         self.spec = self.model.spec
+        if cfg.init is not None:  # before any wrapping; a checkpoint restored on --resume replaces these weights
+            load_initial(self.model, cfg.init)
         self.recipe = self.spec.train
         torch.manual_seed(self.recipe.seed * 1000 + rank)  # dropout: a stream per worker
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.cuda and \
@@ -63,10 +67,13 @@ class Trainer:
         self.monitor = Monitor(Path(cfg.out), self.recipe.steps, enabled=rank == 0, cuda=self.cuda,
                                interval=cfg.log_interval)
         self.state = RunState(cfg, rank, world, self.model, self.optimizer, self.scheduler, self.data, self.monitor)
+        self.validator = Validator(self.recipe.validation, self.model, self.data, rank)
 
     def evaluate(self) -> dict[str, float]:
-        return evaluate(self.model, self.train_step, self.data, self.cfg.max_tokens_per_worker, self.rank,
-                        self.world)
+        metrics = evaluate(self.model, self.train_step, self.data, self.cfg.max_tokens_per_worker, self.rank,
+                           self.world)
+        metrics.update(self.validator.bleu())
+        return {**metrics, **self.validator.judge(self.state.step, metrics)}
 
     def check_health(self) -> None:
         self.updater.check_health(self.state.step, self.state.out)
@@ -96,6 +103,12 @@ class Trainer:
             state.remove_stale()
         if self.cfg.resume:
             state.restore()
+        if state.step == 0 and self.cfg.init is not None:
+            self.monitor.note(f"initialised the weights from {self.cfg.init}; step 0, a fresh optimiser and schedule")
+        self.validator.restore(state.metrics)
+        if self.validator.exhausted:
+            self.monitor.note(f"nothing to train: {self.validator.stop_message(state.step)}")
+            return self.finish({})
         if state.step >= self.recipe.steps:
             self.monitor.note(f"already trained for {state.step} steps")
             return self.finish({})
@@ -118,7 +131,7 @@ class Trainer:
                 if due or state.step == self.recipe.steps or stopping or time_up or signalled:
                     self.check_health()
                     metrics = self.evaluate()
-                    saved = state.save(metrics)
+                    saved = state.save(metrics, best=self.validator.improved)
                     self.monitor.evaluation(state.step, metrics, saved)
                 if signalled:
                     name = self.stop.signal or "a signal to another worker"
@@ -130,6 +143,9 @@ class Trainer:
                     return self.monitor.close()
                 if time_up:
                     self.monitor.note(f"time limit of {self.cfg.time_limit:g} minutes reached at step {state.step}")
+                    break
+                if self.validator.exhausted:
+                    self.monitor.note(self.validator.stop_message(state.step))
                     break
                 if state.step >= self.recipe.steps:
                     break

@@ -121,6 +121,13 @@ def _repair(data: dict, stack: dict) -> dict:
         sched["final"] = min(sched["final"], sched["peak"])
     mlm = train["mlm"]
     mlm["random"] = min(mlm["random"], 1.0 - mlm["mask"])
+    for s in (model["encoder"], decoder):  # verify._relative_scores: relative positions need dot-product scores
+        if s is not None and positions["kind"] == "relative" and s["attention"]["kind"] == "additive":
+            s["attention"] = {"kind": "scaled_dot"}
+    validation = train.get("validation")
+    if validation is not None:
+        validation["bleu"] = max(validation["bleu"], 1) if validation["best"] == "bleu" else validation["bleu"]
+        validation["patience"] = 0 if validation["best"] == "none" else validation["patience"]
     return data
 
 

@@ -24,8 +24,10 @@ def params(path):
 
 
 def test_two_workers_and_one_worker_with_accumulation_agree(sample_data, tmp_path):
+    validation = ["--set", "train.validation.bleu=2", "--set", "train.validation.best=ppl"]  # rank 0 decodes, all hear
     assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "two"), "--procs", "2",
-                "--max-tokens-per-gpu", "4096", *SHORT]) == 0
+                "--max-tokens-per-gpu", "4096", *SHORT, *validation]) == 0
+    assert "bleu" in ckpt.load(tmp_path / "two" / ckpt.BEST).header.metrics
     assert train(sample_data, tmp_path / "one", "--max-tokens-per-gpu", "200") == 0  # accumulates
     a, b = params(tmp_path / "two" / "checkpoint_00000012.pt"), params(tmp_path / "one" / "checkpoint_00000012.pt")
     # A key bias adds q.b_k to every score of a query, which softmax ignores: its true gradient is 0,
