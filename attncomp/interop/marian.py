@@ -5,13 +5,10 @@ Marian is the paper's post-norm Transformer with biases on every projection, emb
 sqrt(d_model) (`scale_embedding`), one embedding shared by source, target and output, and sinusoids
 in halves (`MarianSinusoidalPositionalEmbedding`: all sines, then all cosines, at the paper's
 frequencies), which is `positions = sinusoidal(layout = halves)`. The sinusoid tables are computed,
-not copied. What attncomp cannot express yet is refused in one line:
-
-- `final_logits_bias` is added to Marian's logits; it is zero in a fresh model (and dropped here),
-  while a non-zero one (trained OPUS-MT models may have one) needs the output bias on the
-  pre-softmax projection, a key of the `bias { }` block that the spec language does not have yet:
-  until it does, a non-zero final_logits_bias is refused;
-- separate source and target embeddings, activations other than relu and gelu.
+not copied. `final_logits_bias`, added to Marian's logits, is the output bias (`bias { output =
+true }`, `output_bias`); Marian's `swish` activation (OPUS-MT's) is `silu`. What attncomp cannot
+express is refused in one line: separate source and target embeddings, activations other than relu,
+gelu and swish/silu.
 
 Marian's special ids (pad, eos, unk: its own vocabulary's) differ from attncomp's (<pad> 0, <unk> 1,
 <s> 2, </s> 3, <sep> 4): the weights do not depend on them, but an imported model must be fed ids
@@ -39,10 +36,12 @@ RENAMES = (
     (r"model\.decoder\.layers\.(\d+)\.encoder_attn_layer_norm\.", r"decoder.layers.\1.cross_attn_norm."),
     (r"model\.(encoder|decoder)\.layers\.(\d+)\.(fc1|fc2)\.", r"\1.layers.\2.ffn.\3."),
     (r"model\.(encoder|decoder)\.layers\.(\d+)\.final_layer_norm\.", r"\1.layers.\2.ffn_norm."),
+    (r"final_logits_bias", "output_bias"),  # (1, V) in Marian, (V,) in attncomp
 )
 # tied copies of model.shared, and the computed sinusoid tables
 DROPPED = (r"model\.(encoder|decoder)\.embed_tokens\.weight", r"lm_head\.weight",
-           r"model\.(encoder|decoder)\.embed_positions\.weight", r"final_logits_bias")
+           r"model\.(encoder|decoder)\.embed_positions\.weight")
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # Marian's name -> attncomp's
 
 
 def check_supported(config) -> None:
@@ -50,8 +49,8 @@ def check_supported(config) -> None:
     problems = []
     if not getattr(config, "share_encoder_decoder_embeddings", True):
         problems.append("separate source and target embeddings")
-    if config.activation_function not in ("relu", "gelu"):
-        problems.append(f"activation {config.activation_function!r} (attncomp has relu and gelu)")
+    if config.activation_function not in ACTIVATIONS:
+        problems.append(f"activation {config.activation_function!r} (attncomp has {', '.join(ACTIVATIONS)})")
     if problems:
         raise UsageError("attncomp cannot express this Marian model: " + "; ".join(problems))
 
@@ -62,7 +61,7 @@ def spec_text(config, name: str = "marian") -> str:
 
     def stack(layers: int, heads: int, d_ff: int) -> str:
         return (f"layers = {layers}  d_model = {config.d_model}  heads = {heads}  d_ff = {d_ff}  "
-                f"norm = post  activation = {config.activation_function}")
+                f"norm = post  activation = {ACTIVATIONS[config.activation_function]}")
 
     return "\n".join([
         f"model {name} {{",
@@ -70,7 +69,7 @@ def spec_text(config, name: str = "marian") -> str:
         "  tie = all",
         "  positions = sinusoidal(layout = halves)",
         f"  scale_embeddings = {str(bool(config.scale_embedding)).lower()}",
-        "  bias = true",
+        "  bias { attention = true  ffn = true  output = true }",
         "  norm_eps = 1e-5",
         f"  encoder {{ {stack(config.encoder_layers, config.encoder_attention_heads, config.encoder_ffn_dim)} }}",
         f"  decoder {{ {stack(config.decoder_layers, config.decoder_attention_heads, config.decoder_ffn_dim)} }}",
@@ -86,9 +85,6 @@ def spec(config, name: str = "marian") -> nodes.Spec:
 
 def state_dict(marian: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Marian's state dict -> attncomp's canonical names (tied and computed tensors dropped)."""
-    bias = marian.get("final_logits_bias")
-    if bias is not None and bool(bias.ne(0).any()):
-        raise UsageError("Marian's final_logits_bias is not zero, and attncomp has no output bias to carry it yet")
     out = {}
     for key, tensor in marian.items():
         if any(re.fullmatch(pattern, key) for pattern in DROPPED):
@@ -96,7 +92,7 @@ def state_dict(marian: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         for pattern, replacement in RENAMES:
             renamed, hits = re.subn(f"^{pattern}", replacement, key)
             if hits:
-                out[renamed] = tensor
+                out[renamed] = tensor.reshape(-1) if renamed == "output_bias" else tensor
                 break
         else:
             raise UsageError(f"attncomp does not know Marian's tensor {key}")

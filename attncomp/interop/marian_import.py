@@ -40,8 +40,8 @@ from attncomp.vocab import SPECIAL_TOKENS
 
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "<sep>")  # attncomp's ids 0..4
 SIDES = {"src": "source.spm", "tgt": "target.spm"}
-# Marian's tensors with an entry per token, gathered into attncomp's order under whatever name
-# marian.RENAMES gives them (final_logits_bias joins as soon as it maps to an output bias)
+# Marian's tensors with an entry per token, gathered into attncomp's order under the names
+# marian.RENAMES gives them (embed.weight, output_bias)
 BY_VOCABULARY = ("model.shared.weight", "final_logits_bias")
 PICKLE_HINT = ("pytorch_model.bin is a pickle, and unpickling a file can run code: convert it to "
                "model.safetensors, or pass --allow-pickle to read it (with torch.load(weights_only=True))")

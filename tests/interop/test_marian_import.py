@@ -55,8 +55,9 @@ def _marian_vocab(source: bytes, target: bytes) -> dict[str, int]:
     return vocab
 
 
-def marian_directory(out, activation: str = "relu", seed: int = 0):
-    """A random MarianMTModel (d_model 32, 2+2 layers) with its tokenizer files, saved in `out`."""
+def marian_directory(out, activation: str = "relu", seed: int = 0, logits_bias: float = 0.0):
+    """A random MarianMTModel (d_model 32, 2+2 layers) with its tokenizer files, saved in `out`;
+    `logits_bias`: the spread of a random final_logits_bias (a buffer, zero in a fresh model)."""
     pairs = generate(seed=3, pairs=400)
     out.mkdir(parents=True, exist_ok=True)
     source = _train_spm([s for s, _ in pairs], out / "src_spm", 40)
@@ -79,6 +80,7 @@ def marian_directory(out, activation: str = "relu", seed: int = 0):
         for name, p in model.named_parameters():
             if name != "model.shared.weight" and "embed_positions" not in name and "final_logits_bias" not in name:
                 p.add_(torch.randn_like(p) * 0.1)
+        model.final_logits_bias.normal_(0.0, logits_bias)
         eos = model.model.shared.weight[0]
         model.model.decoder.layers[-1].final_layer_norm.bias.add_(0.1 * eos / eos.norm() ** 2)
     model.generation_config.num_beams = 4  # as OPUS-MT models have it
@@ -117,11 +119,11 @@ def test_what_is_not_a_marian_model_is_refused_in_one_line(imported, tmp_path, c
 
 
 def test_unsupported_options_are_refused_in_one_line(imported, tmp_path, capsys):
-    swish = tmp_path / "swish"
-    shutil.copytree(imported[0], swish)
-    config = json.loads((swish / "config.json").read_text())
-    (swish / "config.json").write_text(json.dumps({**config, "activation_function": "swish"}))
-    assert "activation 'swish'" in _one_line_error(capsys, ["import", str(swish), "--out", str(tmp_path / "out")])
+    tanh = tmp_path / "tanh"
+    shutil.copytree(imported[0], tanh)
+    config = json.loads((tanh / "config.json").read_text())
+    (tanh / "config.json").write_text(json.dumps({**config, "activation_function": "tanh"}))
+    assert "activation 'tanh'" in _one_line_error(capsys, ["import", str(tanh), "--out", str(tmp_path / "out")])
 
 
 def test_a_pickle_is_read_only_when_allowed(imported, tmp_path, capsys):
@@ -170,13 +172,33 @@ def test_translations_equal_generate(imported, beam, tmp_path):
     expected = [[i for i in row[1:] if i not in (pad, eos)] for row in out.tolist()]
     assert [[rows[i] for i in tokens] for tokens in ours] == expected
     if beam > 1:  # some end before the limit while live hypotheses go on: the stopping rule matters
-        assert any(len(e) < LIMIT - 1 for e in expected)
+        assert any(len(e) < LIMIT - 1 for e in expected) 
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert run(["translate", str(path), "--beam", str(beam), "--alpha", "0", "--device", "cpu",
                 "--set", f"decode.max_len={LIMIT}", "--input", str(tmp_path / "in.txt"),
                 "--output", str(tmp_path / "out.txt")]) == 0
     text = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
     assert text == tokenizer.batch_decode([e + [eos] for e in expected], skip_special_tokens=True)
+
+
+def test_swish_and_a_final_logits_bias_import(tmp_path):
+    """OPUS-MT's swish (attncomp's silu) and a trained final_logits_bias (attncomp's output bias, its
+    entries renumbered with the vocabulary): greedy and beam-4 ids equal `generate`'s."""
+    directory, hf, tokenizer = marian_directory(tmp_path / "opus-mt", activation="swish", logits_bias=0.1)
+    assert run(["import", str(directory), "--out", str(tmp_path / "imported")]) == 0
+    imported = marian_import.import_directory(directory)
+    assert "activation = silu" in imported.spec_text and imported.spec.model.bias.output
+    model, found = load_checkpoint(tmp_path / "imported" / "checkpoint.pt")
+    src, tgt = (Tokenizer(found.header.tokenizers[side].numpy().tobytes()) for side in ("src", "tgt"))
+    lines, pad, eos = _lines(SENTENCES), hf.config.pad_token_id, hf.config.eos_token_id
+    for beam in (1, 4):
+        translator = Translator(model, src, tgt, beam=beam, alpha=0.0, max_len=nodes.Fixed(length=LIMIT),
+                                progress=False)
+        ours = [options[0].tokens for options in translator.translate(lines)]
+        out = hf.generate(**tokenizer(lines, return_tensors="pt", padding=True), num_beams=beam, do_sample=False,
+                          length_penalty=0.0, early_stopping=False, max_new_tokens=LIMIT, bad_words_ids=[[pad]])
+        expected = [[i for i in row[1:] if i not in (pad, eos)] for row in out.tolist()]
+        assert [[imported.rows[i] for i in tokens] for tokens in ours] == expected, beam
 
 
 def test_the_spec_takes_the_models_beam(imported):
