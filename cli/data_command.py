@@ -20,8 +20,21 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def _given_tokenizers(args: argparse.Namespace) -> tuple[bytes, bytes] | None:
+    """--tokenizers CHECKPOINT: its (src, tgt) sentencepiece models, to prepare data it can be fine-tuned on."""
+    if args.tokenizers is None:
+        return None
+    if args.separate_vocab or args.src_vocab_size or args.tgt_vocab_size:
+        raise UsageError("--tokenizers takes the checkpoint's vocabularies; leave out --separate-vocab, "
+                         "--src-vocab-size and --tgt-vocab-size")
+    from attncomp.compiler import read_trained
+
+    found = read_trained(args.tokenizers)
+    return tuple(found.header.tokenizers[side].numpy().tobytes() for side in ("src", "tgt"))
+
+
 def _prepare(args: argparse.Namespace) -> int:
-    from attncomp.data.prepare import PrepareOptions, prepare
+    from attncomp.data.prepare import PrepareOptions, given_digest, prepare
 
     if args.lang is not None:
         return _prepare_mono(args)
@@ -30,13 +43,15 @@ def _prepare(args: argparse.Namespace) -> int:
                          "(or --lang for text in one language)")
     if not args.separate_vocab and (args.src_vocab_size or args.tgt_vocab_size):
         raise UsageError("--src-vocab-size and --tgt-vocab-size need --separate-vocab (else use --vocab-size)")
+    given = _given_tokenizers(args)
     options = PrepareOptions(
         src_lang=args.src, tgt_lang=args.tgt, vocab_size=args.vocab_size, separate=args.separate_vocab,
         src_vocab_size=args.src_vocab_size, tgt_vocab_size=args.tgt_vocab_size,
         character_coverage=args.character_coverage, max_len=args.max_len, seed=args.seed,
+        given=given_digest(given) if given else "",
     )
     sources = {"train": args.train, "valid": args.valid, "test": args.test}
-    manifest, changed = prepare(sources, Path(args.out), options, force=args.force, print_fn=_say)
+    manifest, changed = prepare(sources, Path(args.out), options, force=args.force, print_fn=_say, tokenizers=given)
     _say(f"{args.out}: {'prepared' if changed else 'already prepared from these inputs; nothing to do'} "
          f"(vocabulary {manifest['vocab']['src_size']}"
          f"{'' if manifest['vocab']['shared'] else ' + ' + str(manifest['vocab']['tgt_size'])})")
@@ -45,16 +60,18 @@ def _prepare(args: argparse.Namespace) -> int:
 
 def _prepare_mono(args: argparse.Namespace) -> int:
     """`data prepare --lang LANG`: PREFIX.LANG, one language, for language models."""
-    from attncomp.data.prepare import PrepareOptions, prepare
+    from attncomp.data.prepare import PrepareOptions, given_digest, prepare
 
     if args.separate_vocab or args.src_vocab_size or args.tgt_vocab_size or (args.src, args.tgt) != ("src", "tgt"):
         raise UsageError("--lang prepares one language with one vocabulary; leave out --src, --tgt, "
                          "--separate-vocab, --src-vocab-size and --tgt-vocab-size")
+    given = _given_tokenizers(args)
+    given = (given[1], given[1]) if given else None  # one language: the (decoder's) target vocabulary
     options = PrepareOptions(src_lang=args.lang, tgt_lang=args.lang, vocab_size=args.vocab_size,
                              character_coverage=args.character_coverage, max_len=args.max_len, seed=args.seed,
-                             mono=True)
+                             mono=True, given=given_digest(given) if given else "")
     sources = {"train": args.train, "valid": args.valid, "test": args.test}
-    manifest, changed = prepare(sources, Path(args.out), options, force=args.force, print_fn=_say)
+    manifest, changed = prepare(sources, Path(args.out), options, force=args.force, print_fn=_say, tokenizers=given)
     _say(f"{args.out}: {'prepared' if changed else 'already prepared from these inputs; nothing to do'} "
          f"({args.lang} only, vocabulary {manifest['vocab']['src_size']})")
     return 0
@@ -115,6 +132,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="drop training pairs longer than this (tokens, </s> included; at least 2)")
     p.add_argument("--seed", type=non_negative_int, default=1)
     p.add_argument("--force", action="store_true", help="replace a directory prepared from other inputs")
+    p.add_argument("--tokenizers", metavar="CHECKPOINT",
+                   help="encode with this checkpoint's (or export's) sentencepiece models instead of training new "
+                        "ones, so that `train --init CHECKPOINT` can fine-tune it (e.g. an `attncomp import`)")
     p.set_defaults(handler=_prepare)
 
     p = verbs.add_parser("sample", help="generate the built-in sample corpus and prepare it")

@@ -50,12 +50,14 @@ class PrepareOptions:
     max_ratio: float = 9.0  # ... or whose lengths differ by more than this factor
     seed: int = 1
     mono: bool = False  # one language (src_lang == tgt_lang): PREFIX.LANG, written to both sides
+    given: str = ""  # --tokenizers: sha256 of the given src and tgt sentencepiece models ("" = train them)
 
 
 def fingerprint(sources: dict[str, list[str]], options: PrepareOptions) -> str:
     fields = dataclasses.asdict(options)
-    if not fields["mono"]:
-        del fields["mono"]  # a parallel preparation keeps the fingerprint it had before `mono` existed
+    for key in ("mono", "given"):
+        if not fields[key]:
+            del fields[key]  # a preparation keeps the fingerprint it had before the option existed
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
     for split in SPLITS:
         for source in sources.get(split, []):
@@ -137,9 +139,21 @@ def _keep(src: list[list[int]], tgt: list[list[int]], options: PrepareOptions) -
     return keep
 
 
-def _tokenizers(work: Path, train: list[tuple[str, str]], options: PrepareOptions,
-                print_fn) -> tuple[Tokenizer, Tokenizer, dict[str, str]]:
-    """Train the shared or the two separate sentencepiece models: (src, tgt, model file names)."""
+def _given_tokenizers(work: Path, given: tuple[bytes, bytes]) -> tuple[Tokenizer, Tokenizer, dict[str, str]]:
+    """A checkpoint's sentencepiece models (--tokenizers), written as the data's own."""
+    names = {"src": "spm.model", "tgt": "spm.model"} if given[0] == given[1] else \
+        {"src": "spm.src.model", "tgt": "spm.tgt.model"}
+    for side, model in zip(("src", "tgt"), given):
+        (work / names[side]).write_bytes(model)
+    return Tokenizer(given[0]), Tokenizer(given[1]), names
+
+
+def _tokenizers(work: Path, train: list[tuple[str, str]], options: PrepareOptions, print_fn,
+                given: tuple[bytes, bytes] | None = None) -> tuple[Tokenizer, Tokenizer, dict[str, str]]:
+    """Train the shared or the two separate sentencepiece models, or take the given ones: (src, tgt,
+    model file names)."""
+    if given is not None:
+        return _given_tokenizers(work, given)
     print_fn(f"training sentencepiece on {len(train):,} pairs")
     with _stage(print_fn, "sentencepiece"):
         if options.separate:
@@ -176,14 +190,15 @@ def _read(source: str, options: PrepareOptions) -> list[tuple[str, str]]:
     return read_parallel(source, options.src_lang, options.tgt_lang)
 
 
-def _build(work: Path, sources: dict[str, list[str]], options: PrepareOptions, print_fn) -> dict:
+def _build(work: Path, sources: dict[str, list[str]], options: PrepareOptions, print_fn,
+           given: tuple[bytes, bytes] | None = None) -> dict:
     with _stage(print_fn, "read the text"):
         splits = {split: [p for source in sources.get(split, []) for p in _read(source, options)]
                   for split in SPLITS if sources.get(split)}
     for split, pairs in splits.items():
         if not pairs:
             raise DataError(f"the {split} text ({', '.join(map(str, sources[split]))}) has no lines")
-    src_tok, tgt_tok, models = _tokenizers(work, splits["train"], options, print_fn)
+    src_tok, tgt_tok, models = _tokenizers(work, splits["train"], options, print_fn, given)
     largest = max(src_tok.vocab_size, tgt_tok.vocab_size)
     dtype = np.uint16 if largest <= np.iinfo(np.uint16).max else np.int32
     stats = {split: _write_split(work, split, pairs, (src_tok, tgt_tok), dtype, options, print_fn)
@@ -191,7 +206,7 @@ def _build(work: Path, sources: dict[str, list[str]], options: PrepareOptions, p
     return {
         "format": FORMAT, "version": 1, "attncomp": __version__,
         "languages": {"src": options.src_lang, "tgt": options.tgt_lang},
-        "vocab": {"shared": not options.separate, "src_size": src_tok.vocab_size, "tgt_size": tgt_tok.vocab_size,
+        "vocab": {"shared": models["src"] == models["tgt"], "src_size": src_tok.vocab_size, "tgt_size": tgt_tok.vocab_size,
                   "src_model": models["src"], "tgt_model": models["tgt"]},
         "dtype": np.dtype(dtype).name, "splits": stats,
         "inputs": {split: [str(s) for s in sources.get(split, [])] for split in SPLITS},
@@ -201,8 +216,12 @@ def _build(work: Path, sources: dict[str, list[str]], options: PrepareOptions, p
 
 
 def prepare(sources: dict[str, list[str]], out: Path, options: PrepareOptions, force: bool = False,
-            print_fn=print, include: dict[str, Path] | None = None) -> tuple[dict, bool]:
+            print_fn=print, include: dict[str, Path] | None = None,
+            tokenizers: tuple[bytes, bytes] | None = None) -> tuple[dict, bool]:
     """Prepare `sources` ({"train": [...], "valid": [...], "test": [...]}) into `out`.
+
+    `tokenizers`: (src, tgt) sentencepiece models to encode with instead of training new ones (a
+    checkpoint's, to fine-tune it); `options.given` must then name them (`given_digest`).
 
     `include` copies extra files into the directory (name -> file) before the manifest is written.
     Returns (manifest, changed); `changed` is False when `out` already holds exactly this preparation.
@@ -221,7 +240,7 @@ def prepare(sources: dict[str, list[str]], out: Path, options: PrepareOptions, f
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     try:
-        manifest = _build(work, sources, options, print_fn)
+        manifest = _build(work, sources, options, print_fn, tokenizers)
         for name, path in (include or {}).items():
             (work / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, work / name)
@@ -231,6 +250,11 @@ def prepare(sources: dict[str, list[str]], out: Path, options: PrepareOptions, f
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return manifest, True
+
+
+def given_digest(tokenizers: tuple[bytes, bytes]) -> str:
+    """PrepareOptions.given for these sentencepiece models: a preparation with others is another one."""
+    return ":".join(hashlib.sha256(model).hexdigest() for model in tokenizers)
 
 
 def _swap_in(work: Path, out: Path) -> None:

@@ -222,3 +222,20 @@ def test_a_piece_missing_from_vocab_json_reads_as_unk(imported, tmp_path):
     ours = Tokenizer(result.tokenizers["src"]).encode(lines)
     assert [[result.rows[i] for i in seq] for seq in ours] == [ids[:-1] for ids in tokenizer(lines).input_ids]
     assert vocab["<unk>"] in [result.rows[i] for i in ours[0]]
+
+
+def test_an_imported_model_fine_tunes(imported, sample_data, tmp_path):
+    """`data prepare --tokenizers` encodes with the imported model's sentencepiece models, and
+    `train --init` fine-tunes its weights."""
+    checkpoint = imported[3]
+    text, data = sample_data / "text", tmp_path / "data"
+    assert run(["data", "prepare", "--train", str(text / "train"), "--valid", str(text / "valid"),
+                "--tokenizers", str(checkpoint), "--out", str(data)]) == 0
+    manifest = json.loads((data / "manifest.json").read_text())
+    _, found = load_checkpoint(checkpoint)
+    assert (data / manifest["vocab"]["src_model"]).read_bytes() == found.header.tokenizers["src"].numpy().tobytes()
+    assert run(["train", str(checkpoint.parent / "model.attn"), "--init", str(checkpoint), "--data", str(data),
+                "--out", str(tmp_path / "run"), "--procs", "1", "--set", "train.steps=2",
+                "--set", "train.checkpoint.every=2", "--set", "train.batch=tokens(300)"]) == 0
+    tuned = load_checkpoint(tmp_path / "run" / "checkpoint_00000002.pt")[1]
+    assert tuned.header.step == 2 and set(tuned.model) == set(found.model)
