@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import operator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -52,23 +51,6 @@ def is_export(path: str | Path) -> bool:
 
 
 # --- writing ----------------------------------------------------------------------------------
-
-
-def export_friendly(graph: fx.Graph) -> fx.Graph:
-    """A copy of `graph` whose sums of two sizes are Python sums again.
-
-    canonicalize spells every `a + b` as torch.add, also decode_step's `cache length + new tokens`,
-    the end of the positions' arange. Eager PyTorch turns that 0-d tensor back into an int; under
-    torch.export it becomes a data-dependent value, and SDPA's shape checks then fail on it. The
-    integers are the same either way.
-    """
-    graph = copy.deepcopy(graph)
-    for node in graph.nodes:
-        if node.op == "call_function" and node.target is torch.add and all(
-                isinstance(a, fx.Node) and a.op == "call_method" and a.target == "size" for a in node.args):
-            node.target = operator.add
-    graph.lint()
-    return graph
 
 
 def _dims() -> dict[str, torch.export.Dim]:
@@ -128,7 +110,7 @@ def programs(compiled) -> dict:
     check_supported(compiled.spec)
     found = {}
     for name, (args, shapes) in _examples(compiled).items():
-        module = fx.GraphModule(compiled, export_friendly(compiled.graphs[name])).eval()
+        module = fx.GraphModule(compiled, copy.deepcopy(compiled.graphs[name])).eval()
         try:
             found[name] = torch.export.export(module, args, dynamic_shapes=shapes)
         except Exception as err:  # torch.export's errors are pages long: its first line says what

@@ -160,8 +160,16 @@ def masked_fill(node: fx.Node) -> bool:
     return True
 
 
+def _size(node) -> bool:
+    return isinstance(node, fx.Node) and node.op == "call_method" and node.target == "size"
+
+
 def add(node: fx.Node) -> bool:
+    """Tensor sums as torch.add; a sum of sizes (decode_step's `cache length + new tokens`) is integer
+    arithmetic and stays a Python sum, which torch.export and dynamic shapes keep symbolic."""
     if _is(node, (operator.add,)) or _is(node, ("add",), "call_method"):
+        if any(_size(a) for a in node.args):
+            return False
         if len(node.args) == 2 and not node.kwargs and all(isinstance(a, fx.Node) for a in node.args):
             _replace(node, torch.add, tuple(node.args))
             return True

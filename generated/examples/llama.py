@@ -290,9 +290,9 @@ class Model(nn.Module):
         size = getitem.size(2)
         tgt_embed = self.tgt_embed(tokens)
         size_1 = tokens.size(1)
-        add_5 = torch.add(size, size_1)
+        add = size + size_1
         getattr_1 = tgt_embed.device
-        arange = torch.arange(size, add_5, device = getattr_1)
+        arange = torch.arange(size, add, device = getattr_1)
         getattr_2 = tgt_embed.dtype
         rope_table = ops.rope_table(arange, 16, 10000.0, getattr_2)
         x = tgt_embed

@@ -284,8 +284,8 @@ class Model(nn.Module):
         mul = torch.mul(tgt_embed, 22.627416997969522)
         size_1 = tokens.size(1)
         getattr_1 = mul.device
-        add_18 = torch.add(size, size_1)
-        arange = torch.arange(size, add_18, device = getattr_1)
+        add = size + size_1
+        arange = torch.arange(size, add, device = getattr_1)
         decoder_pos = self.decoder.pos(arange)
         add_1 = torch.add(mul, decoder_pos)
         training = self.training

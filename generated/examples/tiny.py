@@ -542,8 +542,8 @@ class Model(nn.Module):
         mul = torch.mul(embed, 8.0)
         size_1 = tokens.size(1)
         getattr_1 = mul.device
-        add_8 = torch.add(size, size_1)
-        arange = torch.arange(size, add_8, device = getattr_1)
+        add = size + size_1
+        arange = torch.arange(size, add, device = getattr_1)
         getattr_2 = mul.dtype
         sinusoidal = ops.sinusoidal(arange, 64, getattr_2)
         add_1 = torch.add(mul, sinusoidal)
@@ -563,6 +563,6 @@ class Model(nn.Module):
         select = torch.select(decoder_out, 1, -1)
         embed_weight = self.embed.weight
         linear = F.linear(select, embed_weight)
-        add = (getitem_1,) + decoder_per_layer
-        return (linear, add)
+        add_2 = (getitem_1,) + decoder_per_layer
+        return (linear, add_2)
 

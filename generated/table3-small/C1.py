@@ -533,8 +533,8 @@ class Model(nn.Module):
         mul = torch.mul(embed, 11.313708498984761)
         size_1 = tokens.size(1)
         getattr_1 = mul.device
-        add_5 = torch.add(size, size_1)
-        arange = torch.arange(size, add_5, device = getattr_1)
+        add = size + size_1
+        arange = torch.arange(size, add, device = getattr_1)
         getattr_2 = mul.dtype
         sinusoidal = ops.sinusoidal(arange, 128, getattr_2)
         add_1 = torch.add(mul, sinusoidal)

@@ -555,8 +555,8 @@ class Model(nn.Module):
         mul = torch.mul(embed, 11.313708498984761)
         size_1 = tokens.size(1)
         getattr_1 = mul.device
-        add_11 = torch.add(size, size_1)
-        arange = torch.arange(size, add_11, device = getattr_1)
+        add = size + size_1
+        arange = torch.arange(size, add, device = getattr_1)
         getattr_2 = mul.dtype
         sinusoidal = ops.sinusoidal(arange, 128, getattr_2)
         add_1 = torch.add(mul, sinusoidal)
@@ -578,6 +578,6 @@ class Model(nn.Module):
         select = torch.select(decoder_out, 1, -1)
         embed_weight = self.embed.weight
         linear = F.linear(select, embed_weight)
-        add = (getitem_1,) + decoder_per_layer
-        return (linear, add)
+        add_2 = (getitem_1,) + decoder_per_layer
+        return (linear, add_2)
 

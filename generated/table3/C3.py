@@ -558,8 +558,8 @@ class Model(nn.Module):
         mul = torch.mul(embed, 22.627416997969522)
         size_1 = tokens.size(1)
         getattr_1 = mul.device
-        add_26 = torch.add(size, size_1)
-        arange = torch.arange(size, add_26, device = getattr_1)
+        add = size + size_1
+        arange = torch.arange(size, add, device = getattr_1)
         getattr_2 = mul.dtype
         sinusoidal = ops.sinusoidal(arange, 512, getattr_2)
         add_1 = torch.add(mul, sinusoidal)
@@ -581,6 +581,6 @@ class Model(nn.Module):
         select = torch.select(decoder_out, 1, -1)
         embed_weight = self.embed.weight
         linear = F.linear(select, embed_weight)
-        add = (getitem_1,) + decoder_per_layer
-        return (linear, add)
+        add_2 = (getitem_1,) + decoder_per_layer
+        return (linear, add_2)
 

@@ -5,8 +5,8 @@ def forward(self, tokens, cache):
     mul = torch.mul(embed, 8.0);  embed = None
     size_1 = tokens.size(1);  tokens = None
     getattr_1 = mul.device
-    add_8 = torch.add(size, size_1);  size_1 = None
-    arange = torch.arange(size, add_8, device = getattr_1);  size = add_8 = getattr_1 = None
+    add = size + size_1;  size_1 = None
+    arange = torch.arange(size, add, device = getattr_1);  size = add = getattr_1 = None
     getattr_2 = mul.dtype
     sinusoidal = attncomp_lower_ops_sinusoidal(arange, 64, getattr_2);  arange = getattr_2 = None
     add_1 = torch.add(mul, sinusoidal);  mul = sinusoidal = None
