@@ -156,67 +156,69 @@ class EncoderLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm((1024,))
 
     def forward(self, x, logical_not):
+        # x: (batch, src_len, 1024), logical_not: (batch, 1, 1, src_len)
         training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        linear = F.linear(x, cat, None)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (1024, 1024)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (1024, 1024)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (1024, 1024)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (3072, 1024)
+        linear = F.linear(x, cat, None)  # (batch, src_len, 3072)
         split = torch.split(linear, (1024, 1024, 1024), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (16, 64))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (16, 64))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (16, 64))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.125, attn_mask = logical_not)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.3, training = training)
-        add = torch.add(x, dropout)
-        self_attn_norm = self.self_attn_norm(add)
-        ffn_fc1 = self.ffn.fc1(self_attn_norm)
-        relu = torch.relu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(relu)
-        dropout_1 = F.dropout(ffn_fc2, p = 0.3, training = training)
-        add_1 = torch.add(self_attn_norm, dropout_1)
-        ffn_norm = self.ffn_norm(add_1)
+        getitem = split[0]  # (batch, src_len, 1024)
+        getitem_1 = split[1]  # (batch, src_len, 1024)
+        getitem_2 = split[2]  # (batch, src_len, 1024)
+        unflatten = torch.unflatten(getitem_1, -1, (16, 64))  # (batch, src_len, 16, 64)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 16, src_len, 64)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (16, 64))  # (batch, src_len, 16, 64)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 16, src_len, 64)
+        unflatten_2 = torch.unflatten(getitem, -1, (16, 64))  # (batch, src_len, 16, 64)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 16, src_len, 64)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.125, attn_mask = logical_not)  # (batch, 16, src_len, 64)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, src_len, 16, 64)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, src_len, 1024)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, src_len, 1024)
+        dropout = F.dropout(self_attn_o_proj, p = 0.3, training = training)  # (batch, src_len, 1024)
+        add = torch.add(x, dropout)  # (batch, src_len, 1024)
+        self_attn_norm = self.self_attn_norm(add)  # (batch, src_len, 1024)
+        ffn_fc1 = self.ffn.fc1(self_attn_norm)  # (batch, src_len, 4096)
+        relu = torch.relu(ffn_fc1)  # (batch, src_len, 4096)
+        ffn_fc2 = self.ffn.fc2(relu)  # (batch, src_len, 1024)
+        dropout_1 = F.dropout(ffn_fc2, p = 0.3, training = training)  # (batch, src_len, 1024)
+        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, src_len, 1024)
+        ffn_norm = self.ffn_norm(add_1)  # (batch, src_len, 1024)
         return ffn_norm
 
     def hidden_dense(self, x):
+        # x: (batch, src_len, 1024)
         training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        linear = F.linear(x, cat, None)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (1024, 1024)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (1024, 1024)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (1024, 1024)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (3072, 1024)
+        linear = F.linear(x, cat, None)  # (batch, src_len, 3072)
         split = torch.split(linear, (1024, 1024, 1024), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (16, 64))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (16, 64))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (16, 64))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.125)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.3, training = training)
-        add = torch.add(x, dropout)
-        self_attn_norm = self.self_attn_norm(add)
-        ffn_fc1 = self.ffn.fc1(self_attn_norm)
-        relu = torch.relu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(relu)
-        dropout_1 = F.dropout(ffn_fc2, p = 0.3, training = training)
-        add_1 = torch.add(self_attn_norm, dropout_1)
-        ffn_norm = self.ffn_norm(add_1)
+        getitem = split[0]  # (batch, src_len, 1024)
+        getitem_1 = split[1]  # (batch, src_len, 1024)
+        getitem_2 = split[2]  # (batch, src_len, 1024)
+        unflatten = torch.unflatten(getitem_1, -1, (16, 64))  # (batch, src_len, 16, 64)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 16, src_len, 64)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (16, 64))  # (batch, src_len, 16, 64)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 16, src_len, 64)
+        unflatten_2 = torch.unflatten(getitem, -1, (16, 64))  # (batch, src_len, 16, 64)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 16, src_len, 64)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.125)  # (batch, 16, src_len, 64)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, src_len, 16, 64)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, src_len, 1024)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, src_len, 1024)
+        dropout = F.dropout(self_attn_o_proj, p = 0.3, training = training)  # (batch, src_len, 1024)
+        add = torch.add(x, dropout)  # (batch, src_len, 1024)
+        self_attn_norm = self.self_attn_norm(add)  # (batch, src_len, 1024)
+        ffn_fc1 = self.ffn.fc1(self_attn_norm)  # (batch, src_len, 4096)
+        relu = torch.relu(ffn_fc1)  # (batch, src_len, 4096)
+        ffn_fc2 = self.ffn.fc2(relu)  # (batch, src_len, 1024)
+        dropout_1 = F.dropout(ffn_fc2, p = 0.3, training = training)  # (batch, src_len, 1024)
+        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, src_len, 1024)
+        ffn_norm = self.ffn_norm(add_1)  # (batch, src_len, 1024)
         return ffn_norm
 
 
@@ -252,167 +254,176 @@ class DecoderLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm((1024,))
 
     def forward(self, x, encoder_out, logical_not):
+        # x: (batch, tgt_len, 1024), encoder_out: (batch, src_len, 1024), logical_not: (batch, 1, 1, src_len)
         training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        linear = F.linear(x, cat, None)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (1024, 1024)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (1024, 1024)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (1024, 1024)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (3072, 1024)
+        linear = F.linear(x, cat, None)  # (batch, tgt_len, 3072)
         split = torch.split(linear, (1024, 1024, 1024), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (16, 64))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (16, 64))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (16, 64))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.125, is_causal = True)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.3, training = training)
-        add = torch.add(x, dropout)
-        self_attn_norm = self.self_attn_norm(add)
-        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight
-        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight
-        cat_1 = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))
-        linear_1 = F.linear(encoder_out, cat_1, None)
+        getitem = split[0]  # (batch, tgt_len, 1024)
+        getitem_1 = split[1]  # (batch, tgt_len, 1024)
+        getitem_2 = split[2]  # (batch, tgt_len, 1024)
+        unflatten = torch.unflatten(getitem_1, -1, (16, 64))  # (batch, tgt_len, 16, 64)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 16, tgt_len, 64)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (16, 64))  # (batch, tgt_len, 16, 64)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 16, tgt_len, 64)
+        unflatten_2 = torch.unflatten(getitem, -1, (16, 64))  # (batch, tgt_len, 16, 64)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 16, tgt_len, 64)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.125, is_causal = True)  # (batch, 16, tgt_len, 64)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, tgt_len, 16, 64)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, tgt_len, 1024)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, tgt_len, 1024)
+        dropout = F.dropout(self_attn_o_proj, p = 0.3, training = training)  # (batch, tgt_len, 1024)
+        add = torch.add(x, dropout)  # (batch, tgt_len, 1024)
+        self_attn_norm = self.self_attn_norm(add)  # (batch, tgt_len, 1024)
+        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight  # (1024, 1024)
+        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight  # (1024, 1024)
+        cat_1 = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))  # (2048, 1024)
+        linear_1 = F.linear(encoder_out, cat_1, None)  # (batch, src_len, 2048)
         split_1 = torch.split(linear_1, (1024, 1024), -1)
-        getitem_3 = split_1[0]
-        getitem_4 = split_1[1]
-        unflatten_3 = torch.unflatten(getitem_3, -1, (16, 64))
-        transpose_4 = torch.transpose(unflatten_3, 1, 2)
-        unflatten_4 = torch.unflatten(getitem_4, -1, (16, 64))
-        transpose_5 = torch.transpose(unflatten_4, 1, 2)
-        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)
-        unflatten_5 = torch.unflatten(cross_attn_q_proj, -1, (16, 64))
-        transpose_6 = torch.transpose(unflatten_5, 1, 2)
-        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_6, transpose_4, transpose_5, scale = 0.125, attn_mask = logical_not)
-        transpose_7 = torch.transpose(scaled_dot_product_attention_1, 1, 2)
-        flatten_1 = torch.flatten(transpose_7, -2)
-        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)
-        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.3, training = training)
-        add_1 = torch.add(self_attn_norm, dropout_1)
-        cross_attn_norm = self.cross_attn_norm(add_1)
-        ffn_fc1 = self.ffn.fc1(cross_attn_norm)
-        relu = torch.relu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(relu)
-        dropout_2 = F.dropout(ffn_fc2, p = 0.3, training = training)
-        add_2 = torch.add(cross_attn_norm, dropout_2)
-        ffn_norm = self.ffn_norm(add_2)
+        getitem_3 = split_1[0]  # (batch, src_len, 1024)
+        getitem_4 = split_1[1]  # (batch, src_len, 1024)
+        unflatten_3 = torch.unflatten(getitem_3, -1, (16, 64))  # (batch, src_len, 16, 64)
+        transpose_4 = torch.transpose(unflatten_3, 1, 2)  # (batch, 16, src_len, 64)
+        unflatten_4 = torch.unflatten(getitem_4, -1, (16, 64))  # (batch, src_len, 16, 64)
+        transpose_5 = torch.transpose(unflatten_4, 1, 2)  # (batch, 16, src_len, 64)
+        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)  # (batch, tgt_len, 1024)
+        unflatten_5 = torch.unflatten(cross_attn_q_proj, -1, (16, 64))  # (batch, tgt_len, 16, 64)
+        transpose_6 = torch.transpose(unflatten_5, 1, 2)  # (batch, 16, tgt_len, 64)
+        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_6, transpose_4, transpose_5, scale = 0.125, attn_mask = logical_not)  # (batch, 16, tgt_len, 64)
+        transpose_7 = torch.transpose(scaled_dot_product_attention_1, 1, 2)  # (batch, tgt_len, 16, 64)
+        flatten_1 = torch.flatten(transpose_7, -2)  # (batch, tgt_len, 1024)
+        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)  # (batch, tgt_len, 1024)
+        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.3, training = training)  # (batch, tgt_len, 1024)
+        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, tgt_len, 1024)
+        cross_attn_norm = self.cross_attn_norm(add_1)  # (batch, tgt_len, 1024)
+        ffn_fc1 = self.ffn.fc1(cross_attn_norm)  # (batch, tgt_len, 4096)
+        relu = torch.relu(ffn_fc1)  # (batch, tgt_len, 4096)
+        ffn_fc2 = self.ffn.fc2(relu)  # (batch, tgt_len, 1024)
+        dropout_2 = F.dropout(ffn_fc2, p = 0.3, training = training)  # (batch, tgt_len, 1024)
+        add_2 = torch.add(cross_attn_norm, dropout_2)  # (batch, tgt_len, 1024)
+        ffn_norm = self.ffn_norm(add_2)  # (batch, tgt_len, 1024)
         return ffn_norm
 
     def hidden_dense(self, x, encoder_out):
+        # x: (batch, tgt_len, 1024), encoder_out: (batch, src_len, 1024)
         training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        linear = F.linear(x, cat, None)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (1024, 1024)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (1024, 1024)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (1024, 1024)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (3072, 1024)
+        linear = F.linear(x, cat, None)  # (batch, tgt_len, 3072)
         split = torch.split(linear, (1024, 1024, 1024), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (16, 64))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (16, 64))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (16, 64))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.125, is_causal = True)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.3, training = training)
-        add = torch.add(x, dropout)
-        self_attn_norm = self.self_attn_norm(add)
-        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight
-        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight
-        cat_1 = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))
-        linear_1 = F.linear(encoder_out, cat_1, None)
+        getitem = split[0]  # (batch, tgt_len, 1024)
+        getitem_1 = split[1]  # (batch, tgt_len, 1024)
+        getitem_2 = split[2]  # (batch, tgt_len, 1024)
+        unflatten = torch.unflatten(getitem_1, -1, (16, 64))  # (batch, tgt_len, 16, 64)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 16, tgt_len, 64)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (16, 64))  # (batch, tgt_len, 16, 64)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 16, tgt_len, 64)
+        unflatten_2 = torch.unflatten(getitem, -1, (16, 64))  # (batch, tgt_len, 16, 64)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 16, tgt_len, 64)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.125, is_causal = True)  # (batch, 16, tgt_len, 64)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, tgt_len, 16, 64)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, tgt_len, 1024)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, tgt_len, 1024)
+        dropout = F.dropout(self_attn_o_proj, p = 0.3, training = training)  # (batch, tgt_len, 1024)
+        add = torch.add(x, dropout)  # (batch, tgt_len, 1024)
+        self_attn_norm = self.self_attn_norm(add)  # (batch, tgt_len, 1024)
+        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight  # (1024, 1024)
+        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight  # (1024, 1024)
+        cat_1 = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))  # (2048, 1024)
+        linear_1 = F.linear(encoder_out, cat_1, None)  # (batch, src_len, 2048)
         split_1 = torch.split(linear_1, (1024, 1024), -1)
-        getitem_3 = split_1[0]
-        getitem_4 = split_1[1]
-        unflatten_3 = torch.unflatten(getitem_3, -1, (16, 64))
-        transpose_4 = torch.transpose(unflatten_3, 1, 2)
-        unflatten_4 = torch.unflatten(getitem_4, -1, (16, 64))
-        transpose_5 = torch.transpose(unflatten_4, 1, 2)
-        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)
-        unflatten_5 = torch.unflatten(cross_attn_q_proj, -1, (16, 64))
-        transpose_6 = torch.transpose(unflatten_5, 1, 2)
-        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_6, transpose_4, transpose_5, scale = 0.125)
-        transpose_7 = torch.transpose(scaled_dot_product_attention_1, 1, 2)
-        flatten_1 = torch.flatten(transpose_7, -2)
-        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)
-        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.3, training = training)
-        add_1 = torch.add(self_attn_norm, dropout_1)
-        cross_attn_norm = self.cross_attn_norm(add_1)
-        ffn_fc1 = self.ffn.fc1(cross_attn_norm)
-        relu = torch.relu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(relu)
-        dropout_2 = F.dropout(ffn_fc2, p = 0.3, training = training)
-        add_2 = torch.add(cross_attn_norm, dropout_2)
-        ffn_norm = self.ffn_norm(add_2)
+        getitem_3 = split_1[0]  # (batch, src_len, 1024)
+        getitem_4 = split_1[1]  # (batch, src_len, 1024)
+        unflatten_3 = torch.unflatten(getitem_3, -1, (16, 64))  # (batch, src_len, 16, 64)
+        transpose_4 = torch.transpose(unflatten_3, 1, 2)  # (batch, 16, src_len, 64)
+        unflatten_4 = torch.unflatten(getitem_4, -1, (16, 64))  # (batch, src_len, 16, 64)
+        transpose_5 = torch.transpose(unflatten_4, 1, 2)  # (batch, 16, src_len, 64)
+        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)  # (batch, tgt_len, 1024)
+        unflatten_5 = torch.unflatten(cross_attn_q_proj, -1, (16, 64))  # (batch, tgt_len, 16, 64)
+        transpose_6 = torch.transpose(unflatten_5, 1, 2)  # (batch, 16, tgt_len, 64)
+        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_6, transpose_4, transpose_5, scale = 0.125)  # (batch, 16, tgt_len, 64)
+        transpose_7 = torch.transpose(scaled_dot_product_attention_1, 1, 2)  # (batch, tgt_len, 16, 64)
+        flatten_1 = torch.flatten(transpose_7, -2)  # (batch, tgt_len, 1024)
+        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)  # (batch, tgt_len, 1024)
+        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.3, training = training)  # (batch, tgt_len, 1024)
+        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, tgt_len, 1024)
+        cross_attn_norm = self.cross_attn_norm(add_1)  # (batch, tgt_len, 1024)
+        ffn_fc1 = self.ffn.fc1(cross_attn_norm)  # (batch, tgt_len, 4096)
+        relu = torch.relu(ffn_fc1)  # (batch, tgt_len, 4096)
+        ffn_fc2 = self.ffn.fc2(relu)  # (batch, tgt_len, 1024)
+        dropout_2 = F.dropout(ffn_fc2, p = 0.3, training = training)  # (batch, tgt_len, 1024)
+        add_2 = torch.add(cross_attn_norm, dropout_2)  # (batch, tgt_len, 1024)
+        ffn_norm = self.ffn_norm(add_2)  # (batch, tgt_len, 1024)
         return ffn_norm
 
     def init_cache(self, memory):
-        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight
-        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight
-        cat = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))
-        linear = F.linear(memory, cat, None)
+        # memory: (batch, src_len, 1024)
+        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight  # (1024, 1024)
+        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight  # (1024, 1024)
+        cat = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))  # (2048, 1024)
+        linear = F.linear(memory, cat, None)  # (batch, src_len, 2048)
         split = torch.split(linear, (1024, 1024), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        unflatten = torch.unflatten(getitem, -1, (16, 64))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_1, -1, (16, 64))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
+        getitem = split[0]  # (batch, src_len, 1024)
+        getitem_1 = split[1]  # (batch, src_len, 1024)
+        unflatten = torch.unflatten(getitem, -1, (16, 64))  # (batch, src_len, 16, 64)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 16, src_len, 64)
+        unflatten_1 = torch.unflatten(getitem_1, -1, (16, 64))  # (batch, src_len, 16, 64)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 16, src_len, 64)
         return (transpose, transpose_1)
 
     def decode_step(self, x, cache_1, cache_2, cache_3, cache_4, logical_not):
+        # x: (batch, 1, 1024)
+        # cache_1: (batch, 16, cache_len, 64)
+        # cache_2: (batch, 16, cache_len, 64)
+        # cache_3: (batch, 16, src_len, 64)
+        # cache_4: (batch, 16, src_len, 64)
+        # logical_not: (batch, 1, 1, src_len)
         training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        linear = F.linear(x, cat, None)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (1024, 1024)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (1024, 1024)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (1024, 1024)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (3072, 1024)
+        linear = F.linear(x, cat, None)  # (batch, 1, 3072)
         split = torch.split(linear, (1024, 1024, 1024), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (16, 64))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (16, 64))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        cat_1 = torch.cat((cache_1, transpose), 2)
-        cat_2 = torch.cat((cache_2, transpose_1), 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (16, 64))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, cat_1, cat_2, scale = 0.125)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.3, training = training)
-        add = torch.add(x, dropout)
-        self_attn_norm = self.self_attn_norm(add)
-        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)
-        unflatten_3 = torch.unflatten(cross_attn_q_proj, -1, (16, 64))
-        transpose_4 = torch.transpose(unflatten_3, 1, 2)
-        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_4, cache_3, cache_4, scale = 0.125, attn_mask = logical_not)
-        transpose_5 = torch.transpose(scaled_dot_product_attention_1, 1, 2)
-        flatten_1 = torch.flatten(transpose_5, -2)
-        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)
-        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.3, training = training)
-        add_1 = torch.add(self_attn_norm, dropout_1)
-        cross_attn_norm = self.cross_attn_norm(add_1)
-        ffn_fc1 = self.ffn.fc1(cross_attn_norm)
-        relu = torch.relu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(relu)
-        dropout_2 = F.dropout(ffn_fc2, p = 0.3, training = training)
-        add_2 = torch.add(cross_attn_norm, dropout_2)
-        ffn_norm = self.ffn_norm(add_2)
+        getitem = split[0]  # (batch, 1, 1024)
+        getitem_1 = split[1]  # (batch, 1, 1024)
+        getitem_2 = split[2]  # (batch, 1, 1024)
+        unflatten = torch.unflatten(getitem_1, -1, (16, 64))  # (batch, 1, 16, 64)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 16, 1, 64)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (16, 64))  # (batch, 1, 16, 64)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 16, 1, 64)
+        cat_1 = torch.cat((cache_1, transpose), 2)  # (batch, 16, cache_len + 1, 64)
+        cat_2 = torch.cat((cache_2, transpose_1), 2)  # (batch, 16, cache_len + 1, 64)
+        unflatten_2 = torch.unflatten(getitem, -1, (16, 64))  # (batch, 1, 16, 64)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 16, 1, 64)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, cat_1, cat_2, scale = 0.125)  # (batch, 16, 1, 64)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, 1, 16, 64)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, 1, 1024)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, 1, 1024)
+        dropout = F.dropout(self_attn_o_proj, p = 0.3, training = training)  # (batch, 1, 1024)
+        add = torch.add(x, dropout)  # (batch, 1, 1024)
+        self_attn_norm = self.self_attn_norm(add)  # (batch, 1, 1024)
+        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)  # (batch, 1, 1024)
+        unflatten_3 = torch.unflatten(cross_attn_q_proj, -1, (16, 64))  # (batch, 1, 16, 64)
+        transpose_4 = torch.transpose(unflatten_3, 1, 2)  # (batch, 16, 1, 64)
+        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_4, cache_3, cache_4, scale = 0.125, attn_mask = logical_not)  # (batch, 16, 1, 64)
+        transpose_5 = torch.transpose(scaled_dot_product_attention_1, 1, 2)  # (batch, 1, 16, 64)
+        flatten_1 = torch.flatten(transpose_5, -2)  # (batch, 1, 1024)
+        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)  # (batch, 1, 1024)
+        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.3, training = training)  # (batch, 1, 1024)
+        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, 1, 1024)
+        cross_attn_norm = self.cross_attn_norm(add_1)  # (batch, 1, 1024)
+        ffn_fc1 = self.ffn.fc1(cross_attn_norm)  # (batch, 1, 4096)
+        relu = torch.relu(ffn_fc1)  # (batch, 1, 4096)
+        ffn_fc2 = self.ffn.fc2(relu)  # (batch, 1, 1024)
+        dropout_2 = F.dropout(ffn_fc2, p = 0.3, training = training)  # (batch, 1, 1024)
+        add_2 = torch.add(cross_attn_norm, dropout_2)  # (batch, 1, 1024)
+        ffn_norm = self.ffn_norm(add_2)  # (batch, 1, 1024)
         return (cat_1, cat_2, ffn_norm)
 
 
@@ -434,65 +445,67 @@ class Model(nn.Module):
         self.decoder = Decoder()
 
     def forward(self, src, tgt_in):
-        padding_mask = ops.padding_mask(src, 0)
-        logical_not = torch.logical_not(padding_mask)
-        embed = self.embed(src)
-        mul = torch.mul(embed, 32.0)
+        # src: (batch, src_len), tgt_in: (batch, tgt_len)
+        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
+        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
+        embed = self.embed(src)  # (batch, src_len, 1024)
+        mul = torch.mul(embed, 32.0)  # (batch, src_len, 1024)
         size = src.size(1)
         getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)
+        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
         getattr_2 = mul.dtype
-        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)
-        add = torch.add(mul, sinusoidal)
+        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)  # (src_len, 1024)
+        add = torch.add(mul, sinusoidal)  # (batch, src_len, 1024)
         training = self.training
-        dropout = F.dropout(add, p = 0.3, training = training)
+        dropout = F.dropout(add, p = 0.3, training = training)  # (batch, src_len, 1024)
         x = dropout
         for i, layer in enumerate(self.encoder.layers):
             x = layer(x, logical_not)
         encoder_out = x
-        embed_1 = self.embed(tgt_in)
-        mul_7 = torch.mul(embed_1, 32.0)
+        embed_1 = self.embed(tgt_in)  # (batch, tgt_len, 1024)
+        mul_7 = torch.mul(embed_1, 32.0)  # (batch, tgt_len, 1024)
         size_1 = tgt_in.size(1)
         getattr_3 = mul_7.device
-        arange_1 = torch.arange(0, size_1, device = getattr_3)
+        arange_1 = torch.arange(0, size_1, device = getattr_3)  # (tgt_len,)
         getattr_4 = mul_7.dtype
-        sinusoidal_1 = ops.sinusoidal(arange_1, 1024, getattr_4)
-        add_13 = torch.add(mul_7, sinusoidal_1)
-        dropout_13 = F.dropout(add_13, p = 0.3, training = training)
+        sinusoidal_1 = ops.sinusoidal(arange_1, 1024, getattr_4)  # (tgt_len, 1024)
+        add_13 = torch.add(mul_7, sinusoidal_1)  # (batch, tgt_len, 1024)
+        dropout_13 = F.dropout(add_13, p = 0.3, training = training)  # (batch, tgt_len, 1024)
         x = dropout_13
         for i, layer in enumerate(self.decoder.layers):
             x = layer(x, encoder_out, logical_not)
         decoder_out = x
-        embed_weight = self.embed.weight
-        linear = F.linear(decoder_out, embed_weight)
+        embed_weight = self.embed.weight  # (37000, 1024)
+        linear = F.linear(decoder_out, embed_weight)  # (batch, tgt_len, 37000)
         return linear
 
     def hidden(self, src, tgt_in):
-        padding_mask = ops.padding_mask(src, 0)
-        logical_not = torch.logical_not(padding_mask)
-        embed = self.embed(src)
-        mul = torch.mul(embed, 32.0)
+        # src: (batch, src_len), tgt_in: (batch, tgt_len)
+        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
+        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
+        embed = self.embed(src)  # (batch, src_len, 1024)
+        mul = torch.mul(embed, 32.0)  # (batch, src_len, 1024)
         size = src.size(1)
         getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)
+        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
         getattr_2 = mul.dtype
-        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)
-        add = torch.add(mul, sinusoidal)
+        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)  # (src_len, 1024)
+        add = torch.add(mul, sinusoidal)  # (batch, src_len, 1024)
         training = self.training
-        dropout = F.dropout(add, p = 0.3, training = training)
+        dropout = F.dropout(add, p = 0.3, training = training)  # (batch, src_len, 1024)
         x = dropout
         for i, layer in enumerate(self.encoder.layers):
             x = layer(x, logical_not)
         encoder_out = x
-        embed_1 = self.embed(tgt_in)
-        mul_7 = torch.mul(embed_1, 32.0)
+        embed_1 = self.embed(tgt_in)  # (batch, tgt_len, 1024)
+        mul_7 = torch.mul(embed_1, 32.0)  # (batch, tgt_len, 1024)
         size_1 = tgt_in.size(1)
         getattr_3 = mul_7.device
-        arange_1 = torch.arange(0, size_1, device = getattr_3)
+        arange_1 = torch.arange(0, size_1, device = getattr_3)  # (tgt_len,)
         getattr_4 = mul_7.dtype
-        sinusoidal_1 = ops.sinusoidal(arange_1, 1024, getattr_4)
-        add_13 = torch.add(mul_7, sinusoidal_1)
-        dropout_13 = F.dropout(add_13, p = 0.3, training = training)
+        sinusoidal_1 = ops.sinusoidal(arange_1, 1024, getattr_4)  # (tgt_len, 1024)
+        add_13 = torch.add(mul_7, sinusoidal_1)  # (batch, tgt_len, 1024)
+        dropout_13 = F.dropout(add_13, p = 0.3, training = training)  # (batch, tgt_len, 1024)
         x = dropout_13
         for i, layer in enumerate(self.decoder.layers):
             x = layer(x, encoder_out, logical_not)
@@ -500,29 +513,30 @@ class Model(nn.Module):
         return decoder_out
 
     def hidden_dense(self, src, tgt_in):
-        embed = self.embed(src)
-        mul = torch.mul(embed, 32.0)
+        # src: (batch, src_len), tgt_in: (batch, tgt_len)
+        embed = self.embed(src)  # (batch, src_len, 1024)
+        mul = torch.mul(embed, 32.0)  # (batch, src_len, 1024)
         size = src.size(1)
         getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)
+        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
         getattr_2 = mul.dtype
-        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)
-        add = torch.add(mul, sinusoidal)
+        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)  # (src_len, 1024)
+        add = torch.add(mul, sinusoidal)  # (batch, src_len, 1024)
         training = self.training
-        dropout = F.dropout(add, p = 0.3, training = training)
+        dropout = F.dropout(add, p = 0.3, training = training)  # (batch, src_len, 1024)
         x = dropout
         for i, layer in enumerate(self.encoder.layers):
             x = layer.hidden_dense(x)
         encoder_out = x
-        embed_1 = self.embed(tgt_in)
-        mul_7 = torch.mul(embed_1, 32.0)
+        embed_1 = self.embed(tgt_in)  # (batch, tgt_len, 1024)
+        mul_7 = torch.mul(embed_1, 32.0)  # (batch, tgt_len, 1024)
         size_1 = tgt_in.size(1)
         getattr_3 = mul_7.device
-        arange_1 = torch.arange(0, size_1, device = getattr_3)
+        arange_1 = torch.arange(0, size_1, device = getattr_3)  # (tgt_len,)
         getattr_4 = mul_7.dtype
-        sinusoidal_1 = ops.sinusoidal(arange_1, 1024, getattr_4)
-        add_13 = torch.add(mul_7, sinusoidal_1)
-        dropout_13 = F.dropout(add_13, p = 0.3, training = training)
+        sinusoidal_1 = ops.sinusoidal(arange_1, 1024, getattr_4)  # (tgt_len, 1024)
+        add_13 = torch.add(mul_7, sinusoidal_1)  # (batch, tgt_len, 1024)
+        dropout_13 = F.dropout(add_13, p = 0.3, training = training)  # (batch, tgt_len, 1024)
         x = dropout_13
         for i, layer in enumerate(self.decoder.layers):
             x = layer.hidden_dense(x, encoder_out)
@@ -530,18 +544,19 @@ class Model(nn.Module):
         return decoder_out
 
     def encode(self, src):
-        padding_mask = ops.padding_mask(src, 0)
-        logical_not = torch.logical_not(padding_mask)
-        embed = self.embed(src)
-        mul = torch.mul(embed, 32.0)
+        # src: (batch, src_len)
+        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
+        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
+        embed = self.embed(src)  # (batch, src_len, 1024)
+        mul = torch.mul(embed, 32.0)  # (batch, src_len, 1024)
         size = src.size(1)
         getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)
+        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
         getattr_2 = mul.dtype
-        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)
-        add = torch.add(mul, sinusoidal)
+        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)  # (src_len, 1024)
+        add = torch.add(mul, sinusoidal)  # (batch, src_len, 1024)
         training = self.training
-        dropout = F.dropout(add, p = 0.3, training = training)
+        dropout = F.dropout(add, p = 0.3, training = training)  # (batch, src_len, 1024)
         x = dropout
         for i, layer in enumerate(self.encoder.layers):
             x = layer(x, logical_not)
@@ -549,7 +564,8 @@ class Model(nn.Module):
         return encoder_out
 
     def init_cache(self, src, memory):
-        padding_mask = ops.padding_mask(src, 0)
+        # src: (batch, src_len), memory: (batch, src_len, 1024)
+        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
         size = memory.size(0)
         per_layer = ()
         for i, layer in enumerate(self.decoder.layers):
@@ -560,21 +576,22 @@ class Model(nn.Module):
         return add
 
     def decode_step(self, tokens, cache):
-        getitem = cache[1]
+        # tokens: (batch, 1)
+        getitem = cache[1]  # (batch, 16, cache_len, 64)
         size = getitem.size(2)
-        embed = self.embed(tokens)
-        mul = torch.mul(embed, 32.0)
+        embed = self.embed(tokens)  # (batch, 1, 1024)
+        mul = torch.mul(embed, 32.0)  # (batch, 1, 1024)
         size_1 = tokens.size(1)
         getattr_1 = mul.device
         add = size + size_1
-        arange = torch.arange(size, add, device = getattr_1)
+        arange = torch.arange(size, add, device = getattr_1)  # (1,)
         getattr_2 = mul.dtype
-        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)
-        add_1 = torch.add(mul, sinusoidal)
+        sinusoidal = ops.sinusoidal(arange, 1024, getattr_2)  # (1, 1024)
+        add_1 = torch.add(mul, sinusoidal)  # (batch, 1, 1024)
         training = self.training
-        dropout = F.dropout(add_1, p = 0.3, training = training)
-        getitem_1 = cache[0]
-        logical_not = torch.logical_not(getitem_1)
+        dropout = F.dropout(add_1, p = 0.3, training = training)  # (batch, 1, 1024)
+        getitem_1 = cache[0]  # (batch, 1, 1, src_len)
+        logical_not = torch.logical_not(getitem_1)  # (batch, 1, 1, src_len)
         x = dropout
         per_layer = ()
         for i, layer in enumerate(self.decoder.layers):
@@ -586,9 +603,9 @@ class Model(nn.Module):
             per_layer += (cat, cat_1, cache_3, cache_4)
         decoder_out = x
         decoder_per_layer = per_layer
-        select = torch.select(decoder_out, 1, -1)
-        embed_weight = self.embed.weight
-        linear = F.linear(select, embed_weight)
+        select = torch.select(decoder_out, 1, -1)  # (batch, 1024)
+        embed_weight = self.embed.weight  # (37000, 1024)
+        linear = F.linear(select, embed_weight)  # (batch, 37000)
         add_2 = (getitem_1,) + decoder_per_layer
         return (linear, add_2)
 

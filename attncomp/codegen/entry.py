@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from torch import fx
 
-from attncomp.codegen.printer import STACKS, Loop, PrintError, layer_method, method_text, plan_loop
+from attncomp.codegen.printer import STACKS, Loop, PrintError, copy_shape, layer_method, method_text, plan_loop
 from attncomp.codegen.regions import Region, find_regions
 
 
@@ -261,6 +261,7 @@ def _build_glue(graph: fx.Graph, stacks: dict[str, Stacked]) -> Glue:
         if node in inside or node in printed:
             continue
         env[node] = glue.create_node(node.op, node.target, mapped(node.args), mapped(node.kwargs), name=node.name)
+        copy_shape(node, env[node])
     _drop_unused(glue)
     return Glue(glue, env, markers, repeated)
 

@@ -68,6 +68,7 @@ def _layer_graph(region: Region, params: list[str]) -> fx.Graph:
             env[node] = graph.get_attr("training")
         else:
             env[node] = graph.placeholder(next(placeholders))
+            copy_shape(node, env[node])
     for node in region.nodes:
         target = node.target
         if node.op in ("call_module", "get_attr"):
@@ -75,18 +76,39 @@ def _layer_graph(region: Region, params: list[str]) -> fx.Graph:
         args = fx.map_arg(node.args, env.__getitem__)
         kwargs = fx.map_arg(node.kwargs, env.__getitem__)
         env[node] = graph.create_node(node.op, target, args, kwargs, name=_base_name(node, region))
+        copy_shape(node, env[node])
     outs = [env[n] for n in region.outputs]
     graph.output(outs[0] if len(outs) == 1 else tuple(outs))
     return graph
 
 
+def copy_shape(old: fx.Node, new: fx.Node) -> None:
+    if "shape" in old.meta:
+        new.meta["shape"] = old.meta["shape"]
+
+
+def _input_shapes(inputs: list[str]) -> list[str]:
+    """The comment lines under a method's def: its inputs' shapes, one line, or one per input if long."""
+    if not inputs:
+        return []
+    return [", ".join(inputs)] if len(", ".join(inputs)) <= 100 else inputs
+
+
 def method_text(graph: fx.Graph, name: str, indent: str = "    ") -> tuple[str, dict]:
-    """fx's Python for a graph as a method `name`, without fx's `x = None` lifetime clears."""
+    """fx's Python for a graph as a method `name`, without fx's `x = None` lifetime clears, each
+    line that makes a tensor ending in its shape (node.meta["shape"], attncomp.codegen.shapes)."""
     code = graph.python_code(root_module="self")
+    shapes = {n.name: n.meta["shape"] for n in graph.nodes if "shape" in n.meta}
+    inputs = [f"{n.name}: {shapes[n.name]}" for n in graph.find_nodes(op="placeholder") if n.name in shapes]
     lines = []
     for line in code.src.strip("\n").splitlines():
         line = re.sub(r";  [\w =]+ = None$", "", line)
+        made = re.match(r"\s*(\w+) = ", line)
+        if made and made.group(1) in shapes:
+            line += f"  # {shapes[made.group(1)]}"
         lines.append(indent + line if line else line)
+        if line.startswith("def "):
+            lines += [indent * 2 + "# " + item for item in _input_shapes(inputs)]
     text = "\n".join(lines).replace("def forward(self", f"def {name}(self", 1)
     return text, code.globals
 

@@ -13,7 +13,8 @@ any other way):
   name only in docstrings, and only if it matches IDENTIFIER;
 - comments: the spec's path as a repr() string literal, the spec as written and its resolved text,
   each line with every non-printable character escaped (`comment_safe`), so no character ends the
-  comment (newline, \r, form feed, U+0085, U+2028, ...);
+  comment (newline, \r, form feed, U+0085, U+2028, ...); shape comments after code lines, made of
+  integers, node names and the size names of attncomp.codegen.shapes alone;
 - render() checks these promises on its output before returning it.
 """
 
@@ -35,6 +36,7 @@ from attncomp.ir import nodes
 from attncomp.codegen.modules import ModuleError
 from attncomp.codegen.printer import PrintError
 from attncomp.codegen.program import print_model
+from attncomp.codegen.shapes import ShapeError, annotate
 from attncomp.lower import CompiledModel, lower
 from attncomp.passes import DEFAULT_PASSES, optimise
 from attncomp.syntax.parse import normalise_newlines
@@ -114,8 +116,9 @@ def render(spec: nodes.Spec, source: str, path: str, passes: Sequence[str] = DEF
     """The generated module's text: `model`, or `spec` compiled with `passes`, printed from its graphs."""
     model = model if model is not None else _optimised(spec, passes)
     try:
+        annotate(model)
         body = print_model(model, f"{_title(spec.model)}.")
-    except (PrintError, ModuleError) as err:
+    except (PrintError, ModuleError, ShapeError) as err:
         raise AttncompError(f"internal error: cannot print the compiled {spec.model.name}: {err}") from None
     context = {
         "version": __version__, "path": comment_safe(repr(str(path))), "hash": ir.spec_hash(spec),

@@ -163,77 +163,79 @@ class EncoderLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm((128,), eps=1e-12)
 
     def forward(self, x, logical_not):
+        # x: (batch, src_len, 128), logical_not: (batch, 1, 1, src_len)
         training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        self_attn_q_proj_bias = self.self_attn.q_proj.bias
-        self_attn_k_proj_bias = self.self_attn.k_proj.bias
-        self_attn_v_proj_bias = self.self_attn.v_proj.bias
-        cat_1 = torch.cat((self_attn_q_proj_bias, self_attn_k_proj_bias, self_attn_v_proj_bias))
-        linear = F.linear(x, cat, cat_1)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (128, 128)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (128, 128)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (128, 128)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (384, 128)
+        self_attn_q_proj_bias = self.self_attn.q_proj.bias  # (128,)
+        self_attn_k_proj_bias = self.self_attn.k_proj.bias  # (128,)
+        self_attn_v_proj_bias = self.self_attn.v_proj.bias  # (128,)
+        cat_1 = torch.cat((self_attn_q_proj_bias, self_attn_k_proj_bias, self_attn_v_proj_bias))  # (384,)
+        linear = F.linear(x, cat, cat_1)  # (batch, src_len, 384)
         split = torch.split(linear, (128, 128, 128), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (4, 32))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (4, 32))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (4, 32))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
+        getitem = split[0]  # (batch, src_len, 128)
+        getitem_1 = split[1]  # (batch, src_len, 128)
+        getitem_2 = split[2]  # (batch, src_len, 128)
+        unflatten = torch.unflatten(getitem_1, -1, (4, 32))  # (batch, src_len, 4, 32)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 4, src_len, 32)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (4, 32))  # (batch, src_len, 4, 32)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 4, src_len, 32)
+        unflatten_2 = torch.unflatten(getitem, -1, (4, 32))  # (batch, src_len, 4, 32)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 4, src_len, 32)
         dropout_p = ops.dropout_p(0.1, training)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.17677669529663687, attn_mask = logical_not, dropout_p = dropout_p)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
-        add = torch.add(x, dropout)
-        self_attn_norm = self.self_attn_norm(add)
-        ffn_fc1 = self.ffn.fc1(self_attn_norm)
-        gelu = F.gelu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(gelu)
-        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)
-        add_1 = torch.add(self_attn_norm, dropout_1)
-        ffn_norm = self.ffn_norm(add_1)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.17677669529663687, attn_mask = logical_not, dropout_p = dropout_p)  # (batch, 4, src_len, 32)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, src_len, 4, 32)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, src_len, 128)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, src_len, 128)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, src_len, 128)
+        add = torch.add(x, dropout)  # (batch, src_len, 128)
+        self_attn_norm = self.self_attn_norm(add)  # (batch, src_len, 128)
+        ffn_fc1 = self.ffn.fc1(self_attn_norm)  # (batch, src_len, 512)
+        gelu = F.gelu(ffn_fc1)  # (batch, src_len, 512)
+        ffn_fc2 = self.ffn.fc2(gelu)  # (batch, src_len, 128)
+        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, src_len, 128)
+        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, src_len, 128)
+        ffn_norm = self.ffn_norm(add_1)  # (batch, src_len, 128)
         return ffn_norm
 
     def hidden_dense(self, x):
+        # x: (batch, src_len, 128)
         training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        self_attn_q_proj_bias = self.self_attn.q_proj.bias
-        self_attn_k_proj_bias = self.self_attn.k_proj.bias
-        self_attn_v_proj_bias = self.self_attn.v_proj.bias
-        cat_1 = torch.cat((self_attn_q_proj_bias, self_attn_k_proj_bias, self_attn_v_proj_bias))
-        linear = F.linear(x, cat, cat_1)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (128, 128)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (128, 128)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (128, 128)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (384, 128)
+        self_attn_q_proj_bias = self.self_attn.q_proj.bias  # (128,)
+        self_attn_k_proj_bias = self.self_attn.k_proj.bias  # (128,)
+        self_attn_v_proj_bias = self.self_attn.v_proj.bias  # (128,)
+        cat_1 = torch.cat((self_attn_q_proj_bias, self_attn_k_proj_bias, self_attn_v_proj_bias))  # (384,)
+        linear = F.linear(x, cat, cat_1)  # (batch, src_len, 384)
         split = torch.split(linear, (128, 128, 128), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (4, 32))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (4, 32))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (4, 32))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
+        getitem = split[0]  # (batch, src_len, 128)
+        getitem_1 = split[1]  # (batch, src_len, 128)
+        getitem_2 = split[2]  # (batch, src_len, 128)
+        unflatten = torch.unflatten(getitem_1, -1, (4, 32))  # (batch, src_len, 4, 32)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 4, src_len, 32)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (4, 32))  # (batch, src_len, 4, 32)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 4, src_len, 32)
+        unflatten_2 = torch.unflatten(getitem, -1, (4, 32))  # (batch, src_len, 4, 32)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 4, src_len, 32)
         dropout_p = ops.dropout_p(0.1, training)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.17677669529663687, dropout_p = dropout_p)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
-        add = torch.add(x, dropout)
-        self_attn_norm = self.self_attn_norm(add)
-        ffn_fc1 = self.ffn.fc1(self_attn_norm)
-        gelu = F.gelu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(gelu)
-        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)
-        add_1 = torch.add(self_attn_norm, dropout_1)
-        ffn_norm = self.ffn_norm(add_1)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.17677669529663687, dropout_p = dropout_p)  # (batch, 4, src_len, 32)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, src_len, 4, 32)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, src_len, 128)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, src_len, 128)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, src_len, 128)
+        add = torch.add(x, dropout)  # (batch, src_len, 128)
+        self_attn_norm = self.self_attn_norm(add)  # (batch, src_len, 128)
+        ffn_fc1 = self.ffn.fc1(self_attn_norm)  # (batch, src_len, 512)
+        gelu = F.gelu(ffn_fc1)  # (batch, src_len, 512)
+        ffn_fc2 = self.ffn.fc2(gelu)  # (batch, src_len, 128)
+        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, src_len, 128)
+        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, src_len, 128)
+        ffn_norm = self.ffn_norm(add_1)  # (batch, src_len, 128)
         return ffn_norm
 
 
@@ -258,82 +260,86 @@ class Model(nn.Module):
         self.encoder = Encoder()
 
     def forward(self, src):
-        padding_mask = ops.padding_mask(src, 0)
-        logical_not = torch.logical_not(padding_mask)
-        src_embed = self.src_embed(src)
+        # src: (batch, src_len)
+        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
+        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
+        src_embed = self.src_embed(src)  # (batch, src_len, 128)
         size = src.size(1)
         getattr_1 = src_embed.device
-        arange = torch.arange(0, size, device = getattr_1)
-        encoder_pos = self.encoder.pos(arange)
-        add = torch.add(src_embed, encoder_pos)
-        encoder_embed_norm = self.encoder.embed_norm(add)
+        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
+        encoder_pos = self.encoder.pos(arange)  # (src_len, 128)
+        add = torch.add(src_embed, encoder_pos)  # (batch, src_len, 128)
+        encoder_embed_norm = self.encoder.embed_norm(add)  # (batch, src_len, 128)
         training = self.training
-        dropout = F.dropout(encoder_embed_norm, p = 0.1, training = training)
+        dropout = F.dropout(encoder_embed_norm, p = 0.1, training = training)  # (batch, src_len, 128)
         x = dropout
         for i, layer in enumerate(self.encoder.layers):
             x = layer(x, logical_not)
         encoder_out = x
-        head_dense = self.head.dense(encoder_out)
-        gelu_4 = F.gelu(head_dense)
-        head_norm = self.head.norm(gelu_4)
-        src_embed_weight = self.src_embed.weight
-        linear = F.linear(head_norm, src_embed_weight)
-        output_bias = self.output_bias
-        add_9 = torch.add(linear, output_bias)
+        head_dense = self.head.dense(encoder_out)  # (batch, src_len, 128)
+        gelu_4 = F.gelu(head_dense)  # (batch, src_len, 128)
+        head_norm = self.head.norm(gelu_4)  # (batch, src_len, 128)
+        src_embed_weight = self.src_embed.weight  # (8000, 128)
+        linear = F.linear(head_norm, src_embed_weight)  # (batch, src_len, 8000)
+        output_bias = self.output_bias  # (8000,)
+        add_9 = torch.add(linear, output_bias)  # (batch, src_len, 8000)
         return add_9
 
     def hidden(self, src):
-        padding_mask = ops.padding_mask(src, 0)
-        logical_not = torch.logical_not(padding_mask)
-        src_embed = self.src_embed(src)
+        # src: (batch, src_len)
+        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
+        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
+        src_embed = self.src_embed(src)  # (batch, src_len, 128)
         size = src.size(1)
         getattr_1 = src_embed.device
-        arange = torch.arange(0, size, device = getattr_1)
-        encoder_pos = self.encoder.pos(arange)
-        add = torch.add(src_embed, encoder_pos)
-        encoder_embed_norm = self.encoder.embed_norm(add)
+        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
+        encoder_pos = self.encoder.pos(arange)  # (src_len, 128)
+        add = torch.add(src_embed, encoder_pos)  # (batch, src_len, 128)
+        encoder_embed_norm = self.encoder.embed_norm(add)  # (batch, src_len, 128)
         training = self.training
-        dropout = F.dropout(encoder_embed_norm, p = 0.1, training = training)
+        dropout = F.dropout(encoder_embed_norm, p = 0.1, training = training)  # (batch, src_len, 128)
         x = dropout
         for i, layer in enumerate(self.encoder.layers):
             x = layer(x, logical_not)
         encoder_out = x
-        head_dense = self.head.dense(encoder_out)
-        gelu_4 = F.gelu(head_dense)
-        head_norm = self.head.norm(gelu_4)
+        head_dense = self.head.dense(encoder_out)  # (batch, src_len, 128)
+        gelu_4 = F.gelu(head_dense)  # (batch, src_len, 128)
+        head_norm = self.head.norm(gelu_4)  # (batch, src_len, 128)
         return head_norm
 
     def hidden_dense(self, src):
-        src_embed = self.src_embed(src)
+        # src: (batch, src_len)
+        src_embed = self.src_embed(src)  # (batch, src_len, 128)
         size = src.size(1)
         getattr_1 = src_embed.device
-        arange = torch.arange(0, size, device = getattr_1)
-        encoder_pos = self.encoder.pos(arange)
-        add = torch.add(src_embed, encoder_pos)
-        encoder_embed_norm = self.encoder.embed_norm(add)
+        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
+        encoder_pos = self.encoder.pos(arange)  # (src_len, 128)
+        add = torch.add(src_embed, encoder_pos)  # (batch, src_len, 128)
+        encoder_embed_norm = self.encoder.embed_norm(add)  # (batch, src_len, 128)
         training = self.training
-        dropout = F.dropout(encoder_embed_norm, p = 0.1, training = training)
+        dropout = F.dropout(encoder_embed_norm, p = 0.1, training = training)  # (batch, src_len, 128)
         x = dropout
         for i, layer in enumerate(self.encoder.layers):
             x = layer.hidden_dense(x)
         encoder_out = x
-        head_dense = self.head.dense(encoder_out)
-        gelu_4 = F.gelu(head_dense)
-        head_norm = self.head.norm(gelu_4)
+        head_dense = self.head.dense(encoder_out)  # (batch, src_len, 128)
+        gelu_4 = F.gelu(head_dense)  # (batch, src_len, 128)
+        head_norm = self.head.norm(gelu_4)  # (batch, src_len, 128)
         return head_norm
 
     def encode(self, src):
-        padding_mask = ops.padding_mask(src, 0)
-        logical_not = torch.logical_not(padding_mask)
-        src_embed = self.src_embed(src)
+        # src: (batch, src_len)
+        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
+        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
+        src_embed = self.src_embed(src)  # (batch, src_len, 128)
         size = src.size(1)
         getattr_1 = src_embed.device
-        arange = torch.arange(0, size, device = getattr_1)
-        encoder_pos = self.encoder.pos(arange)
-        add = torch.add(src_embed, encoder_pos)
-        encoder_embed_norm = self.encoder.embed_norm(add)
+        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
+        encoder_pos = self.encoder.pos(arange)  # (src_len, 128)
+        add = torch.add(src_embed, encoder_pos)  # (batch, src_len, 128)
+        encoder_embed_norm = self.encoder.embed_norm(add)  # (batch, src_len, 128)
         training = self.training
-        dropout = F.dropout(encoder_embed_norm, p = 0.1, training = training)
+        dropout = F.dropout(encoder_embed_norm, p = 0.1, training = training)  # (batch, src_len, 128)
         x = dropout
         for i, layer in enumerate(self.encoder.layers):
             x = layer(x, logical_not)

@@ -164,71 +164,76 @@ class DecoderLayer(nn.Module):
         self.ffn_norm = nn.RMSNorm((64,), eps=1e-06)
 
     def forward(self, x, rope_table):
-        self_attn_norm = self.self_attn_norm(x)
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        linear = F.linear(self_attn_norm, cat, None)
+        # x: (batch, tgt_len, 64), rope_table: (2, tgt_len, 16)
+        self_attn_norm = self.self_attn_norm(x)  # (batch, tgt_len, 64)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (64, 64)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (32, 64)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (32, 64)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (128, 64)
+        linear = F.linear(self_attn_norm, cat, None)  # (batch, tgt_len, 128)
         split = torch.split(linear, (64, 32, 32), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (2, 16))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (2, 16))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        rotate = ops.rotate(transpose, rope_table)
-        unflatten_2 = torch.unflatten(getitem, -1, (4, 16))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
-        rotate_1 = ops.rotate(transpose_2, rope_table)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(rotate_1, rotate, transpose_1, scale = 0.25, enable_gqa = True, is_causal = True)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        add = torch.add(x, self_attn_o_proj)
-        ffn_norm = self.ffn_norm(add)
-        ffn_gate = self.ffn.gate(ffn_norm)
-        silu = F.silu(ffn_gate)
-        ffn_fc1 = self.ffn.fc1(ffn_norm)
-        mul = torch.mul(silu, ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(mul)
-        add_1 = torch.add(add, ffn_fc2)
+        getitem = split[0]  # (batch, tgt_len, 64)
+        getitem_1 = split[1]  # (batch, tgt_len, 32)
+        getitem_2 = split[2]  # (batch, tgt_len, 32)
+        unflatten = torch.unflatten(getitem_1, -1, (2, 16))  # (batch, tgt_len, 2, 16)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 2, tgt_len, 16)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (2, 16))  # (batch, tgt_len, 2, 16)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 2, tgt_len, 16)
+        rotate = ops.rotate(transpose, rope_table)  # (batch, 2, tgt_len, 16)
+        unflatten_2 = torch.unflatten(getitem, -1, (4, 16))  # (batch, tgt_len, 4, 16)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 4, tgt_len, 16)
+        rotate_1 = ops.rotate(transpose_2, rope_table)  # (batch, 4, tgt_len, 16)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(rotate_1, rotate, transpose_1, scale = 0.25, enable_gqa = True, is_causal = True)  # (batch, 4, tgt_len, 16)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, tgt_len, 4, 16)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, tgt_len, 64)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, tgt_len, 64)
+        add = torch.add(x, self_attn_o_proj)  # (batch, tgt_len, 64)
+        ffn_norm = self.ffn_norm(add)  # (batch, tgt_len, 64)
+        ffn_gate = self.ffn.gate(ffn_norm)  # (batch, tgt_len, 176)
+        silu = F.silu(ffn_gate)  # (batch, tgt_len, 176)
+        ffn_fc1 = self.ffn.fc1(ffn_norm)  # (batch, tgt_len, 176)
+        mul = torch.mul(silu, ffn_fc1)  # (batch, tgt_len, 176)
+        ffn_fc2 = self.ffn.fc2(mul)  # (batch, tgt_len, 64)
+        add_1 = torch.add(add, ffn_fc2)  # (batch, tgt_len, 64)
         return add_1
 
     def decode_step(self, x, rope_table, cache_0, cache_1):
-        self_attn_norm = self.self_attn_norm(x)
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        linear = F.linear(self_attn_norm, cat, None)
+        # x: (batch, 1, 64)
+        # rope_table: (2, 1, 16)
+        # cache_0: (batch, 2, cache_len, 16)
+        # cache_1: (batch, 2, cache_len, 16)
+        self_attn_norm = self.self_attn_norm(x)  # (batch, 1, 64)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (64, 64)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (32, 64)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (32, 64)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (128, 64)
+        linear = F.linear(self_attn_norm, cat, None)  # (batch, 1, 128)
         split = torch.split(linear, (64, 32, 32), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (2, 16))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (2, 16))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        rotate = ops.rotate(transpose, rope_table)
-        cat_1 = torch.cat((cache_0, rotate), 2)
-        cat_2 = torch.cat((cache_1, transpose_1), 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (4, 16))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
-        rotate_1 = ops.rotate(transpose_2, rope_table)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(rotate_1, cat_1, cat_2, scale = 0.25, enable_gqa = True)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        add = torch.add(x, self_attn_o_proj)
-        ffn_norm = self.ffn_norm(add)
-        ffn_gate = self.ffn.gate(ffn_norm)
-        silu = F.silu(ffn_gate)
-        ffn_fc1 = self.ffn.fc1(ffn_norm)
-        mul = torch.mul(silu, ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(mul)
-        add_1 = torch.add(add, ffn_fc2)
+        getitem = split[0]  # (batch, 1, 64)
+        getitem_1 = split[1]  # (batch, 1, 32)
+        getitem_2 = split[2]  # (batch, 1, 32)
+        unflatten = torch.unflatten(getitem_1, -1, (2, 16))  # (batch, 1, 2, 16)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 2, 1, 16)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (2, 16))  # (batch, 1, 2, 16)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 2, 1, 16)
+        rotate = ops.rotate(transpose, rope_table)  # (batch, 2, 1, 16)
+        cat_1 = torch.cat((cache_0, rotate), 2)  # (batch, 2, cache_len + 1, 16)
+        cat_2 = torch.cat((cache_1, transpose_1), 2)  # (batch, 2, cache_len + 1, 16)
+        unflatten_2 = torch.unflatten(getitem, -1, (4, 16))  # (batch, 1, 4, 16)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 4, 1, 16)
+        rotate_1 = ops.rotate(transpose_2, rope_table)  # (batch, 4, 1, 16)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(rotate_1, cat_1, cat_2, scale = 0.25, enable_gqa = True)  # (batch, 4, 1, 16)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, 1, 4, 16)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, 1, 64)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, 1, 64)
+        add = torch.add(x, self_attn_o_proj)  # (batch, 1, 64)
+        ffn_norm = self.ffn_norm(add)  # (batch, 1, 64)
+        ffn_gate = self.ffn.gate(ffn_norm)  # (batch, 1, 176)
+        silu = F.silu(ffn_gate)  # (batch, 1, 176)
+        ffn_fc1 = self.ffn.fc1(ffn_norm)  # (batch, 1, 176)
+        mul = torch.mul(silu, ffn_fc1)  # (batch, 1, 176)
+        ffn_fc2 = self.ffn.fc2(mul)  # (batch, 1, 64)
+        add_1 = torch.add(add, ffn_fc2)  # (batch, 1, 64)
         return (cat_1, cat_2, add_1)
 
 
@@ -251,50 +256,54 @@ class Model(nn.Module):
         self.decoder = Decoder()
 
     def forward(self, tokens):
-        tgt_embed = self.tgt_embed(tokens)
+        # tokens: (batch, tgt_len)
+        tgt_embed = self.tgt_embed(tokens)  # (batch, tgt_len, 64)
         size = tokens.size(1)
         getattr_1 = tgt_embed.device
-        arange = torch.arange(0, size, device = getattr_1)
+        arange = torch.arange(0, size, device = getattr_1)  # (tgt_len,)
         getattr_2 = tgt_embed.dtype
-        rope_table = ops.rope_table(arange, 16, 10000.0, getattr_2)
+        rope_table = ops.rope_table(arange, 16, 10000.0, getattr_2)  # (2, tgt_len, 16)
         x = tgt_embed
         for i, layer in enumerate(self.decoder.layers):
             x = layer(x, rope_table)
         decoder_out = x
-        decoder_norm = self.decoder.norm(decoder_out)
-        output = self.output(decoder_norm)
+        decoder_norm = self.decoder.norm(decoder_out)  # (batch, tgt_len, 64)
+        output = self.output(decoder_norm)  # (batch, tgt_len, 256)
         return output
 
     def hidden(self, tokens):
-        tgt_embed = self.tgt_embed(tokens)
+        # tokens: (batch, tgt_len)
+        tgt_embed = self.tgt_embed(tokens)  # (batch, tgt_len, 64)
         size = tokens.size(1)
         getattr_1 = tgt_embed.device
-        arange = torch.arange(0, size, device = getattr_1)
+        arange = torch.arange(0, size, device = getattr_1)  # (tgt_len,)
         getattr_2 = tgt_embed.dtype
-        rope_table = ops.rope_table(arange, 16, 10000.0, getattr_2)
+        rope_table = ops.rope_table(arange, 16, 10000.0, getattr_2)  # (2, tgt_len, 16)
         x = tgt_embed
         for i, layer in enumerate(self.decoder.layers):
             x = layer(x, rope_table)
         decoder_out = x
-        decoder_norm = self.decoder.norm(decoder_out)
+        decoder_norm = self.decoder.norm(decoder_out)  # (batch, tgt_len, 64)
         return decoder_norm
 
     def init_cache(self, tokens):
+        # tokens: (batch, tgt_len)
         size = tokens.size(0)
-        tgt_embed_weight = self.tgt_embed.weight
+        tgt_embed_weight = self.tgt_embed.weight  # (256, 64)
         repeated = tuple(tgt_embed_weight.new_zeros((size, 2, 0, 16)) for _ in range(4))
         return repeated
 
     def decode_step(self, tokens, cache):
-        getitem = cache[0]
+        # tokens: (batch, 1)
+        getitem = cache[0]  # (batch, 2, cache_len, 16)
         size = getitem.size(2)
-        tgt_embed = self.tgt_embed(tokens)
+        tgt_embed = self.tgt_embed(tokens)  # (batch, 1, 64)
         size_1 = tokens.size(1)
         add = size + size_1
         getattr_1 = tgt_embed.device
-        arange = torch.arange(size, add, device = getattr_1)
+        arange = torch.arange(size, add, device = getattr_1)  # (1,)
         getattr_2 = tgt_embed.dtype
-        rope_table = ops.rope_table(arange, 16, 10000.0, getattr_2)
+        rope_table = ops.rope_table(arange, 16, 10000.0, getattr_2)  # (2, 1, 16)
         x = tgt_embed
         per_layer = ()
         for i, layer in enumerate(self.decoder.layers):
@@ -304,8 +313,8 @@ class Model(nn.Module):
             per_layer += (cat, cat_1)
         decoder_out = x
         decoder_per_layer = per_layer
-        decoder_norm = self.decoder.norm(decoder_out)
-        select = torch.select(decoder_norm, 1, -1)
-        output = self.output(select)
+        decoder_norm = self.decoder.norm(decoder_out)  # (batch, 1, 64)
+        select = torch.select(decoder_norm, 1, -1)  # (batch, 64)
+        output = self.output(select)  # (batch, 256)
         return (output, decoder_per_layer)
 

@@ -141,79 +141,81 @@ class DecoderLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm((512,))
 
     def forward(self, x):
+        # x: (batch, tgt_len, 512)
         training = self.training
-        self_attn_norm = self.self_attn_norm(x)
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        self_attn_q_proj_bias = self.self_attn.q_proj.bias
-        self_attn_k_proj_bias = self.self_attn.k_proj.bias
-        self_attn_v_proj_bias = self.self_attn.v_proj.bias
-        cat_1 = torch.cat((self_attn_q_proj_bias, self_attn_k_proj_bias, self_attn_v_proj_bias))
-        linear = F.linear(self_attn_norm, cat, cat_1)
+        self_attn_norm = self.self_attn_norm(x)  # (batch, tgt_len, 512)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (512, 512)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (512, 512)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (512, 512)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (1536, 512)
+        self_attn_q_proj_bias = self.self_attn.q_proj.bias  # (512,)
+        self_attn_k_proj_bias = self.self_attn.k_proj.bias  # (512,)
+        self_attn_v_proj_bias = self.self_attn.v_proj.bias  # (512,)
+        cat_1 = torch.cat((self_attn_q_proj_bias, self_attn_k_proj_bias, self_attn_v_proj_bias))  # (1536,)
+        linear = F.linear(self_attn_norm, cat, cat_1)  # (batch, tgt_len, 1536)
         split = torch.split(linear, (512, 512, 512), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (8, 64))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 64))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (8, 64))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
+        getitem = split[0]  # (batch, tgt_len, 512)
+        getitem_1 = split[1]  # (batch, tgt_len, 512)
+        getitem_2 = split[2]  # (batch, tgt_len, 512)
+        unflatten = torch.unflatten(getitem_1, -1, (8, 64))  # (batch, tgt_len, 8, 64)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 8, tgt_len, 64)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 64))  # (batch, tgt_len, 8, 64)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, tgt_len, 64)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 64))  # (batch, tgt_len, 8, 64)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 8, tgt_len, 64)
         dropout_p = ops.dropout_p(0.1, training)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.125, is_causal = True, dropout_p = dropout_p)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
-        add = torch.add(x, dropout)
-        ffn_norm = self.ffn_norm(add)
-        ffn_fc1 = self.ffn.fc1(ffn_norm)
-        gelu = F.gelu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(gelu)
-        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)
-        add_1 = torch.add(add, dropout_1)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.125, is_causal = True, dropout_p = dropout_p)  # (batch, 8, tgt_len, 64)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, tgt_len, 8, 64)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, tgt_len, 512)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, tgt_len, 512)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, tgt_len, 512)
+        add = torch.add(x, dropout)  # (batch, tgt_len, 512)
+        ffn_norm = self.ffn_norm(add)  # (batch, tgt_len, 512)
+        ffn_fc1 = self.ffn.fc1(ffn_norm)  # (batch, tgt_len, 2048)
+        gelu = F.gelu(ffn_fc1)  # (batch, tgt_len, 2048)
+        ffn_fc2 = self.ffn.fc2(gelu)  # (batch, tgt_len, 512)
+        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, tgt_len, 512)
+        add_1 = torch.add(add, dropout_1)  # (batch, tgt_len, 512)
         return add_1
 
     def decode_step(self, x, cache_0, cache_1):
+        # x: (batch, 1, 512), cache_0: (batch, 8, cache_len, 64), cache_1: (batch, 8, cache_len, 64)
         training = self.training
-        self_attn_norm = self.self_attn_norm(x)
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        self_attn_q_proj_bias = self.self_attn.q_proj.bias
-        self_attn_k_proj_bias = self.self_attn.k_proj.bias
-        self_attn_v_proj_bias = self.self_attn.v_proj.bias
-        cat_1 = torch.cat((self_attn_q_proj_bias, self_attn_k_proj_bias, self_attn_v_proj_bias))
-        linear = F.linear(self_attn_norm, cat, cat_1)
+        self_attn_norm = self.self_attn_norm(x)  # (batch, 1, 512)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (512, 512)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (512, 512)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (512, 512)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (1536, 512)
+        self_attn_q_proj_bias = self.self_attn.q_proj.bias  # (512,)
+        self_attn_k_proj_bias = self.self_attn.k_proj.bias  # (512,)
+        self_attn_v_proj_bias = self.self_attn.v_proj.bias  # (512,)
+        cat_1 = torch.cat((self_attn_q_proj_bias, self_attn_k_proj_bias, self_attn_v_proj_bias))  # (1536,)
+        linear = F.linear(self_attn_norm, cat, cat_1)  # (batch, 1, 1536)
         split = torch.split(linear, (512, 512, 512), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (8, 64))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 64))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        cat_2 = torch.cat((cache_0, transpose), 2)
-        cat_3 = torch.cat((cache_1, transpose_1), 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (8, 64))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
+        getitem = split[0]  # (batch, 1, 512)
+        getitem_1 = split[1]  # (batch, 1, 512)
+        getitem_2 = split[2]  # (batch, 1, 512)
+        unflatten = torch.unflatten(getitem_1, -1, (8, 64))  # (batch, 1, 8, 64)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 8, 1, 64)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 64))  # (batch, 1, 8, 64)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, 1, 64)
+        cat_2 = torch.cat((cache_0, transpose), 2)  # (batch, 8, cache_len + 1, 64)
+        cat_3 = torch.cat((cache_1, transpose_1), 2)  # (batch, 8, cache_len + 1, 64)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 64))  # (batch, 1, 8, 64)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 8, 1, 64)
         dropout_p = ops.dropout_p(0.1, training)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, cat_2, cat_3, scale = 0.125, dropout_p = dropout_p)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
-        add = torch.add(x, dropout)
-        ffn_norm = self.ffn_norm(add)
-        ffn_fc1 = self.ffn.fc1(ffn_norm)
-        gelu = F.gelu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(gelu)
-        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)
-        add_1 = torch.add(add, dropout_1)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, cat_2, cat_3, scale = 0.125, dropout_p = dropout_p)  # (batch, 8, 1, 64)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, 1, 8, 64)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, 1, 512)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, 1, 512)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, 1, 512)
+        add = torch.add(x, dropout)  # (batch, 1, 512)
+        ffn_norm = self.ffn_norm(add)  # (batch, 1, 512)
+        ffn_fc1 = self.ffn.fc1(ffn_norm)  # (batch, 1, 2048)
+        gelu = F.gelu(ffn_fc1)  # (batch, 1, 2048)
+        ffn_fc2 = self.ffn.fc2(gelu)  # (batch, 1, 512)
+        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, 1, 512)
+        add_1 = torch.add(add, dropout_1)  # (batch, 1, 512)
         return (cat_2, cat_3, add_1)
 
 
@@ -236,60 +238,64 @@ class Model(nn.Module):
         self.decoder = Decoder()
 
     def forward(self, tokens):
-        tgt_embed = self.tgt_embed(tokens)
-        mul = torch.mul(tgt_embed, 22.627416997969522)
+        # tokens: (batch, tgt_len)
+        tgt_embed = self.tgt_embed(tokens)  # (batch, tgt_len, 512)
+        mul = torch.mul(tgt_embed, 22.627416997969522)  # (batch, tgt_len, 512)
         size = tokens.size(1)
         getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)
-        decoder_pos = self.decoder.pos(arange)
-        add = torch.add(mul, decoder_pos)
+        arange = torch.arange(0, size, device = getattr_1)  # (tgt_len,)
+        decoder_pos = self.decoder.pos(arange)  # (tgt_len, 512)
+        add = torch.add(mul, decoder_pos)  # (batch, tgt_len, 512)
         training = self.training
-        dropout = F.dropout(add, p = 0.1, training = training)
+        dropout = F.dropout(add, p = 0.1, training = training)  # (batch, tgt_len, 512)
         x = dropout
         for i, layer in enumerate(self.decoder.layers):
             x = layer(x)
         decoder_out = x
-        decoder_norm = self.decoder.norm(decoder_out)
-        tgt_embed_weight = self.tgt_embed.weight
-        linear = F.linear(decoder_norm, tgt_embed_weight)
+        decoder_norm = self.decoder.norm(decoder_out)  # (batch, tgt_len, 512)
+        tgt_embed_weight = self.tgt_embed.weight  # (32000, 512)
+        linear = F.linear(decoder_norm, tgt_embed_weight)  # (batch, tgt_len, 32000)
         return linear
 
     def hidden(self, tokens):
-        tgt_embed = self.tgt_embed(tokens)
-        mul = torch.mul(tgt_embed, 22.627416997969522)
+        # tokens: (batch, tgt_len)
+        tgt_embed = self.tgt_embed(tokens)  # (batch, tgt_len, 512)
+        mul = torch.mul(tgt_embed, 22.627416997969522)  # (batch, tgt_len, 512)
         size = tokens.size(1)
         getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)
-        decoder_pos = self.decoder.pos(arange)
-        add = torch.add(mul, decoder_pos)
+        arange = torch.arange(0, size, device = getattr_1)  # (tgt_len,)
+        decoder_pos = self.decoder.pos(arange)  # (tgt_len, 512)
+        add = torch.add(mul, decoder_pos)  # (batch, tgt_len, 512)
         training = self.training
-        dropout = F.dropout(add, p = 0.1, training = training)
+        dropout = F.dropout(add, p = 0.1, training = training)  # (batch, tgt_len, 512)
         x = dropout
         for i, layer in enumerate(self.decoder.layers):
             x = layer(x)
         decoder_out = x
-        decoder_norm = self.decoder.norm(decoder_out)
+        decoder_norm = self.decoder.norm(decoder_out)  # (batch, tgt_len, 512)
         return decoder_norm
 
     def init_cache(self, tokens):
+        # tokens: (batch, tgt_len)
         size = tokens.size(0)
-        tgt_embed_weight = self.tgt_embed.weight
+        tgt_embed_weight = self.tgt_embed.weight  # (32000, 512)
         repeated = tuple(tgt_embed_weight.new_zeros((size, 8, 0, 64)) for _ in range(16))
         return repeated
 
     def decode_step(self, tokens, cache):
-        getitem = cache[0]
+        # tokens: (batch, 1)
+        getitem = cache[0]  # (batch, 8, cache_len, 64)
         size = getitem.size(2)
-        tgt_embed = self.tgt_embed(tokens)
-        mul = torch.mul(tgt_embed, 22.627416997969522)
+        tgt_embed = self.tgt_embed(tokens)  # (batch, 1, 512)
+        mul = torch.mul(tgt_embed, 22.627416997969522)  # (batch, 1, 512)
         size_1 = tokens.size(1)
         getattr_1 = mul.device
         add = size + size_1
-        arange = torch.arange(size, add, device = getattr_1)
-        decoder_pos = self.decoder.pos(arange)
-        add_1 = torch.add(mul, decoder_pos)
+        arange = torch.arange(size, add, device = getattr_1)  # (1,)
+        decoder_pos = self.decoder.pos(arange)  # (1, 512)
+        add_1 = torch.add(mul, decoder_pos)  # (batch, 1, 512)
         training = self.training
-        dropout = F.dropout(add_1, p = 0.1, training = training)
+        dropout = F.dropout(add_1, p = 0.1, training = training)  # (batch, 1, 512)
         x = dropout
         per_layer = ()
         for i, layer in enumerate(self.decoder.layers):
@@ -299,9 +305,9 @@ class Model(nn.Module):
             per_layer += (cat, cat_1)
         decoder_out = x
         decoder_per_layer = per_layer
-        decoder_norm = self.decoder.norm(decoder_out)
-        select = torch.select(decoder_norm, 1, -1)
-        tgt_embed_weight = self.tgt_embed.weight
-        linear = F.linear(select, tgt_embed_weight)
+        decoder_norm = self.decoder.norm(decoder_out)  # (batch, 1, 512)
+        select = torch.select(decoder_norm, 1, -1)  # (batch, 512)
+        tgt_embed_weight = self.tgt_embed.weight  # (32000, 512)
+        linear = F.linear(select, tgt_embed_weight)  # (batch, 32000)
         return (linear, decoder_per_layer)
 

@@ -136,67 +136,69 @@ class EncoderLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm((128,))
 
     def forward(self, x, logical_not):
+        # x: (batch, src_len, 128), logical_not: (batch, 1, 1, src_len)
         training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        linear = F.linear(x, cat, None)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (128, 128)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (128, 128)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (128, 128)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (384, 128)
+        linear = F.linear(x, cat, None)  # (batch, src_len, 384)
         split = torch.split(linear, (128, 128, 128), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (8, 16))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 16))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (8, 16))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.25, attn_mask = logical_not)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
-        add = torch.add(x, dropout)
-        self_attn_norm = self.self_attn_norm(add)
-        ffn_fc1 = self.ffn.fc1(self_attn_norm)
-        relu = torch.relu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(relu)
-        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)
-        add_1 = torch.add(self_attn_norm, dropout_1)
-        ffn_norm = self.ffn_norm(add_1)
+        getitem = split[0]  # (batch, src_len, 128)
+        getitem_1 = split[1]  # (batch, src_len, 128)
+        getitem_2 = split[2]  # (batch, src_len, 128)
+        unflatten = torch.unflatten(getitem_1, -1, (8, 16))  # (batch, src_len, 8, 16)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 8, src_len, 16)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 16))  # (batch, src_len, 8, 16)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, src_len, 16)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 16))  # (batch, src_len, 8, 16)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 8, src_len, 16)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.25, attn_mask = logical_not)  # (batch, 8, src_len, 16)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, src_len, 8, 16)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, src_len, 128)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, src_len, 128)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, src_len, 128)
+        add = torch.add(x, dropout)  # (batch, src_len, 128)
+        self_attn_norm = self.self_attn_norm(add)  # (batch, src_len, 128)
+        ffn_fc1 = self.ffn.fc1(self_attn_norm)  # (batch, src_len, 512)
+        relu = torch.relu(ffn_fc1)  # (batch, src_len, 512)
+        ffn_fc2 = self.ffn.fc2(relu)  # (batch, src_len, 128)
+        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, src_len, 128)
+        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, src_len, 128)
+        ffn_norm = self.ffn_norm(add_1)  # (batch, src_len, 128)
         return ffn_norm
 
     def hidden_dense(self, x):
+        # x: (batch, src_len, 128)
         training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        linear = F.linear(x, cat, None)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (128, 128)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (128, 128)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (128, 128)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (384, 128)
+        linear = F.linear(x, cat, None)  # (batch, src_len, 384)
         split = torch.split(linear, (128, 128, 128), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (8, 16))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 16))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (8, 16))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.25)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
-        add = torch.add(x, dropout)
-        self_attn_norm = self.self_attn_norm(add)
-        ffn_fc1 = self.ffn.fc1(self_attn_norm)
-        relu = torch.relu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(relu)
-        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)
-        add_1 = torch.add(self_attn_norm, dropout_1)
-        ffn_norm = self.ffn_norm(add_1)
+        getitem = split[0]  # (batch, src_len, 128)
+        getitem_1 = split[1]  # (batch, src_len, 128)
+        getitem_2 = split[2]  # (batch, src_len, 128)
+        unflatten = torch.unflatten(getitem_1, -1, (8, 16))  # (batch, src_len, 8, 16)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 8, src_len, 16)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 16))  # (batch, src_len, 8, 16)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, src_len, 16)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 16))  # (batch, src_len, 8, 16)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 8, src_len, 16)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.25)  # (batch, 8, src_len, 16)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, src_len, 8, 16)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, src_len, 128)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, src_len, 128)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, src_len, 128)
+        add = torch.add(x, dropout)  # (batch, src_len, 128)
+        self_attn_norm = self.self_attn_norm(add)  # (batch, src_len, 128)
+        ffn_fc1 = self.ffn.fc1(self_attn_norm)  # (batch, src_len, 512)
+        relu = torch.relu(ffn_fc1)  # (batch, src_len, 512)
+        ffn_fc2 = self.ffn.fc2(relu)  # (batch, src_len, 128)
+        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, src_len, 128)
+        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, src_len, 128)
+        ffn_norm = self.ffn_norm(add_1)  # (batch, src_len, 128)
         return ffn_norm
 
 
@@ -233,167 +235,176 @@ class DecoderLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm((128,))
 
     def forward(self, x, encoder_out, logical_not):
+        # x: (batch, tgt_len, 128), encoder_out: (batch, src_len, 128), logical_not: (batch, 1, 1, src_len)
         training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        linear = F.linear(x, cat, None)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (128, 128)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (128, 128)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (128, 128)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (384, 128)
+        linear = F.linear(x, cat, None)  # (batch, tgt_len, 384)
         split = torch.split(linear, (128, 128, 128), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (8, 16))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 16))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (8, 16))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.25, is_causal = True)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
-        add = torch.add(x, dropout)
-        self_attn_norm = self.self_attn_norm(add)
-        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight
-        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight
-        cat_1 = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))
-        linear_1 = F.linear(encoder_out, cat_1, None)
+        getitem = split[0]  # (batch, tgt_len, 128)
+        getitem_1 = split[1]  # (batch, tgt_len, 128)
+        getitem_2 = split[2]  # (batch, tgt_len, 128)
+        unflatten = torch.unflatten(getitem_1, -1, (8, 16))  # (batch, tgt_len, 8, 16)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 8, tgt_len, 16)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 16))  # (batch, tgt_len, 8, 16)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, tgt_len, 16)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 16))  # (batch, tgt_len, 8, 16)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 8, tgt_len, 16)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.25, is_causal = True)  # (batch, 8, tgt_len, 16)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, tgt_len, 8, 16)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, tgt_len, 128)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, tgt_len, 128)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, tgt_len, 128)
+        add = torch.add(x, dropout)  # (batch, tgt_len, 128)
+        self_attn_norm = self.self_attn_norm(add)  # (batch, tgt_len, 128)
+        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight  # (128, 128)
+        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight  # (128, 128)
+        cat_1 = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))  # (256, 128)
+        linear_1 = F.linear(encoder_out, cat_1, None)  # (batch, src_len, 256)
         split_1 = torch.split(linear_1, (128, 128), -1)
-        getitem_3 = split_1[0]
-        getitem_4 = split_1[1]
-        unflatten_3 = torch.unflatten(getitem_3, -1, (8, 16))
-        transpose_4 = torch.transpose(unflatten_3, 1, 2)
-        unflatten_4 = torch.unflatten(getitem_4, -1, (8, 16))
-        transpose_5 = torch.transpose(unflatten_4, 1, 2)
-        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)
-        unflatten_5 = torch.unflatten(cross_attn_q_proj, -1, (8, 16))
-        transpose_6 = torch.transpose(unflatten_5, 1, 2)
-        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_6, transpose_4, transpose_5, scale = 0.25, attn_mask = logical_not)
-        transpose_7 = torch.transpose(scaled_dot_product_attention_1, 1, 2)
-        flatten_1 = torch.flatten(transpose_7, -2)
-        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)
-        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.1, training = training)
-        add_1 = torch.add(self_attn_norm, dropout_1)
-        cross_attn_norm = self.cross_attn_norm(add_1)
-        ffn_fc1 = self.ffn.fc1(cross_attn_norm)
-        relu = torch.relu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(relu)
-        dropout_2 = F.dropout(ffn_fc2, p = 0.1, training = training)
-        add_2 = torch.add(cross_attn_norm, dropout_2)
-        ffn_norm = self.ffn_norm(add_2)
+        getitem_3 = split_1[0]  # (batch, src_len, 128)
+        getitem_4 = split_1[1]  # (batch, src_len, 128)
+        unflatten_3 = torch.unflatten(getitem_3, -1, (8, 16))  # (batch, src_len, 8, 16)
+        transpose_4 = torch.transpose(unflatten_3, 1, 2)  # (batch, 8, src_len, 16)
+        unflatten_4 = torch.unflatten(getitem_4, -1, (8, 16))  # (batch, src_len, 8, 16)
+        transpose_5 = torch.transpose(unflatten_4, 1, 2)  # (batch, 8, src_len, 16)
+        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)  # (batch, tgt_len, 128)
+        unflatten_5 = torch.unflatten(cross_attn_q_proj, -1, (8, 16))  # (batch, tgt_len, 8, 16)
+        transpose_6 = torch.transpose(unflatten_5, 1, 2)  # (batch, 8, tgt_len, 16)
+        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_6, transpose_4, transpose_5, scale = 0.25, attn_mask = logical_not)  # (batch, 8, tgt_len, 16)
+        transpose_7 = torch.transpose(scaled_dot_product_attention_1, 1, 2)  # (batch, tgt_len, 8, 16)
+        flatten_1 = torch.flatten(transpose_7, -2)  # (batch, tgt_len, 128)
+        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)  # (batch, tgt_len, 128)
+        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.1, training = training)  # (batch, tgt_len, 128)
+        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, tgt_len, 128)
+        cross_attn_norm = self.cross_attn_norm(add_1)  # (batch, tgt_len, 128)
+        ffn_fc1 = self.ffn.fc1(cross_attn_norm)  # (batch, tgt_len, 512)
+        relu = torch.relu(ffn_fc1)  # (batch, tgt_len, 512)
+        ffn_fc2 = self.ffn.fc2(relu)  # (batch, tgt_len, 128)
+        dropout_2 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, tgt_len, 128)
+        add_2 = torch.add(cross_attn_norm, dropout_2)  # (batch, tgt_len, 128)
+        ffn_norm = self.ffn_norm(add_2)  # (batch, tgt_len, 128)
         return ffn_norm
 
     def hidden_dense(self, x, encoder_out):
+        # x: (batch, tgt_len, 128), encoder_out: (batch, src_len, 128)
         training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        linear = F.linear(x, cat, None)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (128, 128)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (128, 128)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (128, 128)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (384, 128)
+        linear = F.linear(x, cat, None)  # (batch, tgt_len, 384)
         split = torch.split(linear, (128, 128, 128), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (8, 16))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 16))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (8, 16))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.25, is_causal = True)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
-        add = torch.add(x, dropout)
-        self_attn_norm = self.self_attn_norm(add)
-        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight
-        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight
-        cat_1 = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))
-        linear_1 = F.linear(encoder_out, cat_1, None)
+        getitem = split[0]  # (batch, tgt_len, 128)
+        getitem_1 = split[1]  # (batch, tgt_len, 128)
+        getitem_2 = split[2]  # (batch, tgt_len, 128)
+        unflatten = torch.unflatten(getitem_1, -1, (8, 16))  # (batch, tgt_len, 8, 16)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 8, tgt_len, 16)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 16))  # (batch, tgt_len, 8, 16)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, tgt_len, 16)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 16))  # (batch, tgt_len, 8, 16)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 8, tgt_len, 16)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.25, is_causal = True)  # (batch, 8, tgt_len, 16)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, tgt_len, 8, 16)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, tgt_len, 128)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, tgt_len, 128)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, tgt_len, 128)
+        add = torch.add(x, dropout)  # (batch, tgt_len, 128)
+        self_attn_norm = self.self_attn_norm(add)  # (batch, tgt_len, 128)
+        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight  # (128, 128)
+        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight  # (128, 128)
+        cat_1 = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))  # (256, 128)
+        linear_1 = F.linear(encoder_out, cat_1, None)  # (batch, src_len, 256)
         split_1 = torch.split(linear_1, (128, 128), -1)
-        getitem_3 = split_1[0]
-        getitem_4 = split_1[1]
-        unflatten_3 = torch.unflatten(getitem_3, -1, (8, 16))
-        transpose_4 = torch.transpose(unflatten_3, 1, 2)
-        unflatten_4 = torch.unflatten(getitem_4, -1, (8, 16))
-        transpose_5 = torch.transpose(unflatten_4, 1, 2)
-        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)
-        unflatten_5 = torch.unflatten(cross_attn_q_proj, -1, (8, 16))
-        transpose_6 = torch.transpose(unflatten_5, 1, 2)
-        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_6, transpose_4, transpose_5, scale = 0.25)
-        transpose_7 = torch.transpose(scaled_dot_product_attention_1, 1, 2)
-        flatten_1 = torch.flatten(transpose_7, -2)
-        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)
-        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.1, training = training)
-        add_1 = torch.add(self_attn_norm, dropout_1)
-        cross_attn_norm = self.cross_attn_norm(add_1)
-        ffn_fc1 = self.ffn.fc1(cross_attn_norm)
-        relu = torch.relu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(relu)
-        dropout_2 = F.dropout(ffn_fc2, p = 0.1, training = training)
-        add_2 = torch.add(cross_attn_norm, dropout_2)
-        ffn_norm = self.ffn_norm(add_2)
+        getitem_3 = split_1[0]  # (batch, src_len, 128)
+        getitem_4 = split_1[1]  # (batch, src_len, 128)
+        unflatten_3 = torch.unflatten(getitem_3, -1, (8, 16))  # (batch, src_len, 8, 16)
+        transpose_4 = torch.transpose(unflatten_3, 1, 2)  # (batch, 8, src_len, 16)
+        unflatten_4 = torch.unflatten(getitem_4, -1, (8, 16))  # (batch, src_len, 8, 16)
+        transpose_5 = torch.transpose(unflatten_4, 1, 2)  # (batch, 8, src_len, 16)
+        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)  # (batch, tgt_len, 128)
+        unflatten_5 = torch.unflatten(cross_attn_q_proj, -1, (8, 16))  # (batch, tgt_len, 8, 16)
+        transpose_6 = torch.transpose(unflatten_5, 1, 2)  # (batch, 8, tgt_len, 16)
+        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_6, transpose_4, transpose_5, scale = 0.25)  # (batch, 8, tgt_len, 16)
+        transpose_7 = torch.transpose(scaled_dot_product_attention_1, 1, 2)  # (batch, tgt_len, 8, 16)
+        flatten_1 = torch.flatten(transpose_7, -2)  # (batch, tgt_len, 128)
+        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)  # (batch, tgt_len, 128)
+        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.1, training = training)  # (batch, tgt_len, 128)
+        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, tgt_len, 128)
+        cross_attn_norm = self.cross_attn_norm(add_1)  # (batch, tgt_len, 128)
+        ffn_fc1 = self.ffn.fc1(cross_attn_norm)  # (batch, tgt_len, 512)
+        relu = torch.relu(ffn_fc1)  # (batch, tgt_len, 512)
+        ffn_fc2 = self.ffn.fc2(relu)  # (batch, tgt_len, 128)
+        dropout_2 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, tgt_len, 128)
+        add_2 = torch.add(cross_attn_norm, dropout_2)  # (batch, tgt_len, 128)
+        ffn_norm = self.ffn_norm(add_2)  # (batch, tgt_len, 128)
         return ffn_norm
 
     def init_cache(self, memory):
-        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight
-        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight
-        cat = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))
-        linear = F.linear(memory, cat, None)
+        # memory: (batch, src_len, 128)
+        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight  # (128, 128)
+        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight  # (128, 128)
+        cat = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))  # (256, 128)
+        linear = F.linear(memory, cat, None)  # (batch, src_len, 256)
         split = torch.split(linear, (128, 128), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        unflatten = torch.unflatten(getitem, -1, (8, 16))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_1, -1, (8, 16))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
+        getitem = split[0]  # (batch, src_len, 128)
+        getitem_1 = split[1]  # (batch, src_len, 128)
+        unflatten = torch.unflatten(getitem, -1, (8, 16))  # (batch, src_len, 8, 16)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 8, src_len, 16)
+        unflatten_1 = torch.unflatten(getitem_1, -1, (8, 16))  # (batch, src_len, 8, 16)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, src_len, 16)
         return (transpose, transpose_1)
 
     def decode_step(self, x, cache_1, cache_2, cache_3, cache_4, logical_not):
+        # x: (batch, 1, 128)
+        # cache_1: (batch, 8, cache_len, 16)
+        # cache_2: (batch, 8, cache_len, 16)
+        # cache_3: (batch, 8, src_len, 16)
+        # cache_4: (batch, 8, src_len, 16)
+        # logical_not: (batch, 1, 1, src_len)
         training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))
-        linear = F.linear(x, cat, None)
+        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (128, 128)
+        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (128, 128)
+        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (128, 128)
+        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (384, 128)
+        linear = F.linear(x, cat, None)  # (batch, 1, 384)
         split = torch.split(linear, (128, 128, 128), -1)
-        getitem = split[0]
-        getitem_1 = split[1]
-        getitem_2 = split[2]
-        unflatten = torch.unflatten(getitem_1, -1, (8, 16))
-        transpose = torch.transpose(unflatten, 1, 2)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 16))
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)
-        cat_1 = torch.cat((cache_1, transpose), 2)
-        cat_2 = torch.cat((cache_2, transpose_1), 2)
-        unflatten_2 = torch.unflatten(getitem, -1, (8, 16))
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, cat_1, cat_2, scale = 0.25)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)
-        flatten = torch.flatten(transpose_3, -2)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)
-        add = torch.add(x, dropout)
-        self_attn_norm = self.self_attn_norm(add)
-        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)
-        unflatten_3 = torch.unflatten(cross_attn_q_proj, -1, (8, 16))
-        transpose_4 = torch.transpose(unflatten_3, 1, 2)
-        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_4, cache_3, cache_4, scale = 0.25, attn_mask = logical_not)
-        transpose_5 = torch.transpose(scaled_dot_product_attention_1, 1, 2)
-        flatten_1 = torch.flatten(transpose_5, -2)
-        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)
-        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.1, training = training)
-        add_1 = torch.add(self_attn_norm, dropout_1)
-        cross_attn_norm = self.cross_attn_norm(add_1)
-        ffn_fc1 = self.ffn.fc1(cross_attn_norm)
-        relu = torch.relu(ffn_fc1)
-        ffn_fc2 = self.ffn.fc2(relu)
-        dropout_2 = F.dropout(ffn_fc2, p = 0.1, training = training)
-        add_2 = torch.add(cross_attn_norm, dropout_2)
-        ffn_norm = self.ffn_norm(add_2)
+        getitem = split[0]  # (batch, 1, 128)
+        getitem_1 = split[1]  # (batch, 1, 128)
+        getitem_2 = split[2]  # (batch, 1, 128)
+        unflatten = torch.unflatten(getitem_1, -1, (8, 16))  # (batch, 1, 8, 16)
+        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 8, 1, 16)
+        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 16))  # (batch, 1, 8, 16)
+        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, 1, 16)
+        cat_1 = torch.cat((cache_1, transpose), 2)  # (batch, 8, cache_len + 1, 16)
+        cat_2 = torch.cat((cache_2, transpose_1), 2)  # (batch, 8, cache_len + 1, 16)
+        unflatten_2 = torch.unflatten(getitem, -1, (8, 16))  # (batch, 1, 8, 16)
+        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 8, 1, 16)
+        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, cat_1, cat_2, scale = 0.25)  # (batch, 8, 1, 16)
+        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, 1, 8, 16)
+        flatten = torch.flatten(transpose_3, -2)  # (batch, 1, 128)
+        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, 1, 128)
+        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, 1, 128)
+        add = torch.add(x, dropout)  # (batch, 1, 128)
+        self_attn_norm = self.self_attn_norm(add)  # (batch, 1, 128)
+        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)  # (batch, 1, 128)
+        unflatten_3 = torch.unflatten(cross_attn_q_proj, -1, (8, 16))  # (batch, 1, 8, 16)
+        transpose_4 = torch.transpose(unflatten_3, 1, 2)  # (batch, 8, 1, 16)
+        scaled_dot_product_attention_1 = F.scaled_dot_product_attention(transpose_4, cache_3, cache_4, scale = 0.25, attn_mask = logical_not)  # (batch, 8, 1, 16)
+        transpose_5 = torch.transpose(scaled_dot_product_attention_1, 1, 2)  # (batch, 1, 8, 16)
+        flatten_1 = torch.flatten(transpose_5, -2)  # (batch, 1, 128)
+        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)  # (batch, 1, 128)
+        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.1, training = training)  # (batch, 1, 128)
+        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, 1, 128)
+        cross_attn_norm = self.cross_attn_norm(add_1)  # (batch, 1, 128)
+        ffn_fc1 = self.ffn.fc1(cross_attn_norm)  # (batch, 1, 512)
+        relu = torch.relu(ffn_fc1)  # (batch, 1, 512)
+        ffn_fc2 = self.ffn.fc2(relu)  # (batch, 1, 128)
+        dropout_2 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, 1, 128)
+        add_2 = torch.add(cross_attn_norm, dropout_2)  # (batch, 1, 128)
+        ffn_norm = self.ffn_norm(add_2)  # (batch, 1, 128)
         return (cat_1, cat_2, ffn_norm)
 
 
@@ -416,61 +427,63 @@ class Model(nn.Module):
         self.decoder = Decoder()
 
     def forward(self, src, tgt_in):
-        padding_mask = ops.padding_mask(src, 0)
-        logical_not = torch.logical_not(padding_mask)
-        embed = self.embed(src)
-        mul = torch.mul(embed, 11.313708498984761)
+        # src: (batch, src_len), tgt_in: (batch, tgt_len)
+        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
+        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
+        embed = self.embed(src)  # (batch, src_len, 128)
+        mul = torch.mul(embed, 11.313708498984761)  # (batch, src_len, 128)
         size = src.size(1)
         getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)
-        encoder_pos = self.encoder.pos(arange)
-        add = torch.add(mul, encoder_pos)
+        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
+        encoder_pos = self.encoder.pos(arange)  # (src_len, 128)
+        add = torch.add(mul, encoder_pos)  # (batch, src_len, 128)
         training = self.training
-        dropout = F.dropout(add, p = 0.1, training = training)
+        dropout = F.dropout(add, p = 0.1, training = training)  # (batch, src_len, 128)
         x = dropout
         for i, layer in enumerate(self.encoder.layers):
             x = layer(x, logical_not)
         encoder_out = x
-        embed_1 = self.embed(tgt_in)
-        mul_4 = torch.mul(embed_1, 11.313708498984761)
+        embed_1 = self.embed(tgt_in)  # (batch, tgt_len, 128)
+        mul_4 = torch.mul(embed_1, 11.313708498984761)  # (batch, tgt_len, 128)
         size_1 = tgt_in.size(1)
         getattr_2 = mul_4.device
-        arange_1 = torch.arange(0, size_1, device = getattr_2)
-        decoder_pos = self.decoder.pos(arange_1)
-        add_7 = torch.add(mul_4, decoder_pos)
-        dropout_7 = F.dropout(add_7, p = 0.1, training = training)
+        arange_1 = torch.arange(0, size_1, device = getattr_2)  # (tgt_len,)
+        decoder_pos = self.decoder.pos(arange_1)  # (tgt_len, 128)
+        add_7 = torch.add(mul_4, decoder_pos)  # (batch, tgt_len, 128)
+        dropout_7 = F.dropout(add_7, p = 0.1, training = training)  # (batch, tgt_len, 128)
         x = dropout_7
         for i, layer in enumerate(self.decoder.layers):
             x = layer(x, encoder_out, logical_not)
         decoder_out = x
-        embed_weight = self.embed.weight
-        linear = F.linear(decoder_out, embed_weight)
+        embed_weight = self.embed.weight  # (4000, 128)
+        linear = F.linear(decoder_out, embed_weight)  # (batch, tgt_len, 4000)
         return linear
 
     def hidden(self, src, tgt_in):
-        padding_mask = ops.padding_mask(src, 0)
-        logical_not = torch.logical_not(padding_mask)
-        embed = self.embed(src)
-        mul = torch.mul(embed, 11.313708498984761)
+        # src: (batch, src_len), tgt_in: (batch, tgt_len)
+        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
+        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
+        embed = self.embed(src)  # (batch, src_len, 128)
+        mul = torch.mul(embed, 11.313708498984761)  # (batch, src_len, 128)
         size = src.size(1)
         getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)
-        encoder_pos = self.encoder.pos(arange)
-        add = torch.add(mul, encoder_pos)
+        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
+        encoder_pos = self.encoder.pos(arange)  # (src_len, 128)
+        add = torch.add(mul, encoder_pos)  # (batch, src_len, 128)
         training = self.training
-        dropout = F.dropout(add, p = 0.1, training = training)
+        dropout = F.dropout(add, p = 0.1, training = training)  # (batch, src_len, 128)
         x = dropout
         for i, layer in enumerate(self.encoder.layers):
             x = layer(x, logical_not)
         encoder_out = x
-        embed_1 = self.embed(tgt_in)
-        mul_4 = torch.mul(embed_1, 11.313708498984761)
+        embed_1 = self.embed(tgt_in)  # (batch, tgt_len, 128)
+        mul_4 = torch.mul(embed_1, 11.313708498984761)  # (batch, tgt_len, 128)
         size_1 = tgt_in.size(1)
         getattr_2 = mul_4.device
-        arange_1 = torch.arange(0, size_1, device = getattr_2)
-        decoder_pos = self.decoder.pos(arange_1)
-        add_7 = torch.add(mul_4, decoder_pos)
-        dropout_7 = F.dropout(add_7, p = 0.1, training = training)
+        arange_1 = torch.arange(0, size_1, device = getattr_2)  # (tgt_len,)
+        decoder_pos = self.decoder.pos(arange_1)  # (tgt_len, 128)
+        add_7 = torch.add(mul_4, decoder_pos)  # (batch, tgt_len, 128)
+        dropout_7 = F.dropout(add_7, p = 0.1, training = training)  # (batch, tgt_len, 128)
         x = dropout_7
         for i, layer in enumerate(self.decoder.layers):
             x = layer(x, encoder_out, logical_not)
@@ -478,27 +491,28 @@ class Model(nn.Module):
         return decoder_out
 
     def hidden_dense(self, src, tgt_in):
-        embed = self.embed(src)
-        mul = torch.mul(embed, 11.313708498984761)
+        # src: (batch, src_len), tgt_in: (batch, tgt_len)
+        embed = self.embed(src)  # (batch, src_len, 128)
+        mul = torch.mul(embed, 11.313708498984761)  # (batch, src_len, 128)
         size = src.size(1)
         getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)
-        encoder_pos = self.encoder.pos(arange)
-        add = torch.add(mul, encoder_pos)
+        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
+        encoder_pos = self.encoder.pos(arange)  # (src_len, 128)
+        add = torch.add(mul, encoder_pos)  # (batch, src_len, 128)
         training = self.training
-        dropout = F.dropout(add, p = 0.1, training = training)
+        dropout = F.dropout(add, p = 0.1, training = training)  # (batch, src_len, 128)
         x = dropout
         for i, layer in enumerate(self.encoder.layers):
             x = layer.hidden_dense(x)
         encoder_out = x
-        embed_1 = self.embed(tgt_in)
-        mul_4 = torch.mul(embed_1, 11.313708498984761)
+        embed_1 = self.embed(tgt_in)  # (batch, tgt_len, 128)
+        mul_4 = torch.mul(embed_1, 11.313708498984761)  # (batch, tgt_len, 128)
         size_1 = tgt_in.size(1)
         getattr_2 = mul_4.device
-        arange_1 = torch.arange(0, size_1, device = getattr_2)
-        decoder_pos = self.decoder.pos(arange_1)
-        add_7 = torch.add(mul_4, decoder_pos)
-        dropout_7 = F.dropout(add_7, p = 0.1, training = training)
+        arange_1 = torch.arange(0, size_1, device = getattr_2)  # (tgt_len,)
+        decoder_pos = self.decoder.pos(arange_1)  # (tgt_len, 128)
+        add_7 = torch.add(mul_4, decoder_pos)  # (batch, tgt_len, 128)
+        dropout_7 = F.dropout(add_7, p = 0.1, training = training)  # (batch, tgt_len, 128)
         x = dropout_7
         for i, layer in enumerate(self.decoder.layers):
             x = layer.hidden_dense(x, encoder_out)
@@ -506,17 +520,18 @@ class Model(nn.Module):
         return decoder_out
 
     def encode(self, src):
-        padding_mask = ops.padding_mask(src, 0)
-        logical_not = torch.logical_not(padding_mask)
-        embed = self.embed(src)
-        mul = torch.mul(embed, 11.313708498984761)
+        # src: (batch, src_len)
+        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
+        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
+        embed = self.embed(src)  # (batch, src_len, 128)
+        mul = torch.mul(embed, 11.313708498984761)  # (batch, src_len, 128)
         size = src.size(1)
         getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)
-        encoder_pos = self.encoder.pos(arange)
-        add = torch.add(mul, encoder_pos)
+        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
+        encoder_pos = self.encoder.pos(arange)  # (src_len, 128)
+        add = torch.add(mul, encoder_pos)  # (batch, src_len, 128)
         training = self.training
-        dropout = F.dropout(add, p = 0.1, training = training)
+        dropout = F.dropout(add, p = 0.1, training = training)  # (batch, src_len, 128)
         x = dropout
         for i, layer in enumerate(self.encoder.layers):
             x = layer(x, logical_not)
@@ -524,7 +539,8 @@ class Model(nn.Module):
         return encoder_out
 
     def init_cache(self, src, memory):
-        padding_mask = ops.padding_mask(src, 0)
+        # src: (batch, src_len), memory: (batch, src_len, 128)
+        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
         size = memory.size(0)
         per_layer = ()
         for i, layer in enumerate(self.decoder.layers):
@@ -535,20 +551,21 @@ class Model(nn.Module):
         return add
 
     def decode_step(self, tokens, cache):
-        getitem = cache[1]
+        # tokens: (batch, 1)
+        getitem = cache[1]  # (batch, 8, cache_len, 16)
         size = getitem.size(2)
-        embed = self.embed(tokens)
-        mul = torch.mul(embed, 11.313708498984761)
+        embed = self.embed(tokens)  # (batch, 1, 128)
+        mul = torch.mul(embed, 11.313708498984761)  # (batch, 1, 128)
         size_1 = tokens.size(1)
         getattr_1 = mul.device
         add = size + size_1
-        arange = torch.arange(size, add, device = getattr_1)
-        decoder_pos = self.decoder.pos(arange)
-        add_1 = torch.add(mul, decoder_pos)
+        arange = torch.arange(size, add, device = getattr_1)  # (1,)
+        decoder_pos = self.decoder.pos(arange)  # (1, 128)
+        add_1 = torch.add(mul, decoder_pos)  # (batch, 1, 128)
         training = self.training
-        dropout = F.dropout(add_1, p = 0.1, training = training)
-        getitem_1 = cache[0]
-        logical_not = torch.logical_not(getitem_1)
+        dropout = F.dropout(add_1, p = 0.1, training = training)  # (batch, 1, 128)
+        getitem_1 = cache[0]  # (batch, 1, 1, src_len)
+        logical_not = torch.logical_not(getitem_1)  # (batch, 1, 1, src_len)
         x = dropout
         per_layer = ()
         for i, layer in enumerate(self.decoder.layers):
@@ -560,9 +577,9 @@ class Model(nn.Module):
             per_layer += (cat, cat_1, cache_3, cache_4)
         decoder_out = x
         decoder_per_layer = per_layer
-        select = torch.select(decoder_out, 1, -1)
-        embed_weight = self.embed.weight
-        linear = F.linear(select, embed_weight)
+        select = torch.select(decoder_out, 1, -1)  # (batch, 128)
+        embed_weight = self.embed.weight  # (4000, 128)
+        linear = F.linear(select, embed_weight)  # (batch, 4000)
         add_2 = (getitem_1,) + decoder_per_layer
         return (linear, add_2)
 
