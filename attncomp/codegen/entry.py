@@ -10,7 +10,9 @@ adding each layer's group. Values the lowering builds alike for every layer next
 
 from __future__ import annotations
 
+import itertools
 import operator
+import re
 from dataclasses import dataclass, field
 
 from torch import fx
@@ -113,14 +115,55 @@ def _plan_stacks(graph: fx.Graph, entry: str, known: dict[str, dict[str, str]]) 
         if not regions:
             continue
         method, found = layer_method(regions, entry, names)
-        same = known.setdefault(stack, {}).setdefault(method.code.replace(f"def {entry}(", "def (", 1), entry)
+        texts = known.setdefault(stack, {})
+        key = method.code.replace(f"def {entry}(", "def (", 1)
+        same = texts.setdefault(key, entry)
         method.name = same
         method.code = method.code.replace(f"def {entry}(", f"def {same}(", 1)
+        if same == entry:
+            method.code = _delegated(method.code, texts) or method.code
         loop = plan_loop(regions, method, names)
         stacks[stack] = Stacked(regions, loop, method.code, found)
         if loop.stream_out is not None:
             names[regions[-1].outputs[loop.stream_out]] = f"{stack}_out"
     return stacks
+
+
+def _code_lines(text: str) -> list[str]:
+    """A method's lines without its def and its input-shape comments."""
+    return [line for line in text.split("\n")[1:] if not line.lstrip().startswith("#")]
+
+
+def _params_of(text: str) -> list[str]:
+    found = re.match(r"\s*def \w*\(self(.*?)\):", text)
+    return [p.strip() for p in found.group(1).split(",") if p.strip()] if found else []
+
+
+def _delegated(text: str, texts: dict[str, str]) -> str | None:
+    """`text` as a call of an earlier layer method of the stack when it is that method with one mask
+    input left out (hidden_dense: forward without padding), so the body is printed once:
+
+        def hidden_dense(self, x, encoder_out):
+            return self(x, encoder_out, None)  # the same, with no attention mask
+
+    SDPA's attn_mask=None is the same as no attn_mask, so that is the method the graph made."""
+    mine = _code_lines(text)
+    for other, name in texts.items():
+        if _code_lines(other) == mine:
+            continue  # itself
+        params = _params_of(other)
+        for mask in params:
+            unmasked = re.sub(rf", attn_mask = {mask}\b(?=[,)])", "", other)
+            if unmasked == other or any(re.search(rf"\b{mask}\b", line) for line in _code_lines(unmasked)):
+                continue  # the input is not (only) a mask
+            if _code_lines(unmasked) == mine:
+                lines = text.split("\n")
+                head = lines[:1] + list(itertools.takewhile(lambda line: line.lstrip().startswith("#"), lines[1:]))
+                indent = head[0][: len(head[0]) - len(head[0].lstrip())] + "    "
+                args = ", ".join("None" if p == mask else p for p in params)
+                call = "self" if name == "forward" else f"self.{name}"
+                return "\n".join(head + [f"{indent}return {call}({args})  # the same, with no attention mask"])
+    return None
 
 
 def _walk_tuples(arg, visit) -> None:

@@ -203,3 +203,12 @@ def test_every_shipped_spec_renders_a_module_equal_to_its_compiled_model(path, t
     m = spec.model
     inputs = (src, tgt) if m.encoder is not None and m.decoder is not None else (tgt if m.encoder is None else src,)
     assert (generated(*inputs) - compiled(*inputs)).abs().max() < 1e-9
+
+
+def test_a_layer_method_that_only_drops_the_mask_calls_the_one_with_it():
+    """hidden_dense's layers are forward's without the padding mask: printed as a call, not a copy
+    (test_generated_module_equals_the_compiled_graphs runs both against the compiled graphs)."""
+    text = (ROOT / "generated" / "base.py").read_text()
+    assert "        return self(x, None)  # the same, with no attention mask\n" in text
+    assert "        return self(x, encoder_out, None)  # the same, with no attention mask\n" in text
+    assert text.count("F.scaled_dot_product_attention(") == 1 + 2 + 2  # encoder forward; decoder forward, decode_step
