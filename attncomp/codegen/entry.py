@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from torch import fx
 
-from attncomp.codegen.printer import STACKS, Loop, PrintError, copy_shape, layer_method, method_text, plan_loop
+from attncomp.codegen.printer import (STACKS, Loop, PrintError, code_only, copy_shape, layer_method, method_text,
+                                      plan_loop)
 from attncomp.codegen.regions import Region, find_regions
 
 
@@ -116,7 +117,7 @@ def _plan_stacks(graph: fx.Graph, entry: str, known: dict[str, dict[str, str]]) 
             continue
         method, found = layer_method(regions, entry, names)
         texts = known.setdefault(stack, {})
-        key = method.code.replace(f"def {entry}(", "def (", 1)
+        key = code_only(method.code.replace(f"def {entry}(", "def (", 1))
         same = texts.setdefault(key, entry)
         method.name = same
         method.code = method.code.replace(f"def {entry}(", f"def {same}(", 1)
@@ -129,14 +130,21 @@ def _plan_stacks(graph: fx.Graph, entry: str, known: dict[str, dict[str, str]]) 
     return stacks
 
 
-def _code_lines(text: str) -> list[str]:
-    """A method's lines without its def and its input-shape comments."""
-    return [line for line in text.split("\n")[1:] if not line.lstrip().startswith("#")]
-
-
-def _params_of(text: str) -> list[str]:
+def _params_of(text: str) -> list[str] | None:
+    """A method's parameters after self; None if any has an annotation or a default."""
     found = re.match(r"\s*def \w*\(self(.*?)\):", text)
-    return [p.strip() for p in found.group(1).split(",") if p.strip()] if found else []
+    params = [p.strip() for p in found.group(1).split(",") if p.strip()] if found else []
+    return None if any(":" in p or "=" in p for p in params) else params
+
+
+def _without_mask(code: str, mask: str) -> str | None:
+    """The code with `attn_mask = mask` gone from its SDPA calls; None unless `mask` is read only there."""
+    lines = code.split("\n")
+    out = [re.sub(rf", attn_mask = {mask}\b(?=[,)])", "", line) if "scaled_dot_product_attention(" in line
+           else line for line in lines]
+    if out == lines or any(re.search(rf"\b{mask}\b", line) for line in out[1:]):
+        return None
+    return "\n".join(out)
 
 
 def _delegated(text: str, texts: dict[str, str]) -> str | None:
@@ -144,25 +152,21 @@ def _delegated(text: str, texts: dict[str, str]) -> str | None:
     input left out (hidden_dense: forward without padding), so the body is printed once:
 
         def hidden_dense(self, x, encoder_out):
-            return self(x, encoder_out, None)  # the same, with no attention mask
+            return self.forward(x, encoder_out, None)  # the same, with no attention mask
 
-    SDPA's attn_mask=None is the same as no attn_mask, so that is the method the graph made."""
-    mine = _code_lines(text)
+    SDPA's attn_mask=None is its default, so that is the method the graph made; calling the method
+    (not the module) runs it exactly, without the module's hooks."""
+    mine = code_only(text).split("\n")[1:]
     for other, name in texts.items():
-        if _code_lines(other) == mine:
-            continue  # itself
         params = _params_of(other)
-        for mask in params:
-            unmasked = re.sub(rf", attn_mask = {mask}\b(?=[,)])", "", other)
-            if unmasked == other or any(re.search(rf"\b{mask}\b", line) for line in _code_lines(unmasked)):
-                continue  # the input is not (only) a mask
-            if _code_lines(unmasked) == mine:
+        for mask in params or ():
+            unmasked = _without_mask(other, mask)
+            if unmasked is not None and unmasked.split("\n")[1:] == mine:
                 lines = text.split("\n")
                 head = lines[:1] + list(itertools.takewhile(lambda line: line.lstrip().startswith("#"), lines[1:]))
                 indent = head[0][: len(head[0]) - len(head[0].lstrip())] + "    "
                 args = ", ".join("None" if p == mask else p for p in params)
-                call = "self" if name == "forward" else f"self.{name}"
-                return "\n".join(head + [f"{indent}return {call}({args})  # the same, with no attention mask"])
+                return "\n".join(head + [f"{indent}return self.{name}({args})  # the same, with no attention mask"])
     return None
 
 

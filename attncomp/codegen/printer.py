@@ -87,6 +87,40 @@ def copy_shape(old: fx.Node, new: fx.Node) -> None:
         new.meta["shape"] = old.meta["shape"]
 
 
+SHAPE_COMMENT = re.compile(r"  # \(.*\)$")
+
+
+def _is_input_comment(line: str) -> bool:
+    return line.lstrip().startswith("# ")
+
+
+def code_only(text: str) -> str:
+    """A method's text without its shape comments: what it computes (methods equal in this are one)."""
+    return "\n".join(SHAPE_COMMENT.sub("", line) for line in text.split("\n") if not _is_input_comment(line))
+
+
+def merge_shapes(text: str, other: str) -> str:
+    """One method's text for two uses with equal code: the shape comments both agree on. (The first
+    text is kept whole when it is printed as a call of another method and the second is not.)"""
+    lines, others = text.split("\n"), other.split("\n")
+    if text == other or code_only(text) != code_only(other).replace(others[0], lines[0], 1):
+        return text
+    head, mine_inputs = lines[0], [x for x in lines[1:] if _is_input_comment(x)]
+    their_inputs = {x for x in others[1:] if _is_input_comment(x)}
+    items = [i for x in mine_inputs for i in _items(x)]
+    agreed = set(i for x in their_inputs for i in _items(x))
+    indent = head[: len(head) - len(head.lstrip())] * 2
+    body = [x for x in lines[1:] if not _is_input_comment(x)]
+    their_body = [x for x in others[1:] if not _is_input_comment(x)]
+    merged = [x if x == y else SHAPE_COMMENT.sub("", x) for x, y in zip(body, their_body)]
+    return "\n".join([head] + [indent + "# " + x for x in _input_shapes([i for i in items if i in agreed])] + merged)
+
+
+def _items(comment: str) -> list[str]:
+    """The `name: (shape)` items of an input-shape comment line."""
+    return re.findall(r"\w+: \([^)]*\)", comment)
+
+
 def _input_shapes(inputs: list[str]) -> list[str]:
     """The comment lines under a method's def: its inputs' shapes, one line, or one per input if long."""
     if not inputs:

@@ -13,7 +13,7 @@ import textwrap
 
 from attncomp.codegen.entry import print_entry
 from attncomp.codegen.modules import Printer
-from attncomp.codegen.printer import PrintError
+from attncomp.codegen.printer import PrintError, merge_shapes
 from attncomp.lower import CompiledModel, ops
 
 CONSTANTS = {"inf": "inf = math.inf", "nan": "nan = math.nan", "device": "device = torch.device"}
@@ -35,7 +35,9 @@ def _methods(model: CompiledModel) -> tuple[dict[str, list[str]], dict]:
         found.update(names)
         for stack, stacked in stacks.items():
             found.update(stacked.globals)
-            methods.setdefault(f"{stack}.layers", {}).setdefault(stacked.loop.method, stacked.method_text)
+            texts = methods.setdefault(f"{stack}.layers", {})
+            method = stacked.loop.method
+            texts[method] = merge_shapes(texts[method], stacked.method_text) if method in texts else stacked.method_text
     return {path: list(texts.values()) for path, texts in methods.items()}, found
 
 

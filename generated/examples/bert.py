@@ -202,7 +202,7 @@ class EncoderLayer(nn.Module):
 
     def hidden_dense(self, x):
         # x: (batch, src_len, 128)
-        return self(x, None)  # the same, with no attention mask
+        return self.forward(x, None)  # the same, with no attention mask
 
 
 class Encoder(nn.Module):

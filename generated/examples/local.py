@@ -157,40 +157,7 @@ class EncoderLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm((512,))
 
     def forward(self, x, logical_not):
-        # x: (batch, src_len, 512), logical_not: (batch, 1, src_len, src_len)
-        training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (512, 512)
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (512, 512)
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (512, 512)
-        cat = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (1536, 512)
-        linear = F.linear(x, cat, None)  # (batch, src_len, 1536)
-        split = torch.split(linear, (512, 512, 512), -1)
-        getitem = split[0]  # (batch, src_len, 512)
-        getitem_1 = split[1]  # (batch, src_len, 512)
-        getitem_2 = split[2]  # (batch, src_len, 512)
-        unflatten = torch.unflatten(getitem_1, -1, (8, 64))  # (batch, src_len, 8, 64)
-        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 8, src_len, 64)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 64))  # (batch, src_len, 8, 64)
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, src_len, 64)
-        unflatten_2 = torch.unflatten(getitem, -1, (8, 64))  # (batch, src_len, 8, 64)
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 8, src_len, 64)
-        scaled_dot_product_attention = F.scaled_dot_product_attention(transpose_2, transpose, transpose_1, scale = 0.125, attn_mask = logical_not)  # (batch, 8, src_len, 64)
-        transpose_3 = torch.transpose(scaled_dot_product_attention, 1, 2)  # (batch, src_len, 8, 64)
-        flatten = torch.flatten(transpose_3, -2)  # (batch, src_len, 512)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, src_len, 512)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, src_len, 512)
-        add = torch.add(x, dropout)  # (batch, src_len, 512)
-        self_attn_norm = self.self_attn_norm(add)  # (batch, src_len, 512)
-        ffn_fc1 = self.ffn.fc1(self_attn_norm)  # (batch, src_len, 2048)
-        relu = torch.relu(ffn_fc1)  # (batch, src_len, 2048)
-        ffn_fc2 = self.ffn.fc2(relu)  # (batch, src_len, 512)
-        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, src_len, 512)
-        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, src_len, 512)
-        ffn_norm = self.ffn_norm(add_1)  # (batch, src_len, 512)
-        return ffn_norm
-
-    def hidden_dense(self, x, logical_not):
-        # x: (batch, src_len, 512), logical_not: (src_len, src_len)
+        # x: (batch, src_len, 512)
         training = self.training
         self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (512, 512)
         self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (512, 512)
@@ -310,7 +277,7 @@ class DecoderLayer(nn.Module):
 
     def hidden_dense(self, x, encoder_out):
         # x: (batch, tgt_len, 512), encoder_out: (batch, src_len, 512)
-        return self(x, encoder_out, None)  # the same, with no attention mask
+        return self.forward(x, encoder_out, None)  # the same, with no attention mask
 
     def init_cache(self, memory):
         # memory: (batch, src_len, 512)
@@ -491,7 +458,7 @@ class Model(nn.Module):
         logical_not = torch.logical_not(band_mask)  # (src_len, src_len)
         x = dropout
         for i, layer in enumerate(self.encoder.layers):
-            x = layer.hidden_dense(x, logical_not)
+            x = layer(x, logical_not)
         encoder_out = x
         embed_1 = self.embed(tgt_in)  # (batch, tgt_len, 512)
         mul_7 = torch.mul(embed_1, 22.627416997969522)  # (batch, tgt_len, 512)

@@ -334,7 +334,7 @@ class DecoderLayer(nn.Module):
         # relative_positions_1: (tgt_len, tgt_len)
         # causal_mask: (tgt_len, tgt_len)
         # encoder_out: (batch, src_len, 128)
-        return self(x, relative_positions_1, causal_mask, encoder_out, None)  # the same, with no attention mask
+        return self.forward(x, relative_positions_1, causal_mask, encoder_out, None)  # the same, with no attention mask
 
     def init_cache(self, memory):
         # memory: (batch, src_len, 128)

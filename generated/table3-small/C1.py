@@ -179,7 +179,7 @@ class EncoderLayer(nn.Module):
 
     def hidden_dense(self, dropout):
         # dropout: (batch, src_len, 128)
-        return self(dropout, None)  # the same, with no attention mask
+        return self.forward(dropout, None)  # the same, with no attention mask
 
 
 class Encoder(nn.Module):
@@ -271,7 +271,7 @@ class DecoderLayer(nn.Module):
 
     def hidden_dense(self, dropout_3, encoder_layers_0_ffn_norm):
         # dropout_3: (batch, tgt_len, 128), encoder_layers_0_ffn_norm: (batch, src_len, 128)
-        return self(dropout_3, encoder_layers_0_ffn_norm, None)  # the same, with no attention mask
+        return self.forward(dropout_3, encoder_layers_0_ffn_norm, None)  # the same, with no attention mask
 
     def init_cache(self, memory):
         # memory: (batch, src_len, 128)

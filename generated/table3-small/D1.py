@@ -176,7 +176,7 @@ class EncoderLayer(nn.Module):
 
     def hidden_dense(self, x):
         # x: (batch, src_len, 128)
-        return self(x, None)  # the same, with no attention mask
+        return self.forward(x, None)  # the same, with no attention mask
 
 
 class Encoder(nn.Module):
@@ -262,7 +262,7 @@ class DecoderLayer(nn.Module):
 
     def hidden_dense(self, x, encoder_out):
         # x: (batch, tgt_len, 128), encoder_out: (batch, src_len, 128)
-        return self(x, encoder_out, None)  # the same, with no attention mask
+        return self.forward(x, encoder_out, None)  # the same, with no attention mask
 
     def init_cache(self, memory):
         # memory: (batch, src_len, 128)

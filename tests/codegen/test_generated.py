@@ -209,6 +209,26 @@ def test_a_layer_method_that_only_drops_the_mask_calls_the_one_with_it():
     """hidden_dense's layers are forward's without the padding mask: printed as a call, not a copy
     (test_generated_module_equals_the_compiled_graphs runs both against the compiled graphs)."""
     text = (ROOT / "generated" / "base.py").read_text()
-    assert "        return self(x, None)  # the same, with no attention mask\n" in text
-    assert "        return self(x, encoder_out, None)  # the same, with no attention mask\n" in text
+    assert "        return self.forward(x, None)  # the same, with no attention mask\n" in text
+    assert "        return self.forward(x, encoder_out, None)  # the same, with no attention mask\n" in text
     assert text.count("F.scaled_dot_product_attention(") == 1 + 2 + 2  # encoder forward; decoder forward, decode_step
+
+
+def test_a_mask_read_anywhere_but_sdpa_keeps_the_method_whole():
+    from attncomp.codegen.entry import _without_mask
+
+    sdpa = "    y = torch._C._nn.scaled_dot_product_attention(q, k, v, attn_mask = m, scale = 0.5)"
+    head = "    def forward(self, x, m):"
+    assert _without_mask(f"{head}\n{sdpa}", "m") == f"{head}\n" + sdpa.replace(", attn_mask = m", "")
+    assert _without_mask(f"{head}\n{sdpa}\n    z = torch.add(y, m)", "m") is None  # read elsewhere too
+    assert _without_mask(f"{head}\n    y = ops.other(q, attn_mask = m)", "m") is None  # not SDPA's default
+    assert _without_mask(f"{head}\n{sdpa}", "m_1") is None
+
+
+def test_layer_methods_equal_but_for_shapes_are_one_method():
+    """local.py's encoder layers run the same code in forward and hidden_dense with masks of other
+    shapes: one method, and no shape comment for the input on which the two disagree."""
+    text = (ROOT / "generated" / "examples" / "local.py").read_text()
+    encoder_layer = text[text.index("class EncoderLayer"):text.index("class Encoder(")]
+    assert encoder_layer.count("    def ") == 2  # __init__, forward
+    assert "        # x: (batch, src_len, 512)\n" in encoder_layer
