@@ -59,8 +59,50 @@ def _base_name(node: fx.Node, region: Region) -> str:
     return re.sub(r"_\d+$", "", name) or "v"
 
 
+def _attention_of(node: fx.Node, region: Region) -> str | None:
+    """The attention module (`self_attn`, `cross_attn`) whose output projection reads an SDPA's result
+    through its head reshapes, or None."""
+    for _ in range(4):
+        if len(node.users) != 1:
+            return None
+        node = next(iter(node.users))
+        if node.op == "call_module" and node.target.endswith(".o_proj"):
+            return node.target.removeprefix(region.prefix).removesuffix(".o_proj").replace(".", "_")
+    return None
+
+
+def _role_names(region: Region) -> dict[fx.Node, str]:
+    """Names from the paper for the nodes an attention reads and makes: `self_attn_q`, `_k`, `_v`
+    (heads split off), `self_attn_heads` (SDPA's result), and fuse_qkv's `self_attn_qkv_weight` and
+    `self_attn_qkv` (the stacked weights and the one projection); other nodes keep fx's names."""
+    names: dict[fx.Node, str] = {}
+    for node in region.nodes:
+        if node.op == "call_function" and getattr(node.target, "__name__", "") == "scaled_dot_product_attention":
+            attention = _attention_of(node, region)
+            if attention is None:
+                continue
+            names[node] = f"{attention}_heads"
+            for role, arg in zip("qkv", node.args[:3]):
+                if isinstance(arg, fx.Node) and arg in region.nodes:
+                    names.setdefault(arg, f"{attention}_{role}")
+        elif node.op == "call_function" and getattr(node.target, "__name__", "") == "cat" and node.args:
+            parts = node.args[0] if isinstance(node.args[0], (tuple, list)) else ()
+            targets = [p.target.removeprefix(region.prefix) for p in parts
+                       if isinstance(p, fx.Node) and p.op == "get_attr"]
+            stems = {t.rsplit(".", 2)[0] for t in targets if t.endswith("_proj.weight")}
+            if len(targets) == len(parts) > 1 and len(stems) == 1:
+                attention = stems.pop().replace(".", "_")
+                roles = "".join(t.rsplit(".", 2)[1][0] for t in targets)  # qkv, or kv
+                names[node] = f"{attention}_{roles}_weight"
+                users = [u for u in node.users if u.op == "call_function"]
+                if len(users) == 1:
+                    names[users[0]] = f"{attention}_{roles}"
+    return names
+
+
 def _layer_graph(region: Region, params: list[str]) -> fx.Graph:
     graph = fx.Graph()
+    roles = _role_names(region)
     env: dict[fx.Node, fx.Node] = {}
     placeholders = iter(params)
     for node in region.inputs:
@@ -75,7 +117,7 @@ def _layer_graph(region: Region, params: list[str]) -> fx.Graph:
             target = target.removeprefix(region.prefix)
         args = fx.map_arg(node.args, env.__getitem__)
         kwargs = fx.map_arg(node.kwargs, env.__getitem__)
-        env[node] = graph.create_node(node.op, target, args, kwargs, name=_base_name(node, region))
+        env[node] = graph.create_node(node.op, target, args, kwargs, name=roles.get(node) or _base_name(node, region))
         copy_shape(node, env[node])
     outs = [env[n] for n in region.outputs]
     graph.output(outs[0] if len(outs) == 1 else tuple(outs))

@@ -232,3 +232,15 @@ def test_layer_methods_equal_but_for_shapes_are_one_method():
     encoder_layer = text[text.index("class EncoderLayer"):text.index("class Encoder(")]
     assert encoder_layer.count("    def ") == 2  # __init__, forward
     assert "        # x: (batch, src_len, 512)\n" in encoder_layer
+
+
+def test_attention_values_carry_the_papers_names():
+    text = (ROOT / "generated" / "base.py").read_text()
+    for line in ["self_attn_heads = F.scaled_dot_product_attention(self_attn_q, self_attn_k, self_attn_v, scale = 0.125, "
+                 "attn_mask = logical_not)",
+                 "cross_attn_heads = F.scaled_dot_product_attention(cross_attn_q, cross_attn_k, cross_attn_v, "
+                 "scale = 0.125, attn_mask = logical_not)",
+                 "self_attn_qkv = F.linear(x, self_attn_qkv_weight, None)",
+                 "cross_attn_kv = F.linear(encoder_out, cross_attn_kv_weight, None)",
+                 "self_attn_k = torch.cat((cache_1, transpose), 2)"]:
+        assert "        " + line in text, line

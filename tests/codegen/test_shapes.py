@@ -67,8 +67,8 @@ def test_shape_comments_hold_for_other_sizes_on_a_model_with_weights(spec_file):
 def test_generated_base_says_the_shapes():
     text = (ROOT / "generated" / "base.py").read_text()
     for line in ["        # x: (batch, src_len, 512), logical_not: (batch, 1, 1, src_len)",
-                 "        linear = F.linear(x, cat, None)  # (batch, src_len, 1536)",
-                 "        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 8, src_len, 64)",
+                 "        self_attn_qkv = F.linear(x, self_attn_qkv_weight, None)  # (batch, src_len, 1536)",
+                 "        self_attn_k = torch.transpose(unflatten, 1, 2)  # (batch, 8, src_len, 64)",
                  "        linear = F.linear(decoder_out, embed_weight)  # (batch, tgt_len, 37000)",
                  "        linear = F.linear(select, embed_weight)  # (batch, 37000)"]:
         assert line + "\n" in text, line
