@@ -20,20 +20,6 @@ def _read(path: str, lines: int | None) -> list[str]:
     return text[:lines] if lines else text
 
 
-def _load(path: str, device):
-    """The model of a checkpoint, like compiler.load_checkpoint but without comparing the stored spec's
-    hash: a checkpoint written before the IR had `decode.stop` and the `bias` block recorded the hash
-    of the older form of the same spec (`bias = true` is read as both biases, what it meant then)."""
-    from attncomp import ir
-    from attncomp.compiler import compile_spec
-    from attncomp.train import checkpoint as ckpt
-
-    payload = ckpt.load(path)
-    model = compile_spec(ir.load_flat(payload["spec"], f"{path} (its stored spec)"), device=device)
-    model.load_state_dict(payload["model"])
-    return model.eval(), payload
-
-
 def main(argv=None) -> dict[str, dict]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint")
@@ -46,12 +32,13 @@ def main(argv=None) -> dict[str, dict]:
     import torch
     from sacrebleu.metrics import BLEU
 
+    from attncomp.compiler import load_checkpoint
     from attncomp.data.tokenizer import Tokenizer
     from attncomp.decode.translate import Translator
 
     device = torch.device(args.device)
-    model, payload = _load(args.checkpoint, device)
-    tok = {side: Tokenizer(payload["tokenizers"][side].numpy().tobytes()) for side in ("src", "tgt")}
+    model, found = load_checkpoint(args.checkpoint, device=device)
+    tok = {side: Tokenizer(found.header.tokenizers[side].numpy().tobytes()) for side in ("src", "tgt")}
     decode = model.spec.decode
     sources, references = _read(args.src, args.lines), _read(args.ref, args.lines)
     results, outputs = {}, {}

@@ -92,3 +92,14 @@ def test_eval_needs_matching_files(trained_tiny, sample_data, tmp_path, capsys):
     assert run(["eval", _avg(trained_tiny), "--src", str(sample_data / "text/test.src"),
                 "--ref", str(tmp_path / "short.txt")]) == 2
     assert "200 source lines but 1 reference lines" in capsys.readouterr().err
+
+
+def test_beam_stop_bench_decodes_with_both_rules(trained_tiny, sample_data, capsys):
+    """bench/beam_stop.py (docs/decoding.md's table) keeps working on a current checkpoint."""
+    from bench import beam_stop
+
+    results = beam_stop.main([_avg(trained_tiny), "--src", str(sample_data / "text/test.src"),
+                              "--ref", str(sample_data / "text/test.tgt"), "--lines", "20"])
+    assert set(results) == {"bound", "first"}
+    assert all(r["bleu"] > BLEU_THRESHOLD / 2 and r["sentences_per_s"] > 0 for r in results.values()), results
+    assert "| `bound` |" in capsys.readouterr().out
