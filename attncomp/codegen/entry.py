@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from torch import fx
 
-from attncomp.codegen.printer import (STACKS, Loop, PrintError, code_only, copy_shape, layer_method, method_text,
-                                      plan_loop)
+from attncomp.codegen.printer import (STACKS, Loop, PrintError, code_only, copy_shape, is_input_comment, layer_method,
+                                      method_text, plan_loop)
 from attncomp.codegen.regions import Region, find_regions
 
 
@@ -163,7 +163,7 @@ def _delegated(text: str, texts: dict[str, str]) -> str | None:
             unmasked = _without_mask(other, mask)
             if unmasked is not None and unmasked.split("\n")[1:] == mine:
                 lines = text.split("\n")
-                head = lines[:1] + list(itertools.takewhile(lambda line: line.lstrip().startswith("#"), lines[1:]))
+                head = lines[:1] + list(itertools.takewhile(is_input_comment, lines[1:]))
                 indent = head[0][: len(head[0]) - len(head[0].lstrip())] + "    "
                 args = ", ".join("None" if p == mask else p for p in params)
                 return "\n".join(head + [f"{indent}return self.{name}({args})  # the same, with no attention mask"])

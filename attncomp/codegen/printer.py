@@ -132,13 +132,13 @@ def copy_shape(old: fx.Node, new: fx.Node) -> None:
 SHAPE_COMMENT = re.compile(r"  # \(.*\)$")
 
 
-def _is_input_comment(line: str) -> bool:
+def is_input_comment(line: str) -> bool:
     return line.lstrip().startswith("# ")
 
 
 def code_only(text: str) -> str:
     """A method's text without its shape comments: what it computes (methods equal in this are one)."""
-    return "\n".join(SHAPE_COMMENT.sub("", line) for line in text.split("\n") if not _is_input_comment(line))
+    return "\n".join(SHAPE_COMMENT.sub("", line) for line in text.split("\n") if not is_input_comment(line))
 
 
 def merge_shapes(text: str, other: str) -> str:
@@ -147,13 +147,13 @@ def merge_shapes(text: str, other: str) -> str:
     lines, others = text.split("\n"), other.split("\n")
     if text == other or code_only(text) != code_only(other).replace(others[0], lines[0], 1):
         return text
-    head, mine_inputs = lines[0], [x for x in lines[1:] if _is_input_comment(x)]
-    their_inputs = {x for x in others[1:] if _is_input_comment(x)}
+    head, mine_inputs = lines[0], [x for x in lines[1:] if is_input_comment(x)]
+    their_inputs = {x for x in others[1:] if is_input_comment(x)}
     items = [i for x in mine_inputs for i in _items(x)]
     agreed = set(i for x in their_inputs for i in _items(x))
     indent = head[: len(head) - len(head.lstrip())] * 2
-    body = [x for x in lines[1:] if not _is_input_comment(x)]
-    their_body = [x for x in others[1:] if not _is_input_comment(x)]
+    body = [x for x in lines[1:] if not is_input_comment(x)]
+    their_body = [x for x in others[1:] if not is_input_comment(x)]
     merged = [x if x == y else SHAPE_COMMENT.sub("", x) for x, y in zip(body, their_body)]
     return "\n".join([head] + [indent + "# " + x for x in _input_shapes([i for i in items if i in agreed])] + merged)
 
@@ -221,7 +221,7 @@ def _stream_position(regions: list[Region]) -> int | None:
     return found[0]
 
 
-def _signature(region: Region) -> list[tuple]:
+def signature(region: Region) -> list[tuple]:
     """What a region computes, without its names: equal signatures print to the same method."""
     index = {n: ("in", j) for j, n in enumerate(region.inputs)}
     index.update((n, ("node", k)) for k, n in enumerate(region.nodes))
@@ -236,8 +236,8 @@ def _signature(region: Region) -> list[tuple]:
 def layer_method(regions: list[Region], name: str, names: dict[fx.Node, str]) -> tuple[LayerMethod, dict]:
     """The method every layer of the regions runs; an error unless all compute the same."""
     params = _params(regions, names)
-    first = _signature(regions[0])
-    if any(_signature(r) != first for r in regions[1:]):
+    first = signature(regions[0])
+    if any(signature(r) != first for r in regions[1:]):
         raise PrintError(f"{regions[0].stack}: the layers do not all compute the same thing")
     text, found = method_text(_layer_graph(regions[0], params), name)
     return LayerMethod(regions[0].stack, name, params, text), found

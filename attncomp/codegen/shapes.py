@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from attncomp.codegen.printer import STACKS
+from attncomp.codegen.printer import STACKS, signature
 from attncomp.codegen.regions import find_regions
 from attncomp.lower import lower
 
@@ -41,17 +41,11 @@ def _same_as_first_layer(graph: fx.Graph) -> dict[fx.Node, fx.Node]:
     same = {}
     for stack in STACKS:
         regions = find_regions(graph, stack)
+        first = signature(regions[0]) if regions else None
         for region in regions[1:]:
-            first = regions[0]
-            alike = len(region.nodes) == len(first.nodes) and all(
-                a.op == b.op and _relative(a, region) == _relative(b, first) for a, b in zip(region.nodes, first.nodes))
-            if alike:
-                same.update(zip(region.nodes, first.nodes))
+            if signature(region) == first:
+                same.update(zip(region.nodes, regions[0].nodes))
     return same
-
-
-def _relative(node: fx.Node, region) -> Any:
-    return node.target.removeprefix(region.prefix) if isinstance(node.target, str) else node.target
 
 
 class _Recorder(fx.Interpreter):
