@@ -20,17 +20,22 @@ from attncomp.train.batches import RunData
 from attncomp.train.cluster import all_reduce
 
 FAULT_NAN = "ATTNCOMP_FAULT_NAN_AT_STEP"  # tests: make the loss of this update NaN
+FAULT_NO_GRAD = "ATTNCOMP_FAULT_NO_GRAD_AT_STEP"  # tests: zero this update's gradients (a broken step)
 
 
 class Health:
-    """The first update whose loss or gradient norm was not finite, noted on the device without a host sync."""
+    """The first bad update, noted on the device without a host sync: its loss or gradient norm was not
+    finite, or it had target tokens and yet no gradient at all (nothing would ever train: a broken
+    compiled step does that, pytorch/pytorch#180642)."""
 
     def __init__(self, device: torch.device):
         self.step = torch.zeros((), dtype=torch.long, device=device)  # 0: none yet
         self.stats = torch.zeros(4, device=device)
 
     def note(self, step: int, stats: torch.Tensor) -> None:
-        first = (self.step == 0) & ~(torch.isfinite(stats[0]) & torch.isfinite(stats[3]))  # loss, gradient norm
+        loss, tokens, grad_norm = stats[0], stats[2], stats[3]
+        good = torch.isfinite(loss) & torch.isfinite(grad_norm) & ((grad_norm > 0) | (tokens == 0))
+        first = (self.step == 0) & ~good
         self.step = torch.where(first, step, self.step)
         self.stats = torch.where(first, stats, self.stats)
 
@@ -67,6 +72,8 @@ class Updater:
             totals += losses.detach().float() * weight
         if os.environ.get(FAULT_NAN) == str(step):
             totals[0] = math.nan
+        if os.environ.get(FAULT_NO_GRAD) == str(step):
+            self.optimizer.zero_grad(set_to_none=False)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm or math.inf)
         if hasattr(grad_norm, "full_tensor"):  # FSDP: a DTensor over the shards
             grad_norm = grad_norm.full_tensor()
@@ -87,5 +94,9 @@ class Updater:
             bad_step, (loss, _, tokens, grad_norm) = bad
             found = ckpt.listed(out)
             last = f"The last good checkpoint is {found[-1][1]}." if found else "No checkpoint was written yet."
+            if grad_norm == 0:
+                raise TrainingError(f"the gradients were all zero at step {bad_step} (loss "
+                                    f"{loss / max(1.0, tokens):.4g}): no update would change the model (with "
+                                    f"--compile, try without it); stopped at step {step} without saving. {last}")
             raise TrainingError(f"the loss became {loss / max(1.0, tokens):.4g} (gradient norm {grad_norm:.4g}) "
                                 f"at step {bad_step}; stopped at step {step} without saving. {last}")

@@ -1,4 +1,5 @@
-"""--compile on the runner's batches: a new batch shape must not compile the step again.
+"""--compile on the runner's batches: a new batch shape must not compile the step again, and the compiled
+step's gradients are the eager step's.
 
 On a GPU the first `attncomp train --compile` recompiled the whole step for every update (the fused
 loss's chunk loop made the row count a guard) and trained nothing in five minutes. Dynamo's guards do
@@ -34,6 +35,25 @@ def test_new_batch_shapes_reuse_the_compiled_step():
     for i, shape in enumerate(SHAPES):
         run(_batch(spec.model.tgt_vocab, *shape, g), i % 2 == 0)[0].backward()
     assert counter.frame_count <= 2  # one graph with source padding masks, one without; none per shape
+
+
+def test_the_compiled_step_gives_the_eager_gradients():
+    # PyTorch 2.11 under torch.compile (any backend) gave the fused loss's inputs all-zero gradients while
+    # an in-place sum in its forward (pytorch/pytorch#180642): the compiled runner trained nothing
+    torch._dynamo.reset()
+    spec = ir.load(ROOT / "specs/examples/tiny.attn")
+    model = compile_spec(spec, dtype=torch.float64).eval()  # no dropout: both runs compute one function
+    step = TrainStep(model, 0.1, chunk=64, max_tokens=120)
+    batch = _batch(spec.model.tgt_vocab, 8, 10, 12, torch.Generator().manual_seed(2))
+    expected = step(batch)
+    expected[0].backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    got = compiled(step, backend=CompileCounter())(batch)
+    got[0].backward()
+    assert torch.allclose(got, expected, rtol=1e-12)
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.allclose(p.grad, grads[name], rtol=1e-9, atol=1e-12), name
 
 
 def test_a_fixed_number_of_chunks_gives_the_same_loss():

@@ -175,6 +175,15 @@ def test_fsdp_needs_two_workers(sample_data, tmp_path, capsys):
     assert "needs at least 2" in capsys.readouterr().err
 
 
+def test_an_update_without_gradients_stops_the_run(sample_data, tmp_path, monkeypatch, capsys):
+    # what a compiled step that routes no gradient does (pytorch/pytorch#180642): a loss, and nothing trains
+    monkeypatch.setenv("ATTNCOMP_FAULT_NO_GRAD_AT_STEP", "6")
+    assert train(sample_data, tmp_path / "run") == 1
+    err = capsys.readouterr().err
+    assert "the gradients were all zero at step 6" in err and "checkpoint_00000004.pt" in err
+    assert [s for s, _ in ckpt.listed(tmp_path / "run")] == [4]
+
+
 def test_health_keeps_the_first_bad_update_without_a_sync():
     from attncomp.train.runner import Health
 
@@ -184,6 +193,11 @@ def test_health_keeps_the_first_bad_update_without_a_sync():
     health.note(2, torch.tensor([2.0, 1.0, 10.0, float("inf")]))  # the gradient norm alone counts too
     health.note(3, torch.tensor([float("nan"), 1.0, 10.0, 0.5]))
     assert health.first_bad() == (2, [2.0, 1.0, 10.0, float("inf")])
+    health = Health(torch.device("cpu"))
+    health.note(1, torch.tensor([0.0, 0.0, 0.0, 0.0]))  # no target tokens (masked LM): no gradient is right
+    assert health.first_bad() is None
+    health.note(2, torch.tensor([2.0, 1.0, 10.0, 0.0]))  # target tokens and no gradient: nothing trains
+    assert health.first_bad() == (2, [2.0, 1.0, 10.0, 0.0])
 
 
 def test_relative_positions_example_trains_and_decodes_with_the_cache(sample_data, tmp_path):
