@@ -217,6 +217,8 @@ class _SignalForwarder:
             os.kill(child.pid, signal.SIGKILL if second else signum)
         if second or not children:  # no worker yet to save anything: stop the agent now
             raise SignalException(f"second {name}", sigval=signal.Signals(signum))
+        print(f"{name}: the workers save and stop after the update in progress (which may be compiling); "
+              f"a second {name} ends them at once", file=sys.stderr, flush=True)
 
 
 def _config(nproc: int, nodes: Nodes):

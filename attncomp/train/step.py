@@ -62,5 +62,13 @@ def compiled(step: nn.Module, backend: str | Callable = "inductor") -> Callable[
     """torch.compile for batches whose shapes change from update to update (the runner's): sentences and
     lengths are dynamic from the first call, so a new shape reuses the compiled graphs (one for batches
     with source padding, one for batches without) instead of compiling again. Give the TrainStep a
-    `max_tokens`, so that the fused loss's chunk loop does not depend on the shape either."""
-    return torch.compile(step, dynamic=True, backend=backend)
+    `max_tokens`, so that the fused loss's chunk loop does not depend on the shape either.
+
+    Inductor's mix-order reduction (layer norm's backward) decides by the size of the batch, which adds
+    a guard on it and a third graph for small batches; its non-strict mode fuses whatever the size."""
+    import torch._inductor.config as inductor
+
+    options = None
+    if backend == "inductor" and hasattr(inductor.triton, "mix_order_reduction_non_strict_mode"):
+        options = {"triton.mix_order_reduction_non_strict_mode": True}
+    return torch.compile(step, dynamic=True, backend=backend, options=options)
