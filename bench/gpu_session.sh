@@ -8,14 +8,16 @@
 #   eager     bench/throughput.py, base and big, every configuration without torch.compile, plus real batches
 #   compile   bench/throughput.py, every configuration (torch.compile included), one spec: SPEC (default base)
 #   train     `attncomp train specs/base.attn --gpus 1` on real de-en batches for TRAIN_MINUTES (default 1.5)
-#   train-compile   the same with --compile
+#   train-compile   the same with --compile (compiling takes minutes: give it TRAIN_MINUTES=5 TRAIN_LIMIT=330)
+#   real      bench/throughput.py --real-only: the runner's real batches, eager and compiled, one spec
+#   updates   bench/compile_updates.py: each of the first compiled updates, which compiled and why, one spec
 #   profile   bench/profile_step.py: the GPU kernels of one configuration's step (CONFIG, default attncomp), SPEC
 #   loss      bench/loss.py: the plain and the fused projection + loss alone, base and big widths
 #   decode    `attncomp eval` of a bench/quality.py checkpoint on the de-en test set: BLEU and sentences/s
 #
 # On the GPU machine (PyTorch there, no pydantic/lark): carry wheels (.whl, see /work/.library/device/README.md)
 # and the prepared data, then: pip install --target /tmp/site .whl/*.whl; PYTHONPATH=/tmp/site:$PWD;
-# ln -sfn ../cli attncomp/cli; ATTNCOMP="python3 -m attncomp.cli.main". Results of 2026-11-22: bench/results/.
+# ln -sfn ../cli attncomp/cli; ATTNCOMP="python3 -m attncomp.cli.main". Results: bench/results/ (h100-DATE/: logs).
 #
 # Inputs (environment): DATA, de-en prepared with a 37000 vocabulary (`attncomp data prepare ... --vocab-size
 # 37000`); CKPT, SRC, REF for decode; ATTNCOMP, the command (default `attncomp`). Logs and JSON go to OUT.
@@ -32,8 +34,9 @@ export PYTHONUNBUFFERED=1
 train() {  # train NAME EXTRA-ARGS...
   local name=$1
   shift
-  timeout 300 $attncomp train specs/base.attn --data "$data" --gpus 1 --out "/tmp/$name" --time-limit "$minutes" \
-    --set train.checkpoint.every=250 --log-interval 10 "$@" 2>&1 | tr '\r' '\n' | tee "$out/$name.log"
+  timeout -k 20 "${TRAIN_LIMIT:-300}" $attncomp train specs/base.attn --data "$data" --gpus 1 --out "/tmp/$name" \
+    --time-limit "$minutes" --set train.checkpoint.every=250 --log-interval 10 "$@" 2>&1 | tr '\r' '\n' \
+    | tee "$out/$name.log"
   cp "/tmp/$name/run.json" "$out/$name.run.json" 2>/dev/null
 }
 
@@ -51,13 +54,18 @@ for stage in "$@"; do
     loss) for d in 512 1024; do
             timeout 120 python3 bench/loss.py --device cuda --tokens 25000 --d-model $d 2>&1 | tee "$out/loss-$d.log"
           done ;;
+    real) timeout "${REAL_LIMIT:-300}" python3 bench/throughput.py --spec "${SPEC:-base}" \
+            --configs "attncomp + compile" --real-only --data "$data" --json "$out/real-${SPEC:-base}.json" 2>&1 \
+            | tee "$out/real-${SPEC:-base}.log" ;;
+    updates) TORCH_LOGS=recompiles timeout "${REAL_LIMIT:-300}" python3 bench/compile_updates.py \
+               --spec "${SPEC:-base}" --data "$data" 2>&1 | tee "$out/updates-${SPEC:-base}.log" ;;
     train) train train-base ;;
     train-compile) train train-base-compile --compile ;;
     decode) for tokens in 6000 24000; do
               timeout "${DECODE_LIMIT:-240}" $attncomp eval "$CKPT" --src "$SRC" --ref "$REF" --device cuda --json \
                 --batch-tokens $tokens --output "$out/decode.hyp" 2>&1 | tee "$out/decode-$tokens.json"
             done ;;
-    *) echo "unknown stage $stage (tests eager compile profile loss train train-compile decode)" >&2 ;;
+    *) echo "unknown stage $stage (tests eager compile real updates profile loss train train-compile decode)" >&2 ;;
   esac
 done
 echo "=== done $(date +%T)"

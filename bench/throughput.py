@@ -112,6 +112,7 @@ def _trainer(module: torch.nn.Module, params, loss_fn, device) -> Callable[[], N
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
+    step.model = module  # what it trains (bench/compile_updates.py checks that it did)
     return step
 
 
@@ -165,7 +166,7 @@ def model_flops(spec, sentences: int, length: int) -> float:
 
 
 def real_batches(spec, data_dir: str, device: torch.device, updates: int,
-                 compiled: bool = False) -> tuple[Callable, float, float]:
+                 compiled: bool = False, backend: str = "inductor") -> tuple[Callable, float, float]:
     """A step over the runner's real, length-bucketed updates; their padding fraction and target tokens.
 
     The step cycles through `updates` updates; time it after one pass over all of them (the first
@@ -186,7 +187,7 @@ def real_batches(spec, data_dir: str, device: torch.device, updates: int,
     model = compile_spec(spec, device=device).train()
     most = max(b["tgt_out"].numel() for b in batches)
     step_module = TrainStep(model, spec.train.loss.label_smoothing, max_tokens=most if compiled else None)
-    run = compile_step(step_module) if compiled else step_module  # as the runner's --compile
+    run = compile_step(step_module, backend=backend) if compiled else step_module  # as the runner's --compile
     dense = [bool((split.src.lengths[u] == split.src.lengths[u][0]).all()) for u in plan]
     counter = iter(range(1 << 62))
 
@@ -210,6 +211,8 @@ def main(argv=None) -> list[Result]:
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile configurations")
     parser.add_argument("--tiny", action="store_true", help="tiny dimensions (CPU smoke test)")
     parser.add_argument("--data", help="also time the runner's real batches from this prepared data directory")
+    parser.add_argument("--real-only", action="store_true",
+                        help="with --data: only the real batches (compiled too if --configs names a compile one)")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--sdpa", help="allow only these SDPA kernels: comma-separated flash, efficient, cudnn, math")
     args = parser.parse_args(argv)
@@ -237,6 +240,8 @@ def _run(parser, args) -> list[Result]:
         parser.error(f"unknown configuration(s) {', '.join(unknown)}; choose from: {', '.join(CONFIGS)}")
     if args.no_compile:
         configs = [c for c in configs if "compile" not in c]
+    if args.real_only and not args.data:
+        parser.error("--real-only needs --data")
     specs = [(name, ir.load(ROOT / "specs" / f"{name}.attn" if name in ("base", "big") else Path(name),
                             TINY if args.tiny else [])) for name in args.spec or ["base", "big"]]
     rate = matmul_rate(device, torch.bfloat16 if device.type == "cuda" else torch.float32,
@@ -249,7 +254,7 @@ def _run(parser, args) -> list[Result]:
         flops = model_flops(spec, args.sentences, args.length)
         batch = make_batch(args.sentences, args.length, vocab, device)
         tokens = args.sentences * args.length
-        for config in configs:
+        for config in [] if args.real_only else configs:
             results.append(_measure(spec, name, config, lambda: build(config, spec, batch, device), device, args,
                                     tokens, flops, rate))
             _write(args.json, rate, device, results)
