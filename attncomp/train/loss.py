@@ -76,6 +76,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         w = weight.to(mm)
         grad_hidden = []  # per chunk; every sum below is out of place (see the class docstring)
         grad_weight = torch.zeros(weight.shape, dtype=_wide(weight.dtype), device=weight.device)
+        h_sum = torch.zeros(weight.shape[1], dtype=grad_weight.dtype, device=weight.device)
         totals = torch.zeros(3, dtype=wide, device=hidden.device)
         vocab = weight.shape[0]
         for start, end in _chunks(hidden.shape[0], chunk, pieces):
@@ -95,8 +96,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
             w_t = weight.index_select(0, t).to(wide)
             gh = (g @ w).to(wide) - (1.0 - smoothing) * w_t - (smoothing / vocab) * weight.sum(0, dtype=wide)
             grad_hidden.append((gh * real).to(hidden.dtype))
-            grad_weight = (grad_weight + (g.T @ h_real.to(mm)).to(grad_weight.dtype)
-                           - (smoothing / vocab) * h_real.sum(0)).index_add(0, t, h_real, alpha=-(1.0 - smoothing))
+            grad_weight = (grad_weight + (g.T @ h_real.to(mm)).to(grad_weight.dtype)).index_add(
+                0, t, h_real, alpha=-(1.0 - smoothing))
+            h_sum = h_sum + h_real.sum(0)
+        grad_weight = grad_weight - (smoothing / vocab) * h_sum  # the uniform part, once for all chunks
         grad_hidden = torch.cat(grad_hidden) if grad_hidden else torch.zeros_like(hidden)
         ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
         return totals

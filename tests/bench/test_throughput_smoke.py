@@ -24,3 +24,12 @@ def test_real_batches_report_padding(sample_data):
                                "--warmup", "0", "--data", str(sample_data)])
     real = [r for r in results if r.config == "attncomp, real batches"]
     assert len(real) == 1 and 0.0 < real[0].padding < 0.5
+
+
+def test_compile_updates_times_each_update_and_checks_training(sample_data):
+    from bench import compile_updates
+
+    result = compile_updates.main(["--device", "cpu", "--spec", str(throughput.ROOT / "specs/examples/tiny.attn"),
+                                   "--data", str(sample_data), "--updates", "3", "--backend", "aot_eager"])
+    assert len(result["seconds"]) == 8 and result["graphs"] >= 1
+    assert result["moved"] == result["parameters"]  # the compiled step trained every parameter
