@@ -78,7 +78,7 @@ def _train(args: argparse.Namespace) -> int:
         raise UsageError("--fsdp shards the model across workers: it needs at least 2 (--gpus N or --procs N)")
     data = PreparedData(args.data)
     check_vocab(data, spec.model)  # fail here, before any worker starts
-    _check_validation(spec, data, args.fsdp)
+    _check_validation(spec, data)
     out = Path(args.out or Path("runs") / spec.model.name)
     if ckpt.listed(out) and not args.resume:
         raise UsageError(f"{out} already has checkpoints; continue with --resume, or choose another --out")
@@ -114,16 +114,13 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_validation(spec: ir.Spec, data, fsdp: bool) -> None:
-    """train.validation needs a valid split; its BLEU is decoded on rank 0, which FSDP's sharded forward cannot."""
+def _check_validation(spec: ir.Spec, data) -> None:
+    """train.validation needs a valid split."""
     v = spec.train.validation
     if v is None:
         return
     if not data.has_split("valid"):
         raise UsageError(f"train.validation needs a valid split, but {data.path} has none (prepare it with --valid)")
-    if fsdp and v.bleu > 0:
-        raise UsageError("train.validation.bleu decodes on one worker, which --fsdp's sharded model cannot; "
-                         "train with DDP (no --fsdp) or set train.validation.bleu = 0")
 
 
 def _write_run_json(out: Path, options: dict) -> None:

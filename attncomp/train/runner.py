@@ -10,6 +10,7 @@ checkpoints: save and resume); this module is the loop.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from pathlib import Path
 
@@ -67,7 +68,8 @@ class Trainer:
         self.monitor = Monitor(Path(cfg.out), self.recipe.steps, enabled=rank == 0, cuda=self.cuda,
                                interval=cfg.log_interval)
         self.state = RunState(cfg, rank, world, self.model, self.optimizer, self.scheduler, self.data, self.monitor)
-        self.validator = Validator(self.recipe.validation, self.model, self.data, rank)
+        replica = functools.partial(cfg.factory, self.device) if cfg.fsdp else None
+        self.validator = Validator(self.recipe.validation, self.model, self.data, rank, replica)
 
     def evaluate(self) -> dict[str, float]:
         metrics = evaluate(self.model, self.train_step, self.data, self.cfg.max_tokens_per_worker, self.rank,

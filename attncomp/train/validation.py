@@ -2,7 +2,9 @@
 checkpoint (checkpoint_best.pt) and early stopping after `patience` evaluations without a better one.
 
 Rank 0 decodes and every worker receives its BLEU; the loss and perplexity are already the same on
-every worker (attncomp.train.evaluation), so every worker takes the same decision. The judgement's
+every worker (attncomp.train.evaluation), so every worker takes the same decision. Under FSDP no
+worker holds the whole model: every worker joins in gathering its weights, and rank 0 decodes with
+an unsharded copy made for that evaluation and freed after it. The judgement's
 state (the best value, its step, the evaluations since) travels in each checkpoint's metrics, so a
 resumed run keeps its patience count.
 """
@@ -10,6 +12,7 @@ resumed run keeps its patience count.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 
@@ -28,8 +31,11 @@ def better(metric: str, value: float, best: float | None) -> bool:
 
 
 class Validator:
-    def __init__(self, validation: nodes.Validation | None, model: torch.nn.Module, data: RunData, rank: int):
-        self.v, self.model, self.data, self.rank = validation, model, data, rank
+    """`replica` (FSDP): makes an unsharded model like `model` on this worker's device, for rank 0 to decode."""
+
+    def __init__(self, validation: nodes.Validation | None, model: torch.nn.Module, data: RunData, rank: int,
+                 replica: Callable[[], torch.nn.Module] | None = None):
+        self.v, self.model, self.data, self.rank, self.replica = validation, model, data, rank, replica
         self.best: float | None = None
         self.best_step = self.stale = 0
         self.improved = False
@@ -43,13 +49,26 @@ class Validator:
         if self.v is None or self.v.bleu == 0 or self.data.valid_split is None:
             return {}
         value = 0.0
+        model = self.model if self.replica is None else self._unsharded()
         if self.rank == 0:
             from attncomp.decode.bleu import bleu
 
-            was_training = self.model.training
-            value, _ = bleu(self.model, self.data.data, self.data.valid_split, self.v.bleu, self.data.device)
-            self.model.train(was_training)
+            was_training = model.training
+            value, _ = bleu(model, self.data.data, self.data.valid_split, self.v.bleu, self.data.device)
+            model.train(was_training)
+        del model  # an unsharded copy lives for this evaluation only
         return {"bleu": agree([value], self.data.device)[0]}  # BLEU >= 0: the maximum is rank 0's
+
+    def _unsharded(self) -> torch.nn.Module | None:
+        """Every worker sends its shards; rank 0 gets the whole weights (through the CPU) in a new model."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        state = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if self.rank != 0:
+            return None
+        model = self.replica()
+        model.load_state_dict(state)
+        return model
 
     def judge(self, step: int, metrics: dict[str, float]) -> dict[str, float]:
         """Note this evaluation; the state to store beside its metrics ({} without a best metric)."""

@@ -170,6 +170,25 @@ def test_fsdp_computes_the_same_updates_as_ddp_and_resumes(sample_data, tmp_path
     assert max((a[k] - b[k]).abs().max().item() for k in a if k not in noise) < 2e-5
 
 
+def test_fsdp_validation_bleu_decodes_the_gathered_weights(sample_data, trained_tiny, tmp_path):
+    # under FSDP no worker holds the model: rank 0 decodes with the weights gathered from both workers, and
+    # scores what one process scores from the checkpoint saved at the same step
+    from attncomp.compiler import load_checkpoint
+    from attncomp.data.dataset import PreparedData
+    from attncomp.decode.bleu import bleu
+
+    out = tmp_path / "fsdp"
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "2", "--fsdp",
+                "--init", str(trained_tiny / "checkpoint_00000300.pt"), "--set", "train.steps=2",
+                "--set", "train.checkpoint.every=2", "--set", "train.validation.bleu=20",
+                "--set", "train.validation.best=bleu"]) == 0
+    logged = ckpt.load(out / "checkpoint_00000002").header.metrics["bleu"]
+    model, _ = load_checkpoint(out / "checkpoint_00000002")
+    data = PreparedData(sample_data)
+    assert logged > 0 and logged == bleu(model, data, data.split("valid"), 20)[0]
+    assert ckpt.load(out / ckpt.BEST).header.metrics["bleu"] == logged
+
+
 def test_fsdp_needs_two_workers(sample_data, tmp_path, capsys):
     assert train(sample_data, tmp_path / "run", "--fsdp") == 2
     assert "needs at least 2" in capsys.readouterr().err

@@ -118,10 +118,3 @@ def test_shape_differences_name_what_differs():
     assert shape_differences(have, need) == ["the model has new, the checkpoint does not",
                                              "the checkpoint has old, the model does not",
                                              "shapes differ (checkpoint vs model): b [4] vs [5]"]
-
-
-def test_bleu_is_refused_with_fsdp_before_any_worker_starts(sample_data, tmp_path, capsys):
-    args = ["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "run"), "--procs", "2", "--fsdp",
-            "--set", "train.validation.bleu=2"]
-    assert run(args) == 2
-    assert "train.validation.bleu decodes on one worker, which --fsdp's sharded model cannot" in capsys.readouterr().err
