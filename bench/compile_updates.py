@@ -6,8 +6,9 @@ TORCH_LOGS=recompiles).
     python bench/compile_updates.py --spec base --data DE-EN-37K --static    # torch.compile's defaults
 
 It steps through the same length-bucketed updates as `bench/throughput.py --data` (a compiled
-`TrainStep`, as `attncomp train --compile` builds it), prints each update's seconds, and at the end
-the number of graphs compiled, the time each compile took and whether the parameters trained.
+`TrainStep`, as `attncomp train --compile` builds it), prints each update's seconds (an update that
+compiled a graph stands out by minutes), and at the end the number of graphs compiled and how many
+parameter tensors the updates changed (all of them, unless the compiled step lost its gradients).
 `--static` compiles as torch.compile does by default (static shapes first, dynamic after a miss)
 instead of the runner's dynamic shapes from the start.
 """
@@ -15,12 +16,14 @@ instead of the runner's dynamic shapes from the start.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # `python bench/compile_updates.py` from anywhere
 
 
 def main(argv=None) -> dict:
@@ -42,6 +45,10 @@ def main(argv=None) -> dict:
     path = ROOT / "specs" / f"{args.spec}.attn" if args.spec in ("base", "big") else Path(args.spec)
     spec = ir.load(path)
     device = torch.device(args.device)
+    torch._dynamo.reset()  # count this run's graphs only
+    from torch._dynamo.utils import counters
+
+    counters.clear()
     step, _, _ = real_batches(spec, args.data, device, args.updates, compiled=True, backend=args.backend)
     model = step.model
     before = [p.detach().clone() for p in model.parameters()]
@@ -55,8 +62,6 @@ def main(argv=None) -> dict:
         seconds.append(time.perf_counter() - t)
         print(f"update {i:3d}: {seconds[-1]:7.2f} s   ({time.perf_counter() - start:.0f} s in all)", flush=True)
     moved = sum(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
-    from torch._dynamo.utils import counters
-
     graphs = int(counters["stats"]["unique_graphs"])
     print(f"{graphs} graph(s) compiled; {moved} of {len(before)} parameter tensors changed")
     return {"seconds": seconds, "graphs": graphs, "moved": moved, "parameters": len(before)}

@@ -34,7 +34,7 @@ export PYTHONUNBUFFERED=1
 train() {  # train NAME EXTRA-ARGS...
   local name=$1
   shift
-  timeout -k 20 "${TRAIN_LIMIT:-300}" $attncomp train specs/base.attn --data "$data" --gpus 1 --out "/tmp/$name" \
+  timeout -k 90 "${TRAIN_LIMIT:-300}" $attncomp train specs/base.attn --data "$data" --gpus 1 --out "/tmp/$name" \
     --time-limit "$minutes" --set train.checkpoint.every=250 --log-interval 10 "$@" 2>&1 | tr '\r' '\n' \
     | tee "$out/$name.log"
   cp "/tmp/$name/run.json" "$out/$name.run.json" 2>/dev/null

@@ -217,8 +217,9 @@ class _SignalForwarder:
             os.kill(child.pid, signal.SIGKILL if second else signum)
         if second or not children:  # no worker yet to save anything: stop the agent now
             raise SignalException(f"second {name}", sigval=signal.Signals(signum))
-        print(f"{name}: the workers save and stop after the update in progress (which may be compiling); "
-              f"a second {name} ends them at once", file=sys.stderr, flush=True)
+        os.write(2, f"{name}: passed on to the workers, which save and stop at their next sync point (every "
+                    f"--log-every updates; an update still compiling finishes first); a second {name} ends them "
+                    f"at once\n".encode())  # os.write: print may not be re-entered from a signal handler
 
 
 def _config(nproc: int, nodes: Nodes):

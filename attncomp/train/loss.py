@@ -63,9 +63,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
     and -(eps / V) sum(W) for the hidden states, -(1 - eps) h into the rows t and -(eps / V) sum(h) for
     the weight. Padding rows are zeroed in h (weight gradient) and in the hidden-state gradient.
 
-    No tensor is changed in place here: PyTorch 2.11 under torch.compile routes the gradient of a
-    returned tensor that forward modified in place to the wrong output (pytorch/pytorch#180642), and
-    the compiled step then trained nothing.
+    The returned totals are summed out of place: PyTorch 2.11 under torch.compile routes the gradient
+    of a returned tensor that forward changed in place to the wrong output (pytorch/pytorch#180642),
+    which gave every parameter a zero gradient, and the compiled step trained nothing.
     """
 
     @staticmethod
@@ -74,7 +74,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         wide = _wide(hidden.dtype)
         mm = _matmul_dtype(hidden.device, hidden.dtype)
         w = weight.to(mm)
-        grad_hidden = []  # per chunk; every sum below is out of place (see the class docstring)
+        grad_hidden = torch.empty_like(hidden)
         grad_weight = torch.zeros(weight.shape, dtype=_wide(weight.dtype), device=weight.device)
         h_sum = torch.zeros(weight.shape[1], dtype=grad_weight.dtype, device=weight.device)
         totals = torch.zeros(3, dtype=wide, device=hidden.device)
@@ -88,6 +88,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             lse = top.to(wide) - p.gather(-1, top_index).log()
             nll = lse - logits.gather(-1, t.unsqueeze(-1)).to(wide)
             loss = (1.0 - smoothing) * nll + smoothing * (lse - logits.mean(dim=-1, keepdim=True, dtype=wide))
+            # out of place: the returned tensor (see the class docstring)
             totals = totals + torch.stack([(loss * real).sum(), (nll * real).sum(), real.sum().to(wide)])
             if not needs_grad:  # evaluation: no gradients to prepare
                 continue
@@ -95,12 +96,12 @@ class _LinearCrossEntropy(torch.autograd.Function):
             h_real = h.to(grad_weight.dtype) * real
             w_t = weight.index_select(0, t).to(wide)
             gh = (g @ w).to(wide) - (1.0 - smoothing) * w_t - (smoothing / vocab) * weight.sum(0, dtype=wide)
-            grad_hidden.append((gh * real).to(hidden.dtype))
-            grad_weight = (grad_weight + (g.T @ h_real.to(mm)).to(grad_weight.dtype)).index_add(
-                0, t, h_real, alpha=-(1.0 - smoothing))
-            h_sum = h_sum + h_real.sum(0)
-        grad_weight = grad_weight - (smoothing / vocab) * h_sum  # the uniform part, once for all chunks
-        grad_hidden = torch.cat(grad_hidden) if grad_hidden else torch.zeros_like(hidden)
+            grad_hidden[start:end] = (gh * real).to(hidden.dtype)
+            grad_weight += (g.T @ h_real.to(mm)).to(grad_weight.dtype)
+            grad_weight.index_add_(0, t, h_real, alpha=-(1.0 - smoothing))
+            h_sum += h_real.sum(0)
+        if needs_grad:
+            grad_weight -= (smoothing / vocab) * h_sum  # the uniform part, once for all chunks
         ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
         return totals
 

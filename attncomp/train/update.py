@@ -94,7 +94,7 @@ class Updater:
             bad_step, (loss, _, tokens, grad_norm) = bad
             found = ckpt.listed(out)
             last = f"The last good checkpoint is {found[-1][1]}." if found else "No checkpoint was written yet."
-            if grad_norm == 0:
+            if grad_norm == 0 and math.isfinite(loss):
                 raise TrainingError(f"the gradients were all zero at step {bad_step} (loss "
                                     f"{loss / max(1.0, tokens):.4g}): no update would change the model (with "
                                     f"--compile, try without it); stopped at step {step} without saving. {last}")

@@ -56,6 +56,16 @@ def test_the_compiled_step_gives_the_eager_gradients():
         assert p.grad is not None and torch.allclose(p.grad, grads[name], rtol=1e-9, atol=1e-12), name
 
 
+def test_the_fused_loss_never_changes_what_it_returns_in_place():
+    # what PyTorch 2.11's torch.compile got wrong (above): checked here on whatever PyTorch CI runs
+    g = torch.Generator().manual_seed(3)
+    hidden = torch.randn(37, 8, dtype=torch.float64, generator=g, requires_grad=True)
+    weight = torch.randn(11, 8, dtype=torch.float64, generator=g, requires_grad=True)
+    target = torch.randint(0, 11, (37,), generator=g)
+    for pieces in (None, 3):
+        assert linear_cross_entropy(hidden, weight, target, 0.1, chunk=8, pieces=pieces)._version == 0
+
+
 def test_a_fixed_number_of_chunks_gives_the_same_loss():
     g = torch.Generator().manual_seed(1)
     hidden = torch.randn(37, 8, dtype=torch.float64, generator=g, requires_grad=True)

@@ -111,7 +111,7 @@ def test_sigterm_saves_and_stops_resume_continues_exactly_and_extends(sample_dat
     monkeypatch.setenv(FAULT_SIGNAL, "0:5:SIGTERM:parent")  # the worker signals the launcher, which forwards it
     assert run(base) == PREEMPTED
     err = capfd.readouterr().err
-    assert "SIGTERM: the workers save and stop after the update in progress" in err  # said at once
+    assert "SIGTERM: passed on to the workers, which save and stop at their next sync point" in err  # at once
     assert "stopped: SIGTERM: saved" in err
     assert [s for s, _ in ckpt.listed(out)] == [4, 6]  # saved at the next sync point
     monkeypatch.delenv(FAULT_SIGNAL)
