@@ -13,7 +13,10 @@ length a sentence is done (</s> is forced there); before that, the spec's `decod
     first   first-come: an ending among the best `beam` candidates finishes a hypothesis, and the
             sentence is done as soon as `beam` have finished, though a live one might still win.
 
-Finished sentences leave the batch. Beam 1 is greedy decoding.
+Finished sentences leave the batch. Beam 1 is greedy decoding under either rule: the argmax
+continues until it is </s>, as tensor2tensor's `_fast_decode`, fairseq, CTranslate2 and Hugging Face
+decode at beam 1 (under `bound`, an ending ranked second would otherwise finish a shorter
+hypothesis that the argmax never chose).
 
 Steppers:
     CachedStepper    the compiled model's encode / init_cache / decode_step (the key/value cache)
@@ -163,6 +166,8 @@ def beam_search(stepper: Stepper, batch: int, max_lens: list[int], beam: int, al
     with one transfer of the step's best candidates per step.
     """
     nbest = min(nbest, beam)
+    if beam == 1:
+        stop = "first"  # greedy: only the argmax may end a hypothesis (see the module's docstring)
     sentences = [_Sentence(max(1, m), []) for m in max_lens]
     active = list(range(batch))  # the sentence of each active group of `beam` rows
     stepper.start(torch.arange(batch, device=device).repeat_interleave(beam))

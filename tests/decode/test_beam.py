@@ -152,6 +152,15 @@ def test_end_is_forced_at_the_maximum_length():
     assert len(hyp.tokens) <= 3  # </s> is the 4th token at the latest
 
 
+@pytest.mark.parametrize("stop", ["bound", "first"])
+def test_beam_one_is_greedy_under_every_stop_rule(stop):
+    # the argmax is A (0.6), then B (0.5), then </s>: greedy gives "A B" (log 0.3). The ending ranked
+    # second at the first step (</s>, log 0.4) scores higher, but greedy decoding never chose it.
+    table = {(): {A: 0.6, EOS: 0.4}, (A,): {B: 0.5, C: 0.3, EOS: 0.2}, (A, B): {EOS: 1.0}}
+    (hyp,) = beam_search(TableStepper(table), 1, [6], beam=1, alpha=0.0, stop=stop)[0]
+    assert hyp.tokens == [A, B] and hyp.logprob == pytest.approx(math.log(0.3))
+
+
 def _models():
     cases = {"base": [], "lm": None, "local_decoder": ["model.decoder.attention=local(window = 2)"],
              "additive_pre": ["model.attention=additive", "model.cross_attention=additive", "model.norm=pre"]}

@@ -23,8 +23,9 @@ def _export(checkpoint, out, *extra) -> tuple:
     return model, tokenizer, ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
 
 
-def _both(model, tokenizer, translator, line: str, beam: int) -> tuple[list[int], list[int]]:
-    """attncomp's and CTranslate2's best translation of one line (alpha 0, attncomp's maximum length)."""
+def _both(model, tokenizer, translator, line: str, beam: int) -> tuple[list[int], list[int], list[int]]:
+    """The source ids, attncomp's and CTranslate2's best translation of one line (alpha 0, attncomp's
+    maximum length)."""
     vocab = vocabulary(tokenizer)
     ids = tokenizer.encode([line])[0] + [3]
     limit = len(ids) - 1 + 10  # tokens with </s>; CTranslate2 counts them without
@@ -32,7 +33,32 @@ def _both(model, tokenizer, translator, line: str, beam: int) -> tuple[list[int]
     found = translator.translate_batch([[vocab[i] for i in ids]], beam_size=beam, length_penalty=0.0,
                                       max_decoding_length=limit - 1,
                                       suppress_sequences=[["<pad>"], ["<s>"], ["<sep>"]])[0]
-    return ours, [vocab.index(token) for token in found.hypotheses[0]]
+    return ids, ours, [vocab.index(token) for token in found.hypotheses[0]]
+
+
+TIE = 1e-4  # log-probabilities closer than this may rank either way in two engines' float32 arithmetic
+
+
+def _logprobs(model, src: list[int], tokens: list[int]) -> torch.Tensor:
+    """attncomp's next-token log-probabilities after <s> + each prefix of `tokens` (teacher forcing)."""
+    with torch.no_grad():
+        return torch.log_softmax(model(torch.tensor([src]), torch.tensor([[2] + tokens])).double(), -1)[0]
+
+
+def _score(model, src: list[int], tokens: list[int]) -> float:
+    """The search's objective at alpha 0: the sum of log-probabilities of the tokens and </s>."""
+    logp = _logprobs(model, src, tokens)
+    return float(sum(logp[i, t] for i, t in enumerate(tokens + [3])))
+
+
+def _greedy_agrees(model, src: list[int], ours: list[int], theirs: list[int]) -> bool:
+    """Both are greedy: equal, or they part where attncomp's two choices tie to within TIE."""
+    if ours == theirs:
+        return True
+    at = next(i for i, (a, b) in enumerate(zip(ours + [3], theirs + [3])) if a != b)
+    a, b = (seq[at] if at < len(seq) else 3 for seq in (ours, theirs))
+    logp = _logprobs(model, src, ours[:at])[at]
+    return abs(float(logp[a] - logp[b])) < TIE
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "halves"])
@@ -55,16 +81,31 @@ def test_log_probabilities_equal_attncomps(random_tiny, sample_data, tmp_path, l
 def test_greedy_translations_equal_attncomps(random_tiny, sample_data, tmp_path):
     model, tokenizer, translator = _export(random_tiny, tmp_path / "ct2")
     for line in (sample_data / "text/test.src").read_text().splitlines()[:4]:
-        ours, theirs = _both(model, tokenizer, translator, line, beam=1)
-        assert ours == theirs
+        src, ours, theirs = _both(model, tokenizer, translator, line, beam=1)
+        assert _greedy_agrees(model, src, ours, theirs), (ours, theirs)
 
 
-def test_beam_translations_of_a_trained_model_equal_attncomps(trained_tiny, sample_data, tmp_path):
+def test_translations_of_a_trained_model_follow_the_same_search(trained_tiny, sample_data, tmp_path):
+    """On a model the suite trains itself (its weights round differently on other machines), compare
+    what both searches define, never two engines' outputs bit for bit:
+
+    - beam 1 is greedy in both: equal translations, or they part at a tie of attncomp's log-probabilities;
+    - beam 4 follows the same live hypotheses in both, but attncomp's `stop = bound` (tensor2tensor's
+      rule) also keeps an ending ranked below the beam as a finished hypothesis, where CTranslate2 keeps
+      only the endings within it: attncomp's best never scores below CTranslate2's (under attncomp's model,
+      to within TIE), and where they differ attncomp's scores higher.
+    """
     model, tokenizer, translator = _export(trained_tiny / "checkpoint_avg.pt", tmp_path / "ct2")
     lines = (sample_data / "text/test.src").read_text().splitlines()[:10]
-    for beam in (1, 4):
-        pairs = [_both(model, tokenizer, translator, line, beam) for line in lines]
-        assert all(ours == theirs for ours, theirs in pairs), beam
+    for line in lines:
+        src, ours, theirs = _both(model, tokenizer, translator, line, beam=1)
+        assert _greedy_agrees(model, src, ours, theirs), (line, ours, theirs)
+    same = 0
+    for line in lines:
+        src, ours, theirs = _both(model, tokenizer, translator, line, beam=4)
+        same += ours == theirs
+        assert _score(model, src, ours) >= _score(model, src, theirs) - TIE, (line, ours, theirs)
+    assert same >= len(lines) // 2  # the searches mostly agree: the comparison is not vacuous
 
 
 def test_int8_export_translates(random_tiny, tmp_path):

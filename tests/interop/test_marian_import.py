@@ -5,8 +5,8 @@ translated by attncomp and by transformers' `generate`: equal token ids and text
 Search settings that both sides share: beam 1 (greedy), and beam 4 with no length penalty
 (attncomp's alpha 0, HF's length_penalty 0: both rank by the sum of log-probabilities), <pad>
 blocked on HF's side as attncomp always blocks it (OPUS-MT models set bad_words_ids to it too), and
-the imported spec's `stop = first` (with `stop = bound` they differ at beam 1 and beam 4: an ending
-ranked below the best is kept as a finished hypothesis and can win)."""
+the imported spec's `stop = first` (with `stop = bound` they can differ at beam 4: an ending ranked
+below the beam is kept as a finished hypothesis and can win; beam 1 is greedy under either rule)."""
 
 from __future__ import annotations
 
