@@ -38,22 +38,30 @@ class Tokenizer:
     def encode(self, lines: list[str]) -> list[list[int]]:
         return self.sp.encode(lines)
 
+    def encode_with_eos(self, lines: list[str]) -> list[list[int]]:
+        """Ids of each line followed by </s>, on this thread alone (`data prepare` runs one per worker)."""
+        return self.sp.encode(lines, add_eos=True, num_threads=1)
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Ids -> text; special tokens are dropped."""
         return self.sp.decode([[i for i in seq if i > SEP] for seq in ids])
 
 
+def trainer_options(vocab_size: int, character_coverage: float, threads: int) -> dict:
+    """Sentencepiece's training options: BPE with attncomp's special ids, on every sentence of its input
+    (`data prepare` gives it a sample it chose; bench/prepare_scale.py times its baseline with these)."""
+    return dict(vocab_size=vocab_size, model_type="bpe", character_coverage=character_coverage, pad_id=PAD,
+                unk_id=UNK, bos_id=BOS, eos_id=EOS, user_defined_symbols=["<sep>"], input_sentence_size=0,
+                num_threads=threads, minloglevel=2)
+
+
 def train_sentencepiece(input_file: Path, prefix: Path, vocab_size: int, character_coverage: float,
-                        seed: int) -> Path:
+                        seed: int, threads: int = 4) -> Path:
     """A BPE model with attncomp's special ids; a vocabulary too large for the text is a clear error."""
     spm.set_random_generator_seed(seed)
     try:
-        spm.SentencePieceTrainer.train(
-            input=str(input_file), model_prefix=str(prefix), vocab_size=vocab_size, model_type="bpe",
-            character_coverage=character_coverage, pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
-            user_defined_symbols=["<sep>"], input_sentence_size=4_000_000, shuffle_input_sentence=True,
-            num_threads=4, minloglevel=2,
-        )
+        spm.SentencePieceTrainer.train(input=str(input_file), model_prefix=str(prefix),
+                                       **trainer_options(vocab_size, character_coverage, threads))
     except RuntimeError as err:
         message = str(err).splitlines()[-1] if str(err) else "sentencepiece failed"
         raise DataError(f"sentencepiece could not train a {vocab_size}-token vocabulary: {message}") from None
