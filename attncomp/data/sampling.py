@@ -30,7 +30,9 @@ class Choice:
         n = min(n, self.left)
         if self.needed == 0 or n == 0:
             picks = 0
-        elif self.needed == self.left or n == self.left:
+        elif self.needed == self.left:  # every item left is chosen
+            picks = n
+        elif n == self.left:
             picks = self.needed
         else:
             picks = int(self.rng.hypergeometric(self.needed, self.left - self.needed, n))

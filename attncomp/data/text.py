@@ -19,9 +19,9 @@ import gzip
 import hashlib
 import json
 import zlib
-from itertools import islice
+from itertools import islice, zip_longest
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from attncomp.errors import DataError
 
@@ -36,18 +36,56 @@ def read_lines(path: Path) -> Iterator[str]:
     """Lines of a UTF-8 text file (.gz too), without their newline; bad bytes are a located error."""
     try:
         with _open(path) as f:
-            for number, raw in enumerate(f, 1):
-                if b"\0" in raw:
-                    column = raw.index(b"\0") + 1
-                    raise DataError(f"{path}:{number}: a NUL byte at column {column}; "
-                                    "this is binary data, not text")
-                try:
-                    yield raw.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as err:
-                    raise DataError(f"{path}:{number}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column "
-                                    f"{err.start + 1})") from None
+            yield from read_lines_of(path, f)
     except (OSError, EOFError, zlib.error) as err:
         raise DataError(f"cannot read {path}: {err}") from None
+
+
+def _decoded_chunks(path: Path, size: int) -> Iterator[tuple[int, str]]:
+    """(number of lines, their text) of a UTF-8 text file (.gz too), `size` lines at a time, with
+    read_lines's located errors: decoded a chunk at a time, several times faster than line by line."""
+    number = 0  # lines before this chunk
+    try:
+        with _open(path) as f:
+            while raw := list(islice(f, size)):
+                data = b"".join(raw)
+                try:
+                    if b"\0" in data:
+                        raise ValueError
+                    text = data.decode("utf-8")
+                except ValueError:  # UnicodeDecodeError too: find the line, and say where
+                    list(read_lines_of(path, raw, number))
+                    raise
+                yield len(raw), text
+                number += len(raw)
+    except (OSError, EOFError, zlib.error) as err:
+        raise DataError(f"cannot read {path}: {err}") from None
+
+
+def count_lines(path: Path) -> int:
+    """The lines of a text file, all checked as read_lines checks them."""
+    return sum(lines for lines, _ in _decoded_chunks(path, 10_000))
+
+
+def read_chunks(path: Path, size: int, strip: bool = True) -> Iterator[list[str]]:
+    """The lines of a UTF-8 text file (.gz too), `size` at a time, stripped of surrounding white space (or,
+    with `strip` False, of a final carriage return only); the same lines and errors as read_lines."""
+    for count, text in _decoded_chunks(path, size):
+        lines = text.split("\n")[:count]
+        yield [line.strip() for line in lines] if strip else [line.rstrip("\r") for line in lines]
+
+
+def read_lines_of(path: Path, raw: Iterable[bytes], before: int = 0) -> Iterator[str]:
+    """Decoded lines of `raw`, numbered from `before` + 1 in errors."""
+    for number, line in enumerate(raw, before + 1):
+        if b"\0" in line:
+            column = line.index(b"\0") + 1
+            raise DataError(f"{path}:{number}: a NUL byte at column {column}; this is binary data, not text")
+        try:
+            yield line.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as err:
+            raise DataError(f"{path}:{number}: not UTF-8 text (byte 0x{line[err.start]:02x} at column "
+                            f"{err.start + 1})") from None
 
 
 def _stat_error(path: str | Path, err: Exception) -> DataError:
@@ -124,42 +162,47 @@ class Source:
 
             return parquet_rows(self.files[0], self.columns)
         if self.kind == "prefix" and not self.mono:
-            counts = [sum(1 for _ in read_lines(path)) for path in self.files]
+            counts = [count_lines(path) for path in self.files]
             if counts[0] != counts[1]:
                 raise DataError(f"{self.files[0]} has {counts[0]} lines but {self.files[1]} has {counts[1]}")
             return counts[0]
+        if self.kind == "prefix":
+            return count_lines(self.files[0])
         return sum(len(chunk[0]) for chunk in self.chunks(10_000))
 
     def chunks(self, size: int) -> Iterator[Chunk]:
         """The pairs, stripped of surrounding white space, `size` at a time."""
         if self.kind == "prefix":
             if self.mono:
-                lines = (line.strip() for line in read_lines(self.files[0]))
-                return _chunked(((line, line) for line in lines), size)
-            return _chunked(self._side_pairs(), size)
+                return ((lines, lines) for lines in read_chunks(self.files[0], size))
+            return self._side_chunks(size)
         if self.kind == "tsv":
-            return _chunked(self._tsv_pairs(), size)
+            return self._tsv_chunks(size)
         from attncomp.data.tables import jsonl_pairs, parquet_chunks
 
         if self.kind == "jsonl":
             return _chunked(jsonl_pairs(self.files[0], self.columns), size)
         return parquet_chunks(self.files[0], self.columns, size)
 
-    def _side_pairs(self) -> Iterator[tuple[str, str]]:
-        src, tgt = (read_lines(path) for path in self.files)
-        number = 0
-        for number, (s, t) in enumerate(zip(src, tgt), 1):
-            yield s.strip(), t.strip()
-        for path, rest in ((self.files[0], src), (self.files[1], tgt)):
-            if next(rest, None) is not None:  # checked by count() first; here for any caller that did not
-                raise DataError(f"{path} has more lines than the other side ({number} + more)")
+    def _side_chunks(self, size: int) -> Iterator[Chunk]:
+        sides = (read_chunks(path, size) for path in self.files)
+        for src, tgt in zip_longest(*sides, fillvalue=[]):
+            if len(src) != len(tgt):  # count() says how many each has; this is for a caller that did not ask
+                raise DataError(f"{self.files[0]} and {self.files[1]} have different numbers of lines")
+            yield src, tgt
 
-    def _tsv_pairs(self) -> Iterator[tuple[str, str]]:
-        for number, line in enumerate(read_lines(self.files[0]), 1):
-            columns = line.split("\t")
-            if len(columns) != 2:
-                raise DataError(f"{self.files[0]}:{number}: expected 2 tab-separated columns, found {len(columns)}")
-            yield columns[0].strip(), columns[1].strip()
+    def _tsv_chunks(self, size: int) -> Iterator[Chunk]:
+        number = 0
+        for lines in read_chunks(self.files[0], size, strip=False):
+            src, tgt = [], []
+            for number, line in enumerate(lines, number + 1):
+                columns = line.split("\t")
+                if len(columns) != 2:
+                    raise DataError(f"{self.files[0]}:{number}: expected 2 tab-separated columns, "
+                                    f"found {len(columns)}")
+                src.append(columns[0].strip())
+                tgt.append(columns[1].strip())
+            yield src, tgt
 
 
 def file_digest(path: Path) -> str:
