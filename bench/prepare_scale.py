@@ -140,7 +140,7 @@ def baseline(corpus: Path, out: Path, vocab: int, workers: int, sample_sentences
     start = time.monotonic()
     spm.set_random_generator_seed(SEED)
     spm.SentencePieceTrainer.train(input=str(sample), model_prefix=str(out / "spm"),
-                                   **trainer_options(vocab, 1.0, workers))
+                                   **trainer_options(vocab, 1.0))
     times["sentencepiece_s"] = time.monotonic() - start
     sp = spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
     start = time.monotonic()

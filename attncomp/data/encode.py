@@ -2,8 +2,10 @@
 
 `encode_chunks` keeps at most two chunks per worker in flight and yields the results in the order
 of the input, so that the written arrays are the same byte for byte whatever the number of workers,
-and memory holds a few chunks, never the corpus. Workers are processes (spawned: no state is
-inherited), each with its own sentencepiece models; with one worker everything runs in this process.
+and memory holds a few chunks, never the corpus. Workers are processes, each with its own
+sentencepiece models; with one worker everything runs in this process. They are forked where the
+system can (Linux): a spawned worker would import the caller's main module again, and a script that
+calls `prepare` without an `if __name__ == "__main__"` guard would then hang.
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ def encode_chunks(chunks: Iterator[Chunk], encoding: Encoding, workers: int) -> 
         encoder = Encoder(encoding)
         yield from map(encoder, chunks)
         return
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
                                initializer=_start_worker, initargs=(encoding,))
     pending: deque = deque()
     try:

@@ -131,7 +131,7 @@ def _given_tokenizers(work: Path, given: tuple[bytes, bytes]) -> tuple[Tokenizer
     return Tokenizer(given[0]), Tokenizer(given[1]), names
 
 
-def _tokenizers(work: Path, train: list[Source], pairs: int, options: PrepareOptions, print_fn, workers: int,
+def _tokenizers(work: Path, train: list[Source], pairs: int, options: PrepareOptions, print_fn,
                 given: tuple[bytes, bytes] | None = None) -> tuple[Tokenizer, Tokenizer, dict[str, str], dict]:
     """Train the shared or the two separate sentencepiece models on a sample of the training text, or take
     the given ones: (src, tgt, model file names, what the sample was)."""
@@ -153,7 +153,7 @@ def _tokenizers(work: Path, train: list[Source], pairs: int, options: PrepareOpt
                 continue
             prefix = work / Path(models[side]).stem
             train_sentencepiece(text, prefix, sizes[side] if options.separate else options.vocab_size,
-                                options.character_coverage, options.seed, threads=max(workers, 1))
+                                options.character_coverage, options.seed)
             text.unlink()
             Path(f"{prefix}.vocab").unlink(missing_ok=True)
     src = Tokenizer.from_file(work / models["src"])
@@ -198,7 +198,7 @@ def _build(work: Path, sources: dict[str, list[Source]], options: PrepareOptions
         if not count:
             raise DataError(f"the {split} text ({', '.join(s.name for s in sources[split])}) has no lines")
     src_tok, tgt_tok, models, sample = _tokenizers(work, sources["train"], pairs["train"], options, print_fn,
-                                                   workers, given)
+                                                   given)
     largest = max(src_tok.vocab_size, tgt_tok.vocab_size)
     dtype = np.uint16 if largest <= np.iinfo(np.uint16).max else np.int32
     stats = {}

@@ -47,22 +47,40 @@ class Tokenizer:
         return self.sp.decode([[i for i in seq if i > SEP] for seq in ids])
 
 
-def trainer_options(vocab_size: int, character_coverage: float, threads: int) -> dict:
+TRAINING_THREADS = 4  # fixed: sentencepiece's model depends on its number of threads, and must not on --workers
+
+
+def trainer_options(vocab_size: int, character_coverage: float) -> dict:
     """Sentencepiece's training options: BPE with attncomp's special ids, on every sentence of its input
     (`data prepare` gives it a sample it chose; bench/prepare_scale.py times its baseline with these)."""
     return dict(vocab_size=vocab_size, model_type="bpe", character_coverage=character_coverage, pad_id=PAD,
                 unk_id=UNK, bos_id=BOS, eos_id=EOS, user_defined_symbols=["<sep>"], input_sentence_size=0,
-                num_threads=threads, minloglevel=2)
+                num_threads=TRAINING_THREADS, minloglevel=2)
 
 
 def train_sentencepiece(input_file: Path, prefix: Path, vocab_size: int, character_coverage: float,
-                        seed: int, threads: int = 4) -> Path:
+                        seed: int) -> Path:
     """A BPE model with attncomp's special ids; a vocabulary too large for the text is a clear error."""
     spm.set_random_generator_seed(seed)
     try:
         spm.SentencePieceTrainer.train(input=str(input_file), model_prefix=str(prefix),
-                                       **trainer_options(vocab_size, character_coverage, threads))
+                                       **trainer_options(vocab_size, character_coverage))
     except RuntimeError as err:
         message = str(err).splitlines()[-1] if str(err) else "sentencepiece failed"
         raise DataError(f"sentencepiece could not train a {vocab_size}-token vocabulary: {message}") from None
-    return Path(f"{prefix}.model")
+    model = Path(f"{prefix}.model")
+    _forget_paths(model, Path(input_file).name, Path(prefix).name)
+    return model
+
+
+def _forget_paths(model: Path, input_name: str, prefix_name: str) -> None:
+    """Keep only the file names of the training input and prefix in the model, which records them: the
+    same preparation in another (temporary) directory gives the same bytes."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model.read_bytes())
+    del proto.trainer_spec.input[:]
+    proto.trainer_spec.input.append(input_name)
+    proto.trainer_spec.model_prefix = prefix_name
+    model.write_bytes(proto.SerializeToString())
