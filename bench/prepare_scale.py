@@ -6,8 +6,9 @@
    set (about 23 words), chosen at random for a seed; plain text, DIR/corpus.en and DIR/corpus.de.
 2. Runs `attncomp data prepare --train DIR/corpus --src en --tgt de --vocab-size V --workers W` in a
    child process: wall time, and peak memory of its whole process tree (itself and its encoding workers),
-   sampled every 50 ms from /proc: the largest sum of resident sizes seen, and the sum of every
-   process's own high-water mark (VmHWM, an upper bound on the first).
+   sampled every 50 ms from /proc: the largest sum of proportional set sizes (Pss: a page shared by
+   forked processes counted once in all) seen, and the sum of every process's own high-water mark
+   (VmHWM: exact for each process, but a page shared by several counts in each).
 3. Runs the baseline in another child: sentencepiece trained on the same sample (attncomp's sampling
    code writes it first, untimed) with the same options, sentencepiece's own multi-threaded encoding of
    the whole text (W threads) in blocks of 100,000 lines, and numpy writes of the ids and offsets. Its
@@ -88,16 +89,18 @@ def _tree(root: int) -> list[int]:
 
 
 def _memory(pid: int) -> tuple[int, int]:
-    """(VmRSS, VmHWM) of a process, in bytes; zeros once it is gone."""
+    """(Pss, VmHWM) of a process, in bytes; zeros once it is gone. Pss counts a page shared by n processes
+    (a forked worker's, its parent's) as 1/n in each, so that the sum over a tree is the memory it holds."""
     values = {}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(("VmRSS:", "VmHWM:")):
-                    values[line.split(":")[0]] = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return values.get("VmRSS", 0), values.get("VmHWM", 0)
+    for name, keys in ((f"/proc/{pid}/smaps_rollup", ("Pss:",)), (f"/proc/{pid}/status", ("VmHWM:",))):
+        try:
+            with open(name) as f:
+                for line in f:
+                    if line.startswith(keys):
+                        values[line.split(":")[0]] = int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return values.get("Pss", 0), values.get("VmHWM", 0)
 
 
 def measure(command: list[str], log: Path) -> dict:
@@ -110,8 +113,8 @@ def measure(command: list[str], log: Path) -> dict:
         while child.poll() is None:
             total = 0
             for pid in _tree(child.pid):
-                rss, hwm = _memory(pid)
-                total += rss
+                pss, hwm = _memory(pid)
+                total += pss
                 highest[pid] = max(highest.get(pid, 0), hwm)
             peak_sum = max(peak_sum, total)
             time.sleep(0.05)
@@ -119,7 +122,7 @@ def measure(command: list[str], log: Path) -> dict:
     wall = time.monotonic() - start
     if child.returncode != 0:
         sys.exit(f"{' '.join(command)} failed ({child.returncode}); see {log}")
-    return {"wall_s": round(wall, 1), "peak_rss_sum_bytes": peak_sum, "hwm_sum_bytes": sum(highest.values()),
+    return {"wall_s": round(wall, 1), "peak_pss_sum_bytes": peak_sum, "hwm_sum_bytes": sum(highest.values()),
             "processes": len(highest), "stdout": out}
 
 
@@ -196,11 +199,11 @@ def main() -> None:
     (args.dir / f"result-{args.pairs}.json").write_text(json.dumps(result, indent=2) + "\n")
     gb = 1e9
     print(f"pairs {args.pairs:,}, tokens {result['tokens']:,}, workers {args.workers}")
-    print(f"attncomp data prepare: {ours['wall_s']:.1f}s, peak memory {ours['peak_rss_sum_bytes'] / gb:.2f} GB "
+    print(f"attncomp data prepare: {ours['wall_s']:.1f}s, peak memory {ours['peak_pss_sum_bytes'] / gb:.2f} GB "
           f"(sum of high-water marks {ours['hwm_sum_bytes'] / gb:.2f} GB, {ours['processes']} processes)")
     print(f"baseline: {base['wall_s']:.1f}s (sentencepiece {base['sentencepiece_s']:.1f}s, encode and write "
           f"{base['encode_and_write_s']:.1f}s; sampling before them untimed), peak memory "
-          f"{base['peak_rss_sum_bytes'] / gb:.2f} GB")
+          f"{base['peak_pss_sum_bytes'] / gb:.2f} GB")
     print(f"ratio of wall times (attncomp / baseline): {result['wall_ratio']:.3f}")
 
 

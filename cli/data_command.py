@@ -160,7 +160,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "a dotted name reaches into nested objects: translation.en)")
     p.add_argument("--tgt-column", metavar="NAME", type=column, help="... the target text (default: the --tgt suffix)")
     p.add_argument("--sample-sentences", type=positive_int, default=SAMPLE, metavar="N",
-                   help=f"train sentencepiece on a seeded sample of N sentences, or all when fewer (default {SAMPLE:,})")
+                   help=f"train sentencepiece on a seeded sample of N sentences, or all when fewer "
+                        f"(default {SAMPLE:,})")
     p.add_argument("--workers", type=positive_int, default=cores(), metavar="N",
                    help="processes encoding the text (default: every core, here %(default)s); the output is the "
                         "same for any number")

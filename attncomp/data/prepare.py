@@ -1,5 +1,10 @@
 """`attncomp data prepare`: parallel text -> sentencepiece BPE + memory-mapped token arrays.
 
+In memory that does not grow with the corpus: the text streams by in chunks (`CHUNK` pairs), once
+to count and check it, once (training text only) to write the tokenizer's sample (`sampling.py`),
+and once to encode it on `workers` processes (`encode.py`), each chunk's token arrays appended to
+disk as they come; the input files are also hashed once for the fingerprint.
+
 With one language (`--lang`, PrepareOptions.mono) the text is PREFIX.LANG, and both sides of every
 split hold it (so every reader works unchanged); the manifest says `"monolingual": true`, and a
 decoder-only model then trains on `text </s>` rather than `source <sep> target </s>`.
@@ -8,7 +13,8 @@ The output directory holds, per split and side, `{split}.{src,tgt}.bin` (token i
 ending in </s>) and `.idx` (int64 offsets, one more than sentences), the sentencepiece model(s), and
 `manifest.json`, written last. The directory is built under a temporary name and renamed into
 place, so a half-written directory never looks like a good one. The manifest records a fingerprint
-of the inputs and options: preparing the same inputs again is a no-op.
+of the inputs and options: preparing the same inputs again is a no-op; an input file whose size and
+modification time are those recorded is not read again to know it.
 """
 
 from __future__ import annotations
@@ -266,6 +272,8 @@ def prepare(inputs: dict[str, list[str]], out: Path, options: PrepareOptions, fo
     if existing is not None and not force:
         raise DataError(f"{out} holds a different preparation (other inputs or options); "
                         "use --force to replace it, or choose another --out")
+    print_fn(f"preparing {out} from {len(records)} input file{'s' if len(records) > 1 else ''} "
+             f"({sum(record['size'] for record in records.values()) / 1e9:.2f} GB)")
     out.parent.mkdir(parents=True, exist_ok=True)
     work = _work_dir(out)
     try:
