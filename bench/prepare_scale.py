@@ -110,6 +110,7 @@ def measure(command: list[str], log: Path) -> dict:
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True)
         highest: dict[int, int] = {}
         peak_sum = 0
+        timeline = []  # (seconds, summed Pss) every second: where the peak is
         while child.poll() is None:
             total = 0
             for pid in _tree(child.pid):
@@ -117,13 +118,15 @@ def measure(command: list[str], log: Path) -> dict:
                 total += pss
                 highest[pid] = max(highest.get(pid, 0), hwm)
             peak_sum = max(peak_sum, total)
+            if not timeline or time.monotonic() - start - timeline[-1][0] >= 1:
+                timeline.append((round(time.monotonic() - start, 1), total))
             time.sleep(0.05)
         out = child.stdout.read()
     wall = time.monotonic() - start
     if child.returncode != 0:
         sys.exit(f"{' '.join(command)} failed ({child.returncode}); see {log}")
     return {"wall_s": round(wall, 1), "peak_pss_sum_bytes": peak_sum, "hwm_sum_bytes": sum(highest.values()),
-            "processes": len(highest), "stdout": out}
+            "processes": len(highest), "timeline": timeline, "stdout": out}
 
 
 def baseline(corpus: Path, out: Path, vocab: int, workers: int, sample_sentences: int) -> None:

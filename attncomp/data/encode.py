@@ -10,6 +10,7 @@ calls `prepare` without an `if __name__ == "__main__"` guard would then hang.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import signal
 from collections import deque
@@ -104,6 +105,9 @@ def encode_chunks(chunks: Iterator[Chunk], encoding: Encoding, workers: int) -> 
         yield from map(encoder, chunks)
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    # a forked worker's garbage collector would otherwise touch every object inherited from this
+    # process (torch's modules, in the command line), copying their pages into its own memory
+    gc.freeze()
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
                                initializer=_start_worker, initargs=(encoding,))
     pending: deque = deque()
@@ -118,6 +122,7 @@ def encode_chunks(chunks: Iterator[Chunk], encoding: Encoding, workers: int) -> 
         raise AttncompError("an encoding worker died (out of memory?); try fewer --workers") from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        gc.unfreeze()
 
 
 class SideWriter:
