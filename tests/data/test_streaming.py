@@ -217,3 +217,9 @@ def test_twenty_times_the_corpus_needs_no_more_memory(tmp_path):
     done = _prepare_under(large, tmp_path / "large-out", limit)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(PreparedData(tmp_path / "large-out").split("train")) == 400_000
+
+
+def test_the_command_line_default_sample_is_the_library_one():
+    from attncomp.cli.data_command import SAMPLE
+
+    assert SAMPLE == prepare_module.SAMPLE == prepare_module.PrepareOptions().sample_sentences
