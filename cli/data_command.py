@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -14,6 +15,22 @@ from attncomp.errors import UsageError
 
 
 vocab_size = int_at_least(8)  # sentencepiece's specials and a few pieces
+SAMPLE = 2_000_000  # attncomp.data.prepare.SAMPLE, without importing numpy for --help
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def column(text: str) -> str:
+    """A field name of JSONL or Parquet rows: dotted names reach into nested objects."""
+    if not text or any(not part for part in text.split(".")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a field name (e.g. en, or translation.en)")
+    return text
 
 
 def _say(message: str) -> None:
@@ -48,10 +65,12 @@ def _prepare(args: argparse.Namespace) -> int:
         src_lang=args.src, tgt_lang=args.tgt, vocab_size=args.vocab_size, separate=args.separate_vocab,
         src_vocab_size=args.src_vocab_size, tgt_vocab_size=args.tgt_vocab_size,
         character_coverage=args.character_coverage, max_len=args.max_len, seed=args.seed,
-        given=given_digest(given) if given else "",
+        given=given_digest(given) if given else "", sample_sentences=args.sample_sentences,
+        src_column=args.src_column or "", tgt_column=args.tgt_column or "",
     )
     sources = {"train": args.train, "valid": args.valid, "test": args.test}
-    manifest, changed = prepare(sources, Path(args.out), options, force=args.force, print_fn=_say, tokenizers=given)
+    manifest, changed = prepare(sources, Path(args.out), options, force=args.force, print_fn=_say, tokenizers=given,
+                                workers=args.workers)
     _say(f"{args.out}: {'prepared' if changed else 'already prepared from these inputs; nothing to do'} "
          f"(vocabulary {manifest['vocab']['src_size']}"
          f"{'' if manifest['vocab']['shared'] else ' + ' + str(manifest['vocab']['tgt_size'])})")
@@ -62,16 +81,19 @@ def _prepare_mono(args: argparse.Namespace) -> int:
     """`data prepare --lang LANG`: PREFIX.LANG, one language, for language models."""
     from attncomp.data.prepare import PrepareOptions, given_digest, prepare
 
-    if args.separate_vocab or args.src_vocab_size or args.tgt_vocab_size or (args.src, args.tgt) != ("src", "tgt"):
-        raise UsageError("--lang prepares one language with one vocabulary; leave out --src, --tgt, "
+    if args.separate_vocab or args.src_vocab_size or args.tgt_vocab_size or (args.src, args.tgt) != ("src", "tgt") \
+            or args.tgt_column:
+        raise UsageError("--lang prepares one language with one vocabulary; leave out --src, --tgt, --tgt-column, "
                          "--separate-vocab, --src-vocab-size and --tgt-vocab-size")
     given = _given_tokenizers(args)
     given = (given[1], given[1]) if given else None  # one language: the (decoder's) target vocabulary
     options = PrepareOptions(src_lang=args.lang, tgt_lang=args.lang, vocab_size=args.vocab_size,
                              character_coverage=args.character_coverage, max_len=args.max_len, seed=args.seed,
-                             mono=True, given=given_digest(given) if given else "")
+                             mono=True, given=given_digest(given) if given else "",
+                             sample_sentences=args.sample_sentences, src_column=args.src_column or "")
     sources = {"train": args.train, "valid": args.valid, "test": args.test}
-    manifest, changed = prepare(sources, Path(args.out), options, force=args.force, print_fn=_say, tokenizers=given)
+    manifest, changed = prepare(sources, Path(args.out), options, force=args.force, print_fn=_say, tokenizers=given,
+                                workers=args.workers)
     _say(f"{args.out}: {'prepared' if changed else 'already prepared from these inputs; nothing to do'} "
          f"({args.lang} only, vocabulary {manifest['vocab']['src_size']})")
     return 0
@@ -113,11 +135,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     data = sub.add_parser("data", help="prepare training data: sentencepiece + binarised token arrays")
     verbs = data.add_subparsers(dest="data_command", required=True, metavar="{prepare,sample,info}")
 
-    p = verbs.add_parser("prepare", help="parallel text (plain, .gz or TSV) -> a prepared data directory")
-    p.add_argument("--train", action="append", required=True, metavar="PREFIX",
-                   help="PREFIX.SRC/PREFIX.TGT (each may be .gz), or a .tsv file; repeat to add sources")
-    p.add_argument("--valid", action="append", default=[], metavar="PREFIX")
-    p.add_argument("--test", action="append", default=[], metavar="PREFIX")
+    p = verbs.add_parser("prepare", help="parallel text (plain, .gz, TSV, JSONL or Parquet) -> a prepared data "
+                                         "directory")
+    p.add_argument("--train", action="extend", nargs="+", required=True, metavar="SOURCE",
+                   help="PREFIX (PREFIX.SRC and PREFIX.TGT, each may be .gz), or a .tsv, .jsonl (each may be .gz) "
+                        "or .parquet file; several sources are read one after the other")
+    p.add_argument("--valid", action="extend", nargs="+", default=[], metavar="SOURCE")
+    p.add_argument("--test", action="extend", nargs="+", default=[], metavar="SOURCE")
     p.add_argument("--src", type=language, default="src", help="source language suffix (default: src)")
     p.add_argument("--tgt", type=language, default="tgt", help="target language suffix (default: tgt)")
     p.add_argument("--lang", type=language, metavar="LANG",
@@ -131,7 +155,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-len", type=int_at_least(2), default=256,
                    help="drop training pairs longer than this (tokens, </s> included; at least 2)")
     p.add_argument("--seed", type=non_negative_int, default=1)
-    p.add_argument("--force", action="store_true", help="replace a directory prepared from other inputs")
+    p.add_argument("--src-column", metavar="NAME", type=column,
+                   help="JSONL and Parquet: the field holding the source text (default: the --src suffix; "
+                        "a dotted name reaches into nested objects: translation.en)")
+    p.add_argument("--tgt-column", metavar="NAME", type=column, help="... the target text (default: the --tgt suffix)")
+    p.add_argument("--sample-sentences", type=positive_int, default=SAMPLE, metavar="N",
+                   help=f"train sentencepiece on a seeded sample of N sentences, or all when fewer "
+                        f"(default {SAMPLE:,})")
+    p.add_argument("--workers", type=positive_int, default=cores(), metavar="N",
+                   help="processes encoding the text (default: every core, here %(default)s); the output is the "
+                        "same for any number")
+    p.add_argument("--force", action="store_true", help="prepare again, replacing what --out holds")
     p.add_argument("--tokenizers", metavar="CHECKPOINT",
                    help="encode with this checkpoint's (or export's) sentencepiece models instead of training new "
                         "ones, so that `train --init CHECKPOINT` can fine-tune it (e.g. an `attncomp import`)")

@@ -1,5 +1,10 @@
 """`attncomp data prepare`: parallel text -> sentencepiece BPE + memory-mapped token arrays.
 
+In memory that does not grow with the corpus: the text streams by in chunks (`CHUNK` pairs), once
+to count and check it, once (training text only) to write the tokenizer's sample (`sampling.py`),
+and once to encode it on `workers` processes (`encode.py`), each chunk's token arrays appended to
+disk as they come; the input files are also hashed once for the fingerprint.
+
 With one language (`--lang`, PrepareOptions.mono) the text is PREFIX.LANG, and both sides of every
 split hold it (so every reader works unchanged); the manifest says `"monolingual": true`, and a
 decoder-only model then trains on `text </s>` rather than `source <sep> target </s>`.
@@ -8,7 +13,8 @@ The output directory holds, per split and side, `{split}.{src,tgt}.bin` (token i
 ending in </s>) and `.idx` (int64 offsets, one more than sentences), the sentencepiece model(s), and
 `manifest.json`, written last. The directory is built under a temporary name and renamed into
 place, so a half-written directory never looks like a good one. The manifest records a fingerprint
-of the inputs and options: preparing the same inputs again is a no-op.
+of the inputs and options: preparing the same inputs again is a no-op; an input file whose size and
+modification time are those recorded is not read again to know it.
 """
 
 from __future__ import annotations
@@ -16,25 +22,31 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import shutil
+import socket
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
 
 from attncomp import __version__
-from attncomp.data.text import file_digest, input_files, read_mono, read_parallel
+from attncomp.data.encode import Encoding, SideWriter, encode_chunks
+from attncomp.data.sampling import write_sample
+from attncomp.data.text import Source, file_digest
 from attncomp.data.tokenizer import Tokenizer, train_sentencepiece
 from attncomp.errors import DataError
 from attncomp.progress import Progress
-from attncomp.vocab import EOS
 
 MANIFEST = "manifest.json"
 FORMAT = "attncomp-data"
 SPLITS = ("train", "valid", "test")
+CHUNK = 10_000  # pairs read, encoded and written together
+SAMPLE = 2_000_000  # sentences sentencepiece trains on by default (each vocabulary's)
 
 
 @dataclass(frozen=True)
@@ -51,18 +63,46 @@ class PrepareOptions:
     seed: int = 1
     mono: bool = False  # one language (src_lang == tgt_lang): PREFIX.LANG, written to both sides
     given: str = ""  # --tokenizers: sha256 of the given src and tgt sentencepiece models ("" = train them)
+    sample_sentences: int = SAMPLE  # sentencepiece trains on a seeded sample of this many sentences (or all)
+    src_column: str = ""  # JSONL and Parquet: the field of the source text ("" = src_lang)
+    tgt_column: str = ""  # ... of the target text ("" = tgt_lang)
 
 
-def fingerprint(sources: dict[str, list[str]], options: PrepareOptions) -> str:
+def sources_of(inputs: dict[str, list[str]], options: PrepareOptions) -> dict[str, list[Source]]:
+    """Each split's inputs as readable sources (missing files are an error here, before anything runs)."""
+    langs = (options.src_lang, options.tgt_lang)
+    columns = (options.src_column or options.src_lang, options.tgt_column or options.tgt_lang)
+    return {split: [Source(name, langs, columns, options.mono) for name in inputs[split]]
+            for split in SPLITS if inputs.get(split)}
+
+
+def input_records(sources: dict[str, list[Source]], known: dict[str, dict]) -> dict[str, dict]:
+    """Size, modification time and sha256 of every input file, by absolute path. A file whose size and
+    modification time are those `known` (the last preparation's) keeps its recorded digest unread."""
+    records = {}
+    for path in chain.from_iterable(source.files for split in sources.values() for source in split):
+        key = str(path.resolve())
+        try:
+            stat = path.stat()
+        except OSError as err:
+            raise DataError(f"cannot read {path}: {err.strerror}") from None
+        record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        old = known.get(key)
+        same = isinstance(old, dict) and all(old.get(k) == v for k, v in record.items())
+        records[key] = {**record, "sha256": old["sha256"] if same and "sha256" in old else file_digest(path)}
+    return records
+
+
+def fingerprint(sources: dict[str, list[Source]], options: PrepareOptions, records: dict[str, dict]) -> str:
     fields = dataclasses.asdict(options)
-    for key in ("mono", "given"):
+    for key in ("mono", "given", "src_column", "tgt_column"):
         if not fields[key]:
             del fields[key]  # a preparation keeps the fingerprint it had before the option existed
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
     for split in SPLITS:
         for source in sources.get(split, []):
-            for path in input_files(source, options.src_lang, options.tgt_lang):
-                digest.update(f"{split}:{path.name}:{file_digest(path)}".encode())
+            for path in source.files:
+                digest.update(f"{split}:{path.name}:{records[str(path.resolve())]['sha256']}".encode())
     return digest.hexdigest()
 
 
@@ -80,63 +120,12 @@ def _existing(out: Path) -> dict | None:
         raise DataError(f"{out}/{MANIFEST} is corrupt; remove {out} and prepare again") from None
 
 
-def _train_tokenizer(work: Path, pairs: list[tuple[str, str]], side: str | None, size: int,
-                     options: PrepareOptions) -> Tokenizer:
-    text = work / f"spm_input.{side or 'shared'}.txt"
-    with open(text, "w", encoding="utf-8") as f:
-        for src, tgt in pairs:
-            if side in (None, "src") and src:
-                f.write(src + "\n")
-            if side in (None, "tgt") and tgt and not options.mono:
-                f.write(tgt + "\n")
-    prefix = work / ("spm" if side is None else f"spm.{side}")
-    model = train_sentencepiece(text, prefix, size, options.character_coverage, options.seed)  # prefix.model
-    text.unlink()
-    Path(f"{prefix}.vocab").unlink(missing_ok=True)
-    return Tokenizer.from_file(model)
-
-
-def _write_side(work: Path, name: str, sequences: list[list[int]], dtype) -> int:
-    lengths = np.fromiter((len(s) + 1 for s in sequences), dtype=np.int64, count=len(sequences))
-    offsets = np.zeros(len(sequences) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    flat = np.empty(int(offsets[-1]), dtype=dtype)
-    for i, seq in enumerate(sequences):
-        flat[offsets[i] : offsets[i + 1] - 1] = seq
-        flat[offsets[i + 1] - 1] = EOS
-    flat.tofile(work / f"{name}.bin")
-    offsets.tofile(work / f"{name}.idx")
-    return int(offsets[-1])
-
-
 @contextmanager
 def _stage(print_fn, what: str):
     """Log how long a stage took: `sentencepiece (shared, 8000): 41.2s`."""
     start = time.monotonic()
     yield
     print_fn(f"{what}: {time.monotonic() - start:.1f}s")
-
-
-def _encode(tokenizer: Tokenizer, lines: list[str], label: str) -> list[list[int]]:
-    out: list[list[int]] = []
-    step = 10_000
-    with Progress(len(lines), f"encode {label}", "lines", summary=False) as bar:  # _stage times the whole
-        for start in range(0, len(lines), step):
-            out += tokenizer.encode(lines[start : start + step])
-            bar.update(min(step, len(lines) - start))
-    return out
-
-
-def _keep(src: list[list[int]], tgt: list[list[int]], options: PrepareOptions) -> list[int]:
-    keep = []
-    for i, (s, t) in enumerate(zip(src, tgt)):
-        ls, lt = len(s) + 1, len(t) + 1
-        if ls > options.max_len or lt > options.max_len or max(ls, lt) > options.max_ratio * min(ls, lt):
-            continue
-        if len(s) == 0 or len(t) == 0:
-            continue
-        keep.append(i)
-    return keep
 
 
 def _given_tokenizers(work: Path, given: tuple[bytes, bytes]) -> tuple[Tokenizer, Tokenizer, dict[str, str]]:
@@ -148,99 +137,149 @@ def _given_tokenizers(work: Path, given: tuple[bytes, bytes]) -> tuple[Tokenizer
     return Tokenizer(given[0]), Tokenizer(given[1]), names
 
 
-def _tokenizers(work: Path, train: list[tuple[str, str]], options: PrepareOptions, print_fn,
-                given: tuple[bytes, bytes] | None = None) -> tuple[Tokenizer, Tokenizer, dict[str, str]]:
-    """Train the shared or the two separate sentencepiece models, or take the given ones: (src, tgt,
-    model file names)."""
+def _tokenizers(work: Path, train: list[Source], pairs: int, options: PrepareOptions, print_fn,
+                given: tuple[bytes, bytes] | None = None) -> tuple[Tokenizer, Tokenizer, dict[str, str], dict]:
+    """Train the shared or the two separate sentencepiece models on a sample of the training text, or take
+    the given ones: (src, tgt, model file names, what the sample was)."""
     if given is not None:
-        return _given_tokenizers(work, given)
-    print_fn(f"training sentencepiece on {len(train):,} pairs")
+        return (*_given_tokenizers(work, given), {})
+    shared = not (options.separate or options.mono)
+    models = {"src": "spm.model", "tgt": "spm.model"} if not options.separate else \
+        {"src": "spm.src.model", "tgt": "spm.tgt.model"}
+    texts = {side: work / f"{Path(name).stem}.sample.txt" for side, name in models.items()
+             if side == "src" or not options.mono}
+    chosen = min(pairs, math.ceil(options.sample_sentences / 2) if shared else options.sample_sentences)
+    with _stage(print_fn, "sample for sentencepiece"):
+        sentences = write_sample(train, pairs, chosen, texts, options.seed, CHUNK)
+    print_fn(f"training sentencepiece on {sentences:,} sentences ({chosen:,} of {pairs:,} pairs)")
+    sizes = {"src": options.src_vocab_size or options.vocab_size, "tgt": options.tgt_vocab_size or options.vocab_size}
     with _stage(print_fn, "sentencepiece"):
-        if options.separate:
-            src_tok = _train_tokenizer(work, train, "src", options.src_vocab_size or options.vocab_size, options)
-            tgt_tok = _train_tokenizer(work, train, "tgt", options.tgt_vocab_size or options.vocab_size, options)
-            return src_tok, tgt_tok, {"src": "spm.src.model", "tgt": "spm.tgt.model"}
-        tok = _train_tokenizer(work, train, None, options.vocab_size, options)
-        return tok, tok, {"src": "spm.model", "tgt": "spm.model"}
+        for side, text in texts.items():
+            if side == "tgt" and shared:
+                continue
+            prefix = work / Path(models[side]).stem
+            train_sentencepiece(text, prefix, sizes[side] if options.separate else options.vocab_size,
+                                options.character_coverage, options.seed)
+            text.unlink()
+            Path(f"{prefix}.vocab").unlink(missing_ok=True)
+    src = Tokenizer.from_file(work / models["src"])
+    tgt = src if models["tgt"] == models["src"] else Tokenizer.from_file(work / models["tgt"])
+    return src, tgt, models, {"sentences": sentences, "pairs": chosen, "of_pairs": pairs}
 
 
-def _write_split(work: Path, split: str, pairs: list[tuple[str, str]], tokenizers: tuple[Tokenizer, Tokenizer],
-                 dtype, options: PrepareOptions, print_fn) -> dict:
-    """Encode one split, drop bad training pairs, write its four files; its manifest entry."""
-    with _stage(print_fn, f"encode and write {split}"):
-        src = _encode(tokenizers[0], [p[0] for p in pairs], f"{split}.{options.src_lang}")
-        tgt = src if options.mono else _encode(tokenizers[1], [p[1] for p in pairs], f"{split}.{options.tgt_lang}")
-        keep = _keep(src, tgt, options) if split == "train" else list(range(len(pairs)))
-        if split == "train" and not keep:
-            raise DataError(f"no training pair is kept: all {len(pairs):,} are empty on one side, longer than "
-                            f"--max-len {options.max_len} tokens, or differ in length by more than "
-                            f"{options.max_ratio:g}x")
-        src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
-        stats = {"pairs": len(keep), "dropped": len(pairs) - len(keep),
-                 "src_tokens": _write_side(work, f"{split}.src", src, dtype),
-                 "tgt_tokens": _write_side(work, f"{split}.tgt", tgt, dtype)}
-    print_fn(f"{split}: {len(keep):,} pairs, {stats['src_tokens']:,} + {stats['tgt_tokens']:,} tokens"
-             + (f", {stats['dropped']:,} dropped by length" if stats["dropped"] else ""))
+def _write_split(work: Path, split: str, sources: list[Source], pairs: int, encoding: Encoding, workers: int,
+                 print_fn) -> dict:
+    """Encode one split chunk by chunk, drop bad training pairs, append to its four files; its manifest entry."""
+    workers = max(1, min(workers, math.ceil(pairs / CHUNK)))  # no processes for a chunk or two
+    writers = (SideWriter(work, f"{split}.src"), SideWriter(work, f"{split}.tgt"))
+    dropped = 0
+    chunks = chain.from_iterable(source.chunks(CHUNK) for source in sources)
+    try:
+        with _stage(print_fn, f"encode and write {split}"), \
+                Progress(pairs, f"encode {split}", "pairs", summary=False) as bar:  # _stage times the whole
+            for encoded in encode_chunks(chunks, encoding, workers):
+                writers[0].write(encoded.src_ids, encoded.src_lengths)
+                writers[1].write(encoded.tgt_ids, encoded.tgt_lengths)
+                dropped += encoded.dropped
+                bar.update(len(encoded.src_lengths) + encoded.dropped)
+    finally:
+        for writer in writers:
+            writer.close()
+    kept = writers[0].sentences
+    if split == "train" and not kept:
+        raise DataError(f"no training pair is kept: all {pairs:,} are empty on one side, longer than "
+                        f"--max-len {encoding.max_len} tokens, or differ in length by more than "
+                        f"{encoding.max_ratio:g}x")
+    stats = {"pairs": kept, "dropped": dropped, "src_tokens": writers[0].tokens, "tgt_tokens": writers[1].tokens}
+    print_fn(f"{split}: {kept:,} pairs, {stats['src_tokens']:,} + {stats['tgt_tokens']:,} tokens"
+             + (f", {dropped:,} dropped by length" if dropped else ""))
     return stats
 
 
-def _read(source: str, options: PrepareOptions) -> list[tuple[str, str]]:
-    if options.mono:
-        return read_mono(source, options.src_lang)
-    return read_parallel(source, options.src_lang, options.tgt_lang)
-
-
-def _build(work: Path, sources: dict[str, list[str]], options: PrepareOptions, print_fn,
+def _build(work: Path, sources: dict[str, list[Source]], options: PrepareOptions, print_fn, workers: int,
            given: tuple[bytes, bytes] | None = None) -> dict:
     with _stage(print_fn, "read the text"):
-        splits = {split: [p for source in sources.get(split, []) for p in _read(source, options)]
-                  for split in SPLITS if sources.get(split)}
-    for split, pairs in splits.items():
-        if not pairs:
-            raise DataError(f"the {split} text ({', '.join(map(str, sources[split]))}) has no lines")
-    src_tok, tgt_tok, models = _tokenizers(work, splits["train"], options, print_fn, given)
+        pairs = {split: sum(source.count() for source in split_sources) for split, split_sources in sources.items()}
+    for split, count in pairs.items():
+        if not count:
+            raise DataError(f"the {split} text ({', '.join(s.name for s in sources[split])}) has no lines")
+    src_tok, tgt_tok, models, sample = _tokenizers(work, sources["train"], pairs["train"], options, print_fn,
+                                                   given)
     largest = max(src_tok.vocab_size, tgt_tok.vocab_size)
     dtype = np.uint16 if largest <= np.iinfo(np.uint16).max else np.int32
-    stats = {split: _write_split(work, split, pairs, (src_tok, tgt_tok), dtype, options, print_fn)
-             for split, pairs in splits.items()}
+    stats = {}
+    for split in sources:
+        encoding = Encoding(src_tok.model_bytes, tgt_tok.model_bytes, np.dtype(dtype).name, options.mono,
+                            options.max_len if split == "train" else None, options.max_ratio)
+        stats[split] = _write_split(work, split, sources[split], pairs[split], encoding, workers, print_fn)
     return {
         "format": FORMAT, "version": 1, "attncomp": __version__,
         "languages": {"src": options.src_lang, "tgt": options.tgt_lang},
         "vocab": {"shared": models["src"] == models["tgt"], "src_size": src_tok.vocab_size, "tgt_size": tgt_tok.vocab_size,
                   "src_model": models["src"], "tgt_model": models["tgt"]},
         "dtype": np.dtype(dtype).name, "splits": stats,
-        "inputs": {split: [str(s) for s in sources.get(split, [])] for split in SPLITS},
         "options": dataclasses.asdict(options),
+        **({"tokenizer_sample": sample} if sample else {}),
         **({"monolingual": True} if options.mono else {}),
     }
 
 
-def prepare(sources: dict[str, list[str]], out: Path, options: PrepareOptions, force: bool = False,
+def _work_dir(out: Path) -> Path:
+    """A fresh directory beside `out` to build in; those of earlier runs on this machine that died are removed."""
+    host = socket.gethostname().replace("/", "_")
+    for stale in out.parent.glob(f".{out.name}.tmp-{host}-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    work = out.parent / f".{out.name}.tmp-{host}-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    return work
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: running
+        return True
+    return True
+
+
+def prepare(inputs: dict[str, list[str]], out: Path, options: PrepareOptions, force: bool = False,
             print_fn=print, include: dict[str, Path] | None = None,
-            tokenizers: tuple[bytes, bytes] | None = None) -> tuple[dict, bool]:
-    """Prepare `sources` ({"train": [...], "valid": [...], "test": [...]}) into `out`.
+            tokenizers: tuple[bytes, bytes] | None = None, workers: int = 1) -> tuple[dict, bool]:
+    """Prepare `inputs` ({"train": [...], "valid": [...], "test": [...]}) into `out`, encoding on `workers`
+    processes (the output is the same for any number).
 
     `tokenizers`: (src, tgt) sentencepiece models to encode with instead of training new ones (a
     checkpoint's, to fine-tune it); `options.given` must then name them (`given_digest`).
 
     `include` copies extra files into the directory (name -> file) before the manifest is written.
-    Returns (manifest, changed); `changed` is False when `out` already holds exactly this preparation.
+    Returns (manifest, changed); `changed` is False when `out` already holds exactly this preparation
+    (`force` prepares it again all the same).
     """
-    if not sources.get("train"):
+    if not inputs.get("train"):
         raise DataError("data prepare needs at least one --train source")
-    digest = fingerprint(sources, options)
+    sources = sources_of(inputs, options)
     existing = _existing(out)
-    if existing is not None and existing.get("fingerprint") == digest:
+    known = existing.get("input_files") if existing is not None and not force else None
+    records = input_records(sources, known if isinstance(known, dict) else {})
+    digest = fingerprint(sources, options, records)
+    if existing is not None and existing.get("fingerprint") == digest and not force:
         return existing, False
     if existing is not None and not force:
         raise DataError(f"{out} holds a different preparation (other inputs or options); "
                         "use --force to replace it, or choose another --out")
+    print_fn(f"preparing {out} from {len(records)} input file{'s' if len(records) > 1 else ''} "
+             f"({sum(record['size'] for record in records.values()) / 1e9:.2f} GB)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    work = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
+    work = _work_dir(out)
     try:
-        manifest = _build(work, sources, options, print_fn, tokenizers)
+        manifest = _build(work, sources, options, print_fn, workers, tokenizers)
+        manifest["inputs"] = {split: [str(s) for s in inputs.get(split, [])] for split in SPLITS}
+        manifest["input_files"] = records
         for name, path in (include or {}).items():
             (work / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, work / name)

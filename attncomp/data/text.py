@@ -1,14 +1,31 @@
-"""Reading parallel text: PREFIX.LANG files (plain or .gz) or one TSV file, with located errors."""
+"""Reading parallel text as a stream of chunks, with located errors.
+
+A source is one of:
+
+- PREFIX, naming PREFIX.SRC and PREFIX.TGT (each plain or .gz), line i of one translating line i of the other;
+- a two-column TSV file (.tsv or .tsv.gz);
+- a JSONL file (.jsonl or .jsonl.gz), one JSON object a line, the two texts in named fields;
+- a Parquet file (.parquet), the two texts in named columns (needs pyarrow: `pip install attncomp[parquet]`).
+
+A field or column name may be a dotted path into nested objects (`translation.en`, as Hugging Face's WMT
+datasets store pairs). Every source yields its pairs in chunks of at most `size` pairs, so that nothing
+holds a whole corpus; `count` checks the whole source (bad bytes, differing line counts, missing fields)
+before anything long starts.
+"""
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import zlib
+from itertools import islice, zip_longest
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from attncomp.errors import DataError
+
+Chunk = tuple[list[str], list[str]]  # (source sentences, target sentences), the same length
 
 
 def _open(path: Path):
@@ -19,18 +36,56 @@ def read_lines(path: Path) -> Iterator[str]:
     """Lines of a UTF-8 text file (.gz too), without their newline; bad bytes are a located error."""
     try:
         with _open(path) as f:
-            for number, raw in enumerate(f, 1):
-                if b"\0" in raw:
-                    column = raw.index(b"\0") + 1
-                    raise DataError(f"{path}:{number}: a NUL byte at column {column}; "
-                                    "this is binary data, not text")
-                try:
-                    yield raw.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as err:
-                    raise DataError(f"{path}:{number}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column "
-                                    f"{err.start + 1})") from None
+            yield from read_lines_of(path, f)
     except (OSError, EOFError, zlib.error) as err:
         raise DataError(f"cannot read {path}: {err}") from None
+
+
+def _decoded_chunks(path: Path, size: int) -> Iterator[tuple[int, str]]:
+    """(number of lines, their text) of a UTF-8 text file (.gz too), `size` lines at a time, with
+    read_lines's located errors: decoded a chunk at a time, several times faster than line by line."""
+    number = 0  # lines before this chunk
+    try:
+        with _open(path) as f:
+            while raw := list(islice(f, size)):
+                data = b"".join(raw)
+                try:
+                    if b"\0" in data:
+                        raise ValueError
+                    text = data.decode("utf-8")
+                except ValueError:  # UnicodeDecodeError too: find the line, and say where
+                    list(read_lines_of(path, raw, number))
+                    raise
+                yield len(raw), text
+                number += len(raw)
+    except (OSError, EOFError, zlib.error) as err:
+        raise DataError(f"cannot read {path}: {err}") from None
+
+
+def count_lines(path: Path) -> int:
+    """The lines of a text file, all checked as read_lines checks them."""
+    return sum(lines for lines, _ in _decoded_chunks(path, 10_000))
+
+
+def read_chunks(path: Path, size: int, strip: bool = True) -> Iterator[list[str]]:
+    """The lines of a UTF-8 text file (.gz too), `size` at a time, stripped of surrounding white space (or,
+    with `strip` False, of a final carriage return only); the same lines and errors as read_lines."""
+    for count, text in _decoded_chunks(path, size):
+        lines = text.split("\n")[:count]
+        yield [line.strip() for line in lines] if strip else [line.rstrip("\r") for line in lines]
+
+
+def read_lines_of(path: Path, raw: Iterable[bytes], before: int = 0) -> Iterator[str]:
+    """Decoded lines of `raw`, numbered from `before` + 1 in errors."""
+    for number, line in enumerate(raw, before + 1):
+        if b"\0" in line:
+            column = line.index(b"\0") + 1
+            raise DataError(f"{path}:{number}: a NUL byte at column {column}; this is binary data, not text")
+        try:
+            yield line.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as err:
+            raise DataError(f"{path}:{number}: not UTF-8 text (byte 0x{line[err.start]:02x} at column "
+                            f"{err.start + 1})") from None
 
 
 def _stat_error(path: str | Path, err: Exception) -> DataError:
@@ -60,52 +115,102 @@ def _side_path(prefix: str | Path, lang: str) -> Path:
     raise DataError(f"no {base} or {base}.gz (a --train/--valid/--test PREFIX names PREFIX.{lang} files)")
 
 
-def _is_tsv(source: str | Path) -> bool:
+def _kind(source: str | Path) -> str:
     name = str(source)
-    return name.endswith(".tsv") or name.endswith(".tsv.gz")
+    for kind, suffixes in (("tsv", (".tsv", ".tsv.gz")), ("jsonl", (".jsonl", ".jsonl.gz")),
+                           ("parquet", (".parquet",))):
+        if name.endswith(suffixes):
+            return kind
+    return "prefix"
 
 
-def input_files(source: str | Path, src_lang: str, tgt_lang: str) -> list[Path]:
-    if _is_tsv(source):
-        try:
-            if not Path(source).is_file():
-                raise DataError(f"{source} is not a regular file" if Path(source).exists() else
-                                f"no such file: {source}")
-        except (OSError, ValueError) as err:
-            raise _stat_error(source, err) from None
-        return [Path(source)]
-    return [side_path(source, src_lang), side_path(source, tgt_lang)]
+def _one_file(source: str | Path) -> Path:
+    if "\0" in str(source):
+        raise DataError(f"a path cannot contain NUL: {str(source)!r}")
+    try:
+        if not Path(source).is_file():
+            raise DataError(f"{source} is not a regular file" if Path(source).exists() else f"no such file: {source}")
+    except (OSError, ValueError) as err:
+        raise _stat_error(source, err) from None
+    return Path(source)
 
 
-def read_parallel(source: str | Path, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
-    """Sentence pairs from PREFIX.{src,tgt}[.gz] or a two-column TSV file."""
-    files = input_files(source, src_lang, tgt_lang)
-    if len(files) == 1:
-        pairs = []
-        for number, line in enumerate(read_lines(files[0]), 1):
-            columns = line.split("\t")
-            if len(columns) != 2:
-                raise DataError(f"{files[0]}:{number}: expected 2 tab-separated columns, found {len(columns)}")
-            pairs.append((columns[0].strip(), columns[1].strip()))
-        return pairs
-    src = [line.strip() for line in read_lines(files[0])]
-    tgt = [line.strip() for line in read_lines(files[1])]
-    if len(src) != len(tgt):
-        raise DataError(f"{files[0]} has {len(src)} lines but {files[1]} has {len(tgt)}")
-    return list(zip(src, tgt))
+def _chunked(pairs: Iterator[tuple[str, str]], size: int) -> Iterator[Chunk]:
+    while block := list(islice(pairs, size)):
+        yield [p[0] for p in block], [p[1] for p in block]
+
+
+class Source:
+    """One input of a split; see the module docstring for the kinds."""
+
+    def __init__(self, source: str | Path, langs: tuple[str, str], columns: tuple[str, str], mono: bool = False):
+        """`langs`: the suffixes of PREFIX files; `columns`: the fields of JSONL and Parquet rows."""
+        self.name, self.kind, self.mono = str(source), _kind(source), mono
+        self.columns = (columns[0], columns[0]) if mono else columns
+        if mono and self.kind == "tsv":
+            raise DataError(f"{source}: one language (--lang) reads PREFIX.{langs[0]}, JSONL or Parquet, "
+                            "not a TSV file")
+        if self.kind == "prefix":
+            self.files = [side_path(source, lang) for lang in (langs[:1] if mono else langs)]
+        else:
+            self.files = [_one_file(source)]
+
+    def count(self) -> int:
+        """The number of pairs, after reading everything once (so that bad input fails here, early)."""
+        if self.kind == "parquet":
+            from attncomp.data.tables import parquet_rows
+
+            return parquet_rows(self.files[0], self.columns)
+        if self.kind == "prefix" and not self.mono:
+            counts = [count_lines(path) for path in self.files]
+            if counts[0] != counts[1]:
+                raise DataError(f"{self.files[0]} has {counts[0]} lines but {self.files[1]} has {counts[1]}")
+            return counts[0]
+        if self.kind == "prefix":
+            return count_lines(self.files[0])
+        return sum(len(chunk[0]) for chunk in self.chunks(10_000))
+
+    def chunks(self, size: int) -> Iterator[Chunk]:
+        """The pairs, stripped of surrounding white space, `size` at a time."""
+        if self.kind == "prefix":
+            if self.mono:
+                return ((lines, lines) for lines in read_chunks(self.files[0], size))
+            return self._side_chunks(size)
+        if self.kind == "tsv":
+            return self._tsv_chunks(size)
+        from attncomp.data.tables import jsonl_pairs, parquet_chunks
+
+        if self.kind == "jsonl":
+            return _chunked(jsonl_pairs(self.files[0], self.columns), size)
+        return parquet_chunks(self.files[0], self.columns, size)
+
+    def _side_chunks(self, size: int) -> Iterator[Chunk]:
+        sides = (read_chunks(path, size) for path in self.files)
+        for src, tgt in zip_longest(*sides, fillvalue=[]):
+            if len(src) != len(tgt):  # count() says how many each has; this is for a caller that did not ask
+                raise DataError(f"{self.files[0]} and {self.files[1]} have different numbers of lines")
+            yield src, tgt
+
+    def _tsv_chunks(self, size: int) -> Iterator[Chunk]:
+        number = 0
+        for lines in read_chunks(self.files[0], size, strip=False):
+            src, tgt = [], []
+            for number, line in enumerate(lines, number + 1):
+                columns = line.split("\t")
+                if len(columns) != 2:
+                    raise DataError(f"{self.files[0]}:{number}: expected 2 tab-separated columns, "
+                                    f"found {len(columns)}")
+                src.append(columns[0].strip())
+                tgt.append(columns[1].strip())
+            yield src, tgt
 
 
 def file_digest(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as err:
+        raise DataError(f"cannot read {path}: {err.strerror}") from None
     return digest.hexdigest()
-
-
-def read_mono(source: str | Path, lang: str) -> list[tuple[str, str]]:
-    """Sentences of one language, PREFIX.LANG[.gz], as (text, text) pairs: both sides of a monolingual
-    directory hold the same text."""
-    if _is_tsv(source):
-        raise DataError(f"{source}: one language (--lang) reads PREFIX.{lang} files, not a TSV file")
-    return [(line.strip(), line.strip()) for line in read_lines(side_path(source, lang))]

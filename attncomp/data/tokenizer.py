@@ -38,9 +38,24 @@ class Tokenizer:
     def encode(self, lines: list[str]) -> list[list[int]]:
         return self.sp.encode(lines)
 
+    def encode_with_eos(self, lines: list[str]) -> list[list[int]]:
+        """Ids of each line followed by </s>, on this thread alone (`data prepare` runs one per worker)."""
+        return self.sp.encode(lines, add_eos=True, num_threads=1)
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Ids -> text; special tokens are dropped."""
         return self.sp.decode([[i for i in seq if i > SEP] for seq in ids])
+
+
+TRAINING_THREADS = 4  # fixed: sentencepiece's model depends on its number of threads, and must not on --workers
+
+
+def trainer_options(vocab_size: int, character_coverage: float) -> dict:
+    """Sentencepiece's training options: BPE with attncomp's special ids, on every sentence of its input
+    (`data prepare` gives it a sample it chose; bench/prepare_scale.py times its baseline with these)."""
+    return dict(vocab_size=vocab_size, model_type="bpe", character_coverage=character_coverage, pad_id=PAD,
+                unk_id=UNK, bos_id=BOS, eos_id=EOS, user_defined_symbols=["<sep>"], input_sentence_size=0,
+                num_threads=TRAINING_THREADS, minloglevel=2)
 
 
 def train_sentencepiece(input_file: Path, prefix: Path, vocab_size: int, character_coverage: float,
@@ -48,13 +63,24 @@ def train_sentencepiece(input_file: Path, prefix: Path, vocab_size: int, charact
     """A BPE model with attncomp's special ids; a vocabulary too large for the text is a clear error."""
     spm.set_random_generator_seed(seed)
     try:
-        spm.SentencePieceTrainer.train(
-            input=str(input_file), model_prefix=str(prefix), vocab_size=vocab_size, model_type="bpe",
-            character_coverage=character_coverage, pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
-            user_defined_symbols=["<sep>"], input_sentence_size=4_000_000, shuffle_input_sentence=True,
-            num_threads=4, minloglevel=2,
-        )
+        spm.SentencePieceTrainer.train(input=str(input_file), model_prefix=str(prefix),
+                                       **trainer_options(vocab_size, character_coverage))
     except RuntimeError as err:
         message = str(err).splitlines()[-1] if str(err) else "sentencepiece failed"
         raise DataError(f"sentencepiece could not train a {vocab_size}-token vocabulary: {message}") from None
-    return Path(f"{prefix}.model")
+    model = Path(f"{prefix}.model")
+    _forget_paths(model, Path(input_file).name, Path(prefix).name)
+    return model
+
+
+def _forget_paths(model: Path, input_name: str, prefix_name: str) -> None:
+    """Keep only the file names of the training input and prefix in the model, which records them: the
+    same preparation in another (temporary) directory gives the same bytes."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model.read_bytes())
+    del proto.trainer_spec.input[:]
+    proto.trainer_spec.input.append(input_name)
+    proto.trainer_spec.model_prefix = prefix_name
+    model.write_bytes(proto.SerializeToString())
