@@ -48,10 +48,11 @@ def os_reason(err: OSError) -> str:
     return (err.strerror or str(err)).lower()
 
 
-def read_regular(path: str | os.PathLike, *, limit: int, what: str = "file",
-                 error: Callable[[str], Exception] = UsageError) -> bytes:
-    """The bytes of the regular file `path`, opened without blocking, at most `limit` of them; otherwise
-    `error(message)` is raised, the message naming the path and `what` it should have been."""
+def check_regular(path: str | os.PathLike, *, what: str = "file",
+                  error: Callable[[str], Exception] = UsageError) -> str:
+    """`path` is a regular file (links followed), or `error(message)` is raised; returns the path as
+    shown in messages. For a file a library opens by name (safetensors' memory map); `read_regular`
+    checks again on the file it opened."""
     shown = shown_path(path)
     if "\x00" in str(path):
         raise error(f"the path {shown} contains a NUL byte")
@@ -65,6 +66,14 @@ def read_regular(path: str | os.PathLike, *, limit: int, what: str = "file",
         raise error(f"{shown} is a directory, not a {what}")
     if not stat.S_ISREG(mode):
         raise error(f"{shown} is not a regular file (a pipe, device or socket); a {what} must be a file")
+    return shown
+
+
+def read_regular(path: str | os.PathLike, *, limit: int, what: str = "file",
+                 error: Callable[[str], Exception] = UsageError) -> bytes:
+    """The bytes of the regular file `path`, opened without blocking, at most `limit` of them; otherwise
+    `error(message)` is raised, the message naming the path and `what` it should have been."""
+    shown = check_regular(path, what=what, error=error)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError as err:

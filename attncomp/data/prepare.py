@@ -29,6 +29,7 @@ from attncomp import __version__
 from attncomp.data.text import file_digest, input_files, read_mono, read_parallel
 from attncomp.data.tokenizer import Tokenizer, train_sentencepiece
 from attncomp.errors import DataError
+from attncomp.files import read_json
 from attncomp.progress import Progress
 from attncomp.vocab import EOS
 
@@ -74,10 +75,9 @@ def _existing(out: Path) -> dict | None:
     if not manifest.is_file():
         raise DataError(f"{out} exists but is not a prepared data directory (no {MANIFEST}); "
                         "remove it or choose another --out")
-    try:
-        return json.loads(manifest.read_text())
-    except (OSError, ValueError):
-        raise DataError(f"{out}/{MANIFEST} is corrupt; remove {out} and prepare again") from None
+    return read_json(manifest, what="manifest",
+                     error=lambda reason: DataError(f"{out}/{MANIFEST} is corrupt ({reason}); remove {out} "
+                                                    "and prepare again"))
 
 
 def _train_tokenizer(work: Path, pairs: list[tuple[str, str]], side: str | None, size: int,
