@@ -150,6 +150,16 @@ def check_target(path: Path) -> None:
         raise UsageError(f"cannot write {printable(str(path))}: it is not a regular file (a device, pipe or socket)")
 
 
+def make_dir(path: str | os.PathLike) -> None:
+    """`path` and its parents as directories, or one `UsageError` line saying why not (a file in the way,
+    no permission, a file system such as /proc that holds no new directories)."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        reason = "a file is in the way" if isinstance(err, (FileExistsError, NotADirectoryError)) else os_reason(err)
+        raise UsageError(f"cannot make the directory {shown_path(path)}: {reason}") from None
+
+
 def write_atomically(path: str | os.PathLike, data: str | bytes | Callable[[BinaryIO], None], *,
                      make_parents: bool = False, tmp_name: str | None = None) -> None:
     """Write `data` (text, bytes, or a function that writes to a binary file) to `path` atomically.
