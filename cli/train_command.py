@@ -155,7 +155,11 @@ def _consolidate(args: argparse.Namespace) -> int:
     from attncomp import checkpoint as ckpt
 
     source = Path(args.source)
-    if source.is_dir() and not ckpt.is_checkpoint_dir(source):  # a run directory: its newest checkpoint
+    try:
+        is_dir = source.is_dir()
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte
+        raise UsageError(f"cannot read {files.shown_path(source)}: {getattr(err, 'strerror', None) or err}") from None
+    if is_dir and not ckpt.is_checkpoint_dir(source):  # a run directory: its newest checkpoint
         found = ckpt.latest_readable(source, warn=_warn)
         if found is None:
             raise UsageError(f"{source} has no readable checkpoints")

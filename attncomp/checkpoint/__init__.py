@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import torch
 
-from attncomp.files import write_atomically
+from attncomp.files import os_reason, shown_path, write_atomically
 
 from attncomp.checkpoint import sharded
 from attncomp.checkpoint.average import average
@@ -102,6 +102,11 @@ def stored_spec(checkpoint: Checkpoint):
 def load(path: str | Path, *, model: bool = True) -> Checkpoint:
     """A checked checkpoint (file or sharded directory); `model=False` leaves its weights unread."""
     path = Path(path)
+    try:
+        path.is_dir()
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte
+        reason = os_reason(err) if isinstance(err, OSError) else "a NUL byte in the path"
+        raise CheckpointError(f"cannot read {shown_path(path)}: {reason}") from None
     if path.is_dir():
         header = path / sharded.HEADER
         if not header.is_file():
