@@ -225,7 +225,8 @@ def _sampling_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-k", type=positive_int, metavar="K", help="draw from the K most likely tokens only")
     g.add_argument("--top-p", type=fraction, metavar="P",
                    help="draw from the fewest most likely tokens whose probability reaches P, in (0, 1]")
-    g.add_argument("--seed", type=int, default=0, help="random seed of the samples (default 0)")
+    g.add_argument("--seed", type=int_at_least(0, 2**63 - 1), default=0,
+                   help="random seed of the samples, 0 to 2^63-1 (default 0)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -35,7 +35,6 @@ from attncomp.train.launch import STOP_SIGNALS, mark_ended
 
 STORAGE_WAIT = 3.0  # seconds rank 0 keeps looking for the other ranks' tokens (slow network file systems)
 BEAT = 1.0  # seconds between heartbeats
-FAULT_SIGNAL = "ATTNCOMP_FAULT_SIGNAL"  # tests: "LOCAL_RANK:STEP:SIGNAL[:parent|:group]" on the first attempt
 
 
 class StorageError(TrainingError):
@@ -260,18 +259,3 @@ def is_collective_failure(err: Exception) -> bool:
                             "Broken pipe"))
 
 
-def maybe_fault(step: int, local_rank: int) -> None:
-    """Tests: send a signal at an update (only on the first attempt of an elastic run)."""
-    spec = os.environ.get(FAULT_SIGNAL)
-    if not spec or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
-        return
-    who, at, name, *target = spec.split(":")
-    if int(who) != local_rank or int(at) != step:
-        return
-    sig = signal.Signals[name]
-    if target == ["parent"]:
-        os.kill(os.getppid(), sig)
-    elif target == ["group"]:
-        os.killpg(os.getpgid(0), sig)
-    else:
-        os.kill(os.getpid(), sig)

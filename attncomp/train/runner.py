@@ -122,7 +122,6 @@ class Trainer:
                 state.position = (update.epoch, update.index + 1)
                 stats, lr = self.updater.run(update, state.step + 1)
                 state.step += 1
-                cluster.maybe_fault(state.step, self.local_rank)
                 sync_point = state.step % self.cfg.log_every == 0  # the host reads device values only here
                 if sync_point:
                     self.check_health()

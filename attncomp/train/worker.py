@@ -56,3 +56,6 @@ def worker(cfg: RunConfig) -> dict | None:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+        # done: a Ctrl-C from now on is the launcher's to handle (one here would print a KeyboardInterrupt
+        # traceback from the interpreter's exit, such as logging's final flush)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
