@@ -24,11 +24,11 @@ from attncomp.train.monitor import Monitor
 from attncomp.train.run_state import RunState
 from attncomp.train.schedule import learning_rate
 from attncomp.train.step import TrainStep, compiled
-from attncomp.train.update import FAULT_NAN, Health, Updater
+from attncomp.train.update import Health, Updater
 from attncomp.train.validation import Validator
 from attncomp.train.warm_start import load_initial
 
-__all__ = ["FAULT_NAN", "Health", "RunConfig", "Trainer", "check_vocab", "make_optimizer"]
+__all__ = ["Health", "RunConfig", "Trainer", "check_vocab", "make_optimizer"]
 
 
 class Trainer:
