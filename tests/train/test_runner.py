@@ -48,16 +48,31 @@ def test_stopped_and_resumed_is_bit_identical(sample_data, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_killed_while_saving_resumes_from_the_previous_checkpoint(sample_data, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv(ckpt.FAULT, "2")  # SIGKILL halfway through writing the second checkpoint
-    assert train(sample_data, tmp_path / "run") == 1
-    err = capsys.readouterr().err
-    assert "worker 0 (rank 0, pid" in err and "died: killed by signal 9 (SIGKILL)" in err
+def test_killed_while_saving_resumes_from_the_previous_checkpoint(sample_data, tmp_path):
+    """SIGKILL to the worker as soon as a checkpoint's temporary file appears (a save under way; every
+    update saves, so one of twelve saves is caught), then resume: the torn write is never read."""
+    import signal
+    import time
+
+    from tests.signals import Watched
+
     run_dir = tmp_path / "run"
-    assert [s for s, _ in ckpt.listed(run_dir)] == [4]
-    assert (run_dir / "checkpoint_00000008.pt.tmp").exists()  # the torn write, never read
-    monkeypatch.delenv(ckpt.FAULT)
+    watched = Watched(["train", TINY, "--data", str(sample_data), "--out", str(run_dir), "--procs", "1", *SHORT,
+                       "--set", "train.checkpoint.every=1", "--set", "train.checkpoint.keep=20"])
+    killed = None
+    while watched.child.poll() is None and killed is None:
+        torn = [p for p in run_dir.glob("checkpoint_*.pt.tmp")] if run_dir.is_dir() else []
+        if torn and watched.workers():
+            watched.signal_worker(0, signal.SIGKILL)
+            killed = torn[0]
+        time.sleep(0.0005)
+    code, err = watched.finish()
+    assert killed is not None and code == 1, err
+    assert "worker 0 (rank 0, pid" in err and "died: killed by signal 9 (SIGKILL)" in err, err
+    for _, path in ckpt.listed(run_dir):  # every checkpoint the run lists is whole
+        ckpt.load(path)
     assert train(sample_data, run_dir, "--resume") == 0
+    assert not list(run_dir.glob("*.tmp"))  # a torn write is removed at the next start
     assert train(sample_data, tmp_path / "straight") == 0
     a, b = params(run_dir / "checkpoint_00000012.pt"), params(tmp_path / "straight" / "checkpoint_00000012.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
