@@ -1,8 +1,8 @@
 """Reading user files safely, and writing files atomically.
 
-Every reader of a file a user names or a directory holds (specs, checkpoints' indexes, export and
-import directories, tokenizer models, run and sweep records) goes through `read_regular`: only a
-regular file is opened (a named pipe, a device such as /dev/zero or a socket is refused before it is
+Every reader of a spec, a shard index, an export's or an import's files, a tokenizer model, a data
+manifest, run.json or sweep.json goes through `read_regular` (text inputs such as `--input` may be
+pipes on purpose, and are not read here): only a regular file is opened (a named pipe, a device such as /dev/zero or a socket is refused before it is
 read, and opening never blocks), and at most `limit` bytes are read, counted on the bytes actually
 read (a /proc file reports size 0). JSON files go through `read_json`, which also refuses NaN and
 infinities and nesting too deep to check (Python's parser would raise RecursionError).
@@ -123,7 +123,7 @@ def parse_json(text: str | bytes, shown: str, error: Callable[[str], Exception] 
     try:
         if isinstance(text, bytes):
             text = text.decode("utf-8")
-        if _depth(text) > MAX_JSON_DEPTH:
+        if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _depth(text) > MAX_JSON_DEPTH:
             raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
         return json.loads(text, parse_constant=refuse)
     except (ValueError, RecursionError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors

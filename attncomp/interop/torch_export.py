@@ -262,6 +262,8 @@ def load(directory: str | Path, *, trusted: bool = False) -> ExportedModel:
     spec = ir.load_flat(spec_text, f"{directory / SPEC}")
     programs = {}
     for name, file in meta.programs.items():
+        if (directory / file).resolve().parent != directory.resolve():  # a link to a file elsewhere
+            raise CheckpointError(f"{directory / META}: field 'programs.{name}': {file!r} leads outside {directory}")
         data = read_regular(directory / file, limit=MAX_PROGRAM_BYTES, what="torch.export program",
                             error=CheckpointError)
         try:

@@ -46,6 +46,14 @@ def test_programs_are_files_inside_the_directory(tmp_path, program):
         torch_export.load(directory, trusted=True)
 
 
+def test_a_program_linked_to_a_file_elsewhere_is_refused(tmp_path):
+    directory = copy("torch-export", tmp_path / "exp")
+    shutil.move(directory / "decode_step.pt2", tmp_path / "elsewhere.pt2")
+    (directory / "decode_step.pt2").symlink_to(tmp_path / "elsewhere.pt2")
+    with pytest.raises(CheckpointError, match="leads outside"):
+        torch_export.load(directory, trusted=True)
+
+
 @pytest.mark.parametrize("meta", ["[" * 100_000, "[]", '{"format": "attncomp-torch-export", "version": NaN}',
                                   '{"format": "attncomp-torch-export", "version": 1, "spec_hash": 5, "programs": {}}',
                                   '{"format": "attncomp-torch-export", "version": 1, "spec_hash": "x", "programs": []}'])
