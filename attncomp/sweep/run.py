@@ -21,6 +21,7 @@ from attncomp import ir
 from attncomp.data.dataset import PreparedData
 from attncomp.errors import TrainingError, UsageError, printable
 from attncomp.ir import nodes
+from attncomp.ir.size import refuse_if_too_large
 from attncomp.sweep.state import Options, SweepState, check_row_name
 from attncomp.sweep.table import hyperparameters, paper_figures, write_tables
 
@@ -56,6 +57,7 @@ def plan(paths: list[str], options: Options) -> list[Planned]:
             raise UsageError(f"two specs are both named {name} ({planned[name].path} and {path}); "
                              "a sweep names its rows after their files")
         spec = ir.load(path, row_overrides(options))
+        refuse_if_too_large(spec, printable(path), remedy="a sweep trains only specs within it")
         check_vocab(data, spec.model)
         planned[name] = Planned(name, path, spec)
     return list(planned.values())

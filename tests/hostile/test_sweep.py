@@ -82,3 +82,10 @@ def test_an_out_that_cannot_be_a_directory_is_a_usage_error(where, tmp_path, san
     outcome = sweep(sandbox, tiny_artifacts, out)
     assert outcome.code == 2 and not outcome.problems(bad_value=True), outcome.summary()
     assert (tmp_path / "file").read_text() == "x\n"
+
+
+def test_a_row_over_the_size_limit_is_refused_before_any_row_trains(tmp_path, sandbox, tiny_artifacts):
+    outcome = sweep(sandbox, tiny_artifacts, tmp_path / "out", "--set", "model.layers=1024", "--set",
+                    "model.d_model=65536", "--set", "model.d_ff=65536")
+    assert outcome.code == 2 and "over the limit" in outcome.stderr and not outcome.problems(), outcome.summary()
+    assert not (tmp_path / "out").exists()
