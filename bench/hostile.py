@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-DOCUMENTED_EXITS = (0, 1, 2, 75)  # 75: a run stopped by SIGTERM/SIGUSR1 after saving (README)
+DOCUMENTED_EXITS = (0, 1, 2, 75, 130)  # 75: a run stopped by SIGTERM/SIGUSR1 after saving; 130: Ctrl-C (README)
 MEMORY_LIMIT = 3 << 30  # bytes of address space per case (torch alone maps about 0.7 GiB)
 ERROR_LINE = re.compile(r"^(?:.*:\d+:\d+: |attncomp[\w -]*: )?error: \S")  # located, plain or argparse's
 TRACEBACK = re.compile(r"^Traceback \(most recent call last\)|^  File \"", re.M)
@@ -90,6 +90,9 @@ class Outcome:
         if self.code == 75:  # preempted: `stopped: SIGTERM: saved ...; continue with --resume`
             said = any(line.startswith("stopped: ") for line in lines)
             return [] if said else ["exit 75 without a 'stopped: ...' line"]
+        if self.code == 130:  # Ctrl-C: `interrupted`, or train's `stopped: SIGINT: ...`
+            said = any(line == "interrupted" or line.startswith("stopped: SIGINT") for line in lines)
+            return [] if said else ["exit 130 without an 'interrupted' or 'stopped: SIGINT' line"]
         errors = [line for line in lines if ERROR_LINE.match(line)]
         if not errors:
             if command == "diff" and self.code == 1:
@@ -119,6 +122,7 @@ def _one_thread() -> None:
 def _child(argv: list[str], cwd: str, out_dir: str, stdin_path: str | None, env: dict[str, str],
            after: list[str]) -> None:  # pragma: no cover - runs in the fork server's child
     os.setpgrp()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as `attncomp` started from a terminal
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     os.chdir(cwd)
     os.environ.update(env)
@@ -177,14 +181,22 @@ def _group_members(pgid: int) -> list[tuple[int, str]]:
 
 @dataclass
 class Poke:
-    """Send `signum` to one training worker (the newest spawned process) `delay` seconds into a case."""
+    """Send `signum` to one training worker (the newest spawned process) `delay` seconds into a case; with
+    `worker=None`, to the case's whole process group as a terminal's Ctrl-C does, once a worker is spawned
+    (`workers=True`) or once the file `when` exists (a phase has begun: a sweep row's final checkpoint)."""
 
     delay: float
     signum: int
-    worker: int = -1  # index among the spawned workers, oldest first
+    worker: int | None = -1  # index among the spawned workers, oldest first; None: the process group
+    when: Path | None = None
 
     def fire(self, pgid: int) -> bool:
         workers = [pid for pid, cmd in _group_members(pgid) if _is_worker(cmd)]
+        if self.worker is None:
+            if (self.when is not None and not self.when.exists()) or (self.when is None and not workers):
+                return False
+            os.killpg(pgid, self.signum)
+            return True
         if len(workers) < 2:
             return False
         os.kill(workers[self.worker], self.signum)

@@ -44,13 +44,15 @@ def _float(text: str) -> float:
     return value
 
 
-def int_at_least(low: int) -> Callable[[str], int]:
-    """A whole number >= low."""
+def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """A whole number >= low (and <= high when given)."""
 
     def parse(text: str) -> int:
         value = _int(text)
         if value < low:
             raise Bad(f"must be at least {low} (got {value})")
+        if high is not None and value > high:
+            raise Bad(f"must be at most {high} (got {value})")
         return value
 
     parse.__name__ = f"int_at_least_{low}"  # argparse names the type in some messages

@@ -17,6 +17,7 @@ from attncomp.cli.spec_commands import add_overrides
 from attncomp.errors import UsageError, printable
 
 MAX_SOURCE_TOKENS = 256  # the longest pair `data prepare` keeps by default (--max-len), </s> included
+MAX_HYPOTHESES = 1024  # --beam and --nbest: beams or samples of a line are rows of one batch
 
 
 def read_input_lines(data: bytes, name: str) -> list[str]:
@@ -34,9 +35,23 @@ def read_input_lines(data: bytes, name: str) -> list[str]:
     return lines
 
 
+def _stdin():
+    """Standard input, or a usage error when the command was started with it closed (`<&-`)."""
+    if sys.stdin is None:
+        raise UsageError("standard input is closed; give the lines with --input FILE (or --src FILE)")
+    return sys.stdin
+
+
+def _stdout():
+    """Standard output, or a usage error when the command was started with it closed (`>&-`)."""
+    if sys.stdout is None:
+        raise UsageError("standard output is closed; write the translations with --output FILE")
+    return sys.stdout
+
+
 def _read(path: str | None) -> list[str]:
     if path is None or path == "-":
-        return read_input_lines(sys.stdin.buffer.read(), "stdin")
+        return read_input_lines(_stdin().buffer.read(), "stdin")
     try:
         return read_input_lines(Path(path).read_bytes(), path)
     except OSError as err:
@@ -101,7 +116,7 @@ def _sampling(args: argparse.Namespace):
 def _write(path: str | None, lines: list[str]) -> None:
     text = "".join(line + "\n" for line in lines)
     if path is None or path == "-":
-        sys.stdout.write(text)
+        _stdout().write(text)
     else:
         write_text_atomic(path, text)
 
@@ -116,20 +131,23 @@ def _shown(index: int, options: list, nbest: int) -> list[str]:
 def _stream(translator, args: argparse.Namespace) -> None:
     """Answer each input line as soon as it is read (a terminal, or --stream)."""
     from_stdin = args.input in (None, "-")
+    out = _stdout()
     # bytes that are not UTF-8 become U+FFFD, as in the batch path (never a decoding error mid-stream)
-    source = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace") if from_stdin else \
+    source = io.TextIOWrapper(_stdin().buffer, encoding="utf-8", errors="replace") if from_stdin else \
         open(args.input, encoding="utf-8", errors="replace")
     with contextlib.nullcontext(source) if from_stdin else source:
         lines = (line.rstrip("\n").rstrip("\r") for line in iter(source.readline, ""))
         for index, options in enumerate(translator.translate_stream(lines)):
-            sys.stdout.write("".join(line + "\n" for line in _shown(index, options, args.nbest)))
-            sys.stdout.flush()
+            out.write("".join(line + "\n" for line in _shown(index, options, args.nbest)))
+            out.flush()
 
 
 def _translate(args: argparse.Namespace) -> int:
-    interactive = args.input in (None, "-") and sys.stdin.isatty()
+    interactive = args.input in (None, "-") and _stdin().isatty()
     if args.stream and args.output not in (None, "-"):
         raise UsageError("--stream writes each translation to stdout as it is made; leave out --output")
+    if args.output in (None, "-"):
+        _stdout()  # refused before the model loads
     translator = _translator(args)
     if args.stream or (interactive and args.output in (None, "-")):
         _stream(translator, args)
@@ -150,6 +168,8 @@ def _eval(args: argparse.Namespace) -> int:
     elif args.src and args.ref:
         if args.src == "-" and args.ref == "-":
             raise UsageError("--src and --ref cannot both be stdin (-)")
+        if "-" in (args.src, args.ref):
+            _stdin()
         sources, references = _read(args.src), _read(args.ref)
     else:
         raise UsageError("give --src FILE and --ref FILE, or --sacrebleu-test SET --langpair L1-L2")
@@ -180,10 +200,12 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", metavar="CHECKPOINT")
-    p.add_argument("--beam", type=positive_int, help="beam size, at least 1 (default: the spec's)")
+    p.add_argument("--beam", type=int_at_least(1, MAX_HYPOTHESES),
+                   help=f"beam size, 1 to {MAX_HYPOTHESES} (default: the spec's)")
     p.add_argument("--alpha", type=finite_non_negative_float,
                    help="length penalty alpha, finite and >= 0 (default: the spec's)")
-    p.add_argument("--nbest", type=positive_int, default=1, help="hypotheses per line (translate: index, score, text)")
+    p.add_argument("--nbest", type=int_at_least(1, MAX_HYPOTHESES), default=1,
+                   help=f"hypotheses per line, 1 to {MAX_HYPOTHESES} (translate: index, score, text)")
     p.add_argument("--batch-tokens", type=positive_int, default=6000, metavar="N",
                    help="source tokens x beam per batch (default 6000)")
     p.add_argument("--max-source-tokens", type=int_at_least(2), default=MAX_SOURCE_TOKENS, metavar="N",
@@ -203,7 +225,8 @@ def _sampling_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-k", type=positive_int, metavar="K", help="draw from the K most likely tokens only")
     g.add_argument("--top-p", type=fraction, metavar="P",
                    help="draw from the fewest most likely tokens whose probability reaches P, in (0, 1]")
-    g.add_argument("--seed", type=int, default=0, help="random seed of the samples (default 0)")
+    g.add_argument("--seed", type=int_at_least(0, 2**63 - 1), default=0,
+                   help="random seed of the samples, 0 to 2^63-1 (default 0)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,6 +9,8 @@ import signal
 import sys
 from pathlib import Path
 
+from attncomp import files
+from attncomp.cli.args import output_dir
 from attncomp.cli.spec_commands import add_overrides, expand_specs
 from attncomp.errors import UsageError
 
@@ -58,6 +60,7 @@ def _sweep(args: argparse.Namespace) -> int:
     rows = plan(paths, options)
     out = Path(args.out)
     state = SweepState.open(out, options)
+    files.make_dir(out)  # before any training: a --out that cannot be made is refused now
     threads = max(1, (os.cpu_count() or 1) // args.parallel)
     train = _in_process if args.parallel == 1 else ChildTrainer(threads)
     say = lambda message: print(message, file=sys.stderr)  # noqa: E731
@@ -76,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="train many specs with one budget, score them, tabulate beside the paper")
     p.add_argument("specs", nargs="+", metavar="SPEC", help="spec files, directories or globs")
     p.add_argument("--data", required=True, metavar="DIR", help="a directory made by `attncomp data`")
-    p.add_argument("--out", default="runs/sweep", metavar="DIR",
+    p.add_argument("--out", type=output_dir, default="runs/sweep", metavar="DIR",
                    help="sweep directory (default runs/sweep); run again with the same DIR to resume")
     p.add_argument("--steps", type=int, metavar="N", help="train every row for N updates (sets train.steps)")
     p.add_argument("--minutes", type=float, metavar="M", help="or train every row for M minutes")

@@ -125,14 +125,12 @@ def _check_validation(spec: ir.Spec, data) -> None:
 
 def _write_run_json(out: Path, options: dict) -> None:
     """The command's options; a resumed run keeps the record of earlier extensions."""
-    path = out / "run.json"
-    try:
-        earlier = json.loads(path.read_text()).get("extended") if path.is_file() else None
-    except (OSError, ValueError):
-        earlier = None
+    from attncomp.train.cluster import RUN_RECORD, read_run_record
+
+    earlier = read_run_record(out).get("extended")
     if earlier:
         options["extended"] = earlier
-    files.write_atomically(path, json.dumps(options, indent=2) + "\n")
+    files.write_atomically(out / RUN_RECORD, json.dumps(options, indent=2) + "\n")
 
 
 def _average(args: argparse.Namespace) -> int:
@@ -157,7 +155,11 @@ def _consolidate(args: argparse.Namespace) -> int:
     from attncomp import checkpoint as ckpt
 
     source = Path(args.source)
-    if source.is_dir() and not ckpt.is_checkpoint_dir(source):  # a run directory: its newest checkpoint
+    try:
+        is_dir = source.is_dir()
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte
+        raise UsageError(f"cannot read {files.shown_path(source)}: {getattr(err, 'strerror', None) or err}") from None
+    if is_dir and not ckpt.is_checkpoint_dir(source):  # a run directory: its newest checkpoint
         found = ckpt.latest_readable(source, warn=_warn)
         if found is None:
             raise UsageError(f"{source} has no readable checkpoints")

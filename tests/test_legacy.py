@@ -45,7 +45,7 @@ def test_a_safetensors_export_loads_and_computes_what_it_did():
 
 
 def test_a_torch_export_directory_loads_and_decodes_as_it_did():
-    exported = torch_export.load(LEGACY / "torch-export")
+    exported = torch_export.load(LEGACY / "torch-export", trusted=True)
     assert torch.allclose(_decode_steps(exported), OUTPUTS["decode_steps"], atol=1e-5)
 
 

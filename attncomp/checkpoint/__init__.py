@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import re
 import shutil
-import signal
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from attncomp.files import write_atomically
+from attncomp.files import os_reason, shown_path, write_atomically
 
 from attncomp.checkpoint import sharded
 from attncomp.checkpoint.average import average
@@ -36,13 +34,11 @@ from attncomp.checkpoint.schema import (
 PATTERN = re.compile(r"checkpoint_(\d+)(\.pt)?$")
 AVERAGE = "checkpoint_avg.pt"
 BEST = "checkpoint_best.pt"  # train.validation's best checkpoint: never pruned (PATTERN does not match it)
-FAULT = "ATTNCOMP_FAULT_KILL_IN_SAVE"  # tests: SIGKILL this process halfway through the Nth save
 
 __all__ = ["AVERAGE", "BEST", "FORMAT", "KNOWN_VERSIONS", "VERSION", "Checkpoint", "CheckpointError", "Header",
            "average", "checkpoint_path", "is_checkpoint_dir", "last_readable", "latest_readable", "listed", "load", "prune", "read", "readable",
            "remove_stale", "save", "sharded", "stored_spec", "write_file"]
 
-_saves = 0
 _specs: dict[str, Any] = {}  # canonical text -> Spec, so a run's checkpoints parse their spec once
 
 
@@ -52,18 +48,7 @@ def checkpoint_path(directory: Path, step: int, sharded_dir: bool = False) -> Pa
 
 def write_file(payload: dict, path: Path) -> None:
     """torch.save to a temporary file, flushed to disk, then renamed into place."""
-    global _saves
-    _saves += 1
-
-    def write(f) -> None:
-        torch.save(payload, f)
-        if os.environ.get(FAULT) == str(_saves):
-            f.flush()
-            f.truncate(f.tell() // 2)
-            os.fsync(f.fileno())
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    write_atomically(path, write, tmp_name=path.name + ".tmp")  # `remove_stale` knows that name
+    write_atomically(path, lambda f: torch.save(payload, f), tmp_name=path.name + ".tmp")  # `remove_stale` knows that name
 
 
 def save(checkpoint: Checkpoint, path: Path) -> None:
@@ -102,6 +87,11 @@ def stored_spec(checkpoint: Checkpoint):
 def load(path: str | Path, *, model: bool = True) -> Checkpoint:
     """A checked checkpoint (file or sharded directory); `model=False` leaves its weights unread."""
     path = Path(path)
+    try:
+        path.is_dir()
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte
+        reason = os_reason(err) if isinstance(err, OSError) else "a NUL byte in the path"
+        raise CheckpointError(f"cannot read {shown_path(path)}: {reason}") from None
     if path.is_dir():
         header = path / sharded.HEADER
         if not header.is_file():

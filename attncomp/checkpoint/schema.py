@@ -9,6 +9,7 @@ checkpoint, the training state. `from_payload` turns the first into the second o
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -90,9 +91,16 @@ def _tokenizers(v: Any) -> bool:
         for t in v.values())
 
 
+BEST, BEST_STEP, STALE = "best", "best_step", "stale"  # train.validation's judgement, kept in the metrics
+
+
 def _metrics(v: Any) -> bool:
-    return isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, (int, float)) and not isinstance(x, bool)
-                                       for k, x in v.items())
+    """Names to numbers; the judgement's three, when there, a finite best and two non-negative integers."""
+    if not (isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, (int, float)) and not isinstance(x, bool)
+                                        for k, x in v.items())):
+        return False
+    judged = [key for key in (BEST, BEST_STEP, STALE) if key in v]
+    return not judged or (len(judged) == 3 and math.isfinite(v[BEST]) and _int(v[BEST_STEP]) and _int(v[STALE]))
 
 
 def _rng(v: Any) -> bool:
@@ -112,7 +120,7 @@ FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "step": (_int, "a non-negative integer"),
     "position": (lambda v: isinstance(v, (list, tuple)) and len(v) == 2 and all(map(_int, v)),
                  "[epoch, update index], two non-negative integers"),
-    "metrics": (_metrics, "a dict of names to numbers"),
+    "metrics": (_metrics, "a dict of names to numbers (best: finite; best_step, stale: non-negative integers)"),
     "sharded": (lambda v: isinstance(v, bool), "true or false"),
     "averaged": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v),
                  "a list of checkpoint names"),

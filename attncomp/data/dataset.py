@@ -11,6 +11,7 @@ import numpy as np
 from attncomp.data.prepare import FORMAT, MANIFEST
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.errors import DataError
+from attncomp.files import read_json
 
 
 class Side:
@@ -117,6 +118,10 @@ def validate_manifest(manifest, where: str) -> None:
                             "prepare the data again")
 
 
+def _corrupt(path: Path):
+    return lambda reason: DataError(f"{path}/{MANIFEST} is corrupt ({reason}); prepare the data again")
+
+
 class PreparedData:
     """`attncomp data prepare`'s output: manifest, tokenizers and splits."""
 
@@ -130,12 +135,9 @@ class PreparedData:
         if not found:
             raise DataError(f"no data directory {self.path}; make one with `attncomp data prepare` "
                             "or `attncomp data sample`")
-        try:
-            self.manifest = json.loads((self.path / MANIFEST).read_text())
-        except FileNotFoundError:
-            raise DataError(f"{self.path} is not a prepared data directory (no {MANIFEST})") from None
-        except (OSError, ValueError):
-            raise DataError(f"{self.path}/{MANIFEST} is corrupt; prepare the data again") from None
+        if not (self.path / MANIFEST).exists():
+            raise DataError(f"{self.path} is not a prepared data directory (no {MANIFEST})")
+        self.manifest = read_json(self.path / MANIFEST, what="manifest", error=_corrupt(self.path))
         validate_manifest(self.manifest, f"{self.path}/{MANIFEST}")
         self.dtype = np.dtype(self.manifest["dtype"])
 

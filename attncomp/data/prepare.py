@@ -40,6 +40,7 @@ from attncomp.data.sampling import write_sample
 from attncomp.data.text import Source, file_digest
 from attncomp.data.tokenizer import Tokenizer, train_sentencepiece
 from attncomp.errors import DataError
+from attncomp.files import read_json
 from attncomp.progress import Progress
 
 MANIFEST = "manifest.json"
@@ -114,10 +115,9 @@ def _existing(out: Path) -> dict | None:
     if not manifest.is_file():
         raise DataError(f"{out} exists but is not a prepared data directory (no {MANIFEST}); "
                         "remove it or choose another --out")
-    try:
-        return json.loads(manifest.read_text())
-    except (OSError, ValueError):
-        raise DataError(f"{out}/{MANIFEST} is corrupt; remove {out} and prepare again") from None
+    return read_json(manifest, what="manifest",
+                     error=lambda reason: DataError(f"{out}/{MANIFEST} is corrupt ({reason}); remove {out} "
+                                                    "and prepare again"))
 
 
 @contextmanager

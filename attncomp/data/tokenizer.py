@@ -7,7 +7,11 @@ from pathlib import Path
 import sentencepiece as spm
 
 from attncomp.errors import DataError
+from attncomp.files import read_regular
 from attncomp.vocab import BOS, EOS, PAD, SEP, UNK
+
+
+MAX_MODEL_BYTES = 64 << 20  # a vocabulary of a million pieces is a few tens of megabytes
 
 
 class Tokenizer:
@@ -15,6 +19,8 @@ class Tokenizer:
 
     def __init__(self, model_bytes: bytes):
         self.model_bytes = bytes(model_bytes)
+        if not self.model_bytes:
+            raise DataError("the sentencepiece model is empty")
         self.sp = spm.SentencePieceProcessor()
         try:
             self.sp.LoadFromSerializedProto(self.model_bytes)
@@ -26,10 +32,7 @@ class Tokenizer:
 
     @classmethod
     def from_file(cls, path: Path) -> "Tokenizer":
-        try:
-            return cls(Path(path).read_bytes())
-        except OSError as err:
-            raise DataError(f"cannot read sentencepiece model {path}: {err.strerror}") from None
+        return cls(read_regular(path, limit=MAX_MODEL_BYTES, what="sentencepiece model", error=DataError))
 
     @property
     def vocab_size(self) -> int:

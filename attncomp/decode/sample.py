@@ -28,9 +28,10 @@ class Sampling:
 
 
 def filter_logits(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
-    """(R, V) logits over the temperature, with what top-k and top-p cut away set to -inf."""
-    # from the row's best logit down: any temperature > 0 keeps the best token finite (a tiny one made all -inf)
-    logits = (logits - logits.amax(-1, keepdim=True)) / sampling.temperature
+    """(R, V) logits over the temperature, with what top-k and top-p cut away set to -inf (float64)."""
+    # from the row's best logit down: any temperature > 0 keeps the best token finite (a tiny one made all -inf);
+    # in float64, where a temperature or top-p of 1e-300 is not 0 and 1e300 is not inf (both made NaN in float32)
+    logits = (logits.double() - logits.double().amax(-1, keepdim=True)) / sampling.temperature
     if 0 < sampling.top_k < logits.shape[-1]:
         kth = logits.topk(sampling.top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, -math.inf)

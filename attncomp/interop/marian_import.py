@@ -30,11 +30,14 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, Optional
 
+import pydantic
 import torch
 
 from attncomp import ir
 from attncomp.errors import UsageError
+from attncomp.files import read_json
 from attncomp.interop import marian, require
 from attncomp.vocab import SPECIAL_TOKENS
 
@@ -64,15 +67,58 @@ def _is_file(path: Path) -> bool:
         return False
 
 
+_Count = pydantic.conint(strict=True, ge=1)
+_Id = Optional[pydantic.conint(strict=True, ge=0)]
+_Rate = Optional[pydantic.confloat(ge=0, le=1, allow_inf_nan=False)]
+
+
+class _Settings(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+class MarianSettings(_Settings):
+    """The fields of config.json that attncomp reads, typed (transformers' MarianConfig takes a string or a
+    list where a count is due); absent ones take MarianConfig's defaults."""
+
+    model_type: Literal["marian"]
+    vocab_size: Optional[_Count] = None
+    d_model: Optional[_Count] = None
+    encoder_layers: Optional[_Count] = None
+    decoder_layers: Optional[_Count] = None
+    encoder_attention_heads: Optional[_Count] = None
+    decoder_attention_heads: Optional[_Count] = None
+    encoder_ffn_dim: Optional[_Count] = None
+    decoder_ffn_dim: Optional[_Count] = None
+    max_position_embeddings: Optional[_Count] = None
+    dropout: _Rate = None
+    attention_dropout: _Rate = None
+    activation_dropout: _Rate = None
+    activation_function: Optional[str] = None
+    scale_embedding: Optional[bool] = None
+    pad_token_id: _Id = None
+    eos_token_id: _Id = None
+    decoder_start_token_id: _Id = None
+    num_beams: Optional[_Count] = None
+
+
+class GenerationSettings(_Settings):
+    num_beams: Optional[_Count] = None
+
+
+SCHEMAS = {"config.json": MarianSettings, "generation_config.json": GenerationSettings,
+           "vocab.json": pydantic.TypeAdapter(dict[str, pydantic.conint(strict=True, ge=0)])}
+
+
 def _json(path: Path) -> dict:
+    """A file of the directory, read through attncomp.files.read_json and checked by its schema."""
+    value = read_json(path, what="JSON file", error=UsageError)
+    schema = SCHEMAS[path.name]
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise UsageError(f"cannot read {path}: {err.strerror}") from None
-    except ValueError as err:
-        raise UsageError(f"{path}: not JSON ({err})") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{path}: not a JSON object")
+        schema.validate_python(value) if isinstance(schema, pydantic.TypeAdapter) else schema.model_validate(value)
+    except pydantic.ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the top level"
+        raise UsageError(f"{path}: {where[:80]}: {first['msg'][:160]}") from None
     return value
 
 
@@ -80,10 +126,12 @@ def read_config(directory: Path):
     """The MarianConfig of DIR; anything else is one line saying what DIR is not."""
     if not _is_file(directory / "config.json"):
         raise UsageError(f"{directory} is not a Marian model directory (no config.json)")
-    settings = _json(directory / "config.json")
-    if settings.get("model_type") != "marian":
-        raise UsageError(f"{directory}/config.json describes a {settings.get('model_type')!r} model; "
+    raw = read_json(directory / "config.json", what="JSON file", error=UsageError)
+    if not isinstance(raw, dict) or raw.get("model_type") != "marian":
+        kind = str(raw.get("model_type"))[:40] if isinstance(raw, dict) else "JSON " + type(raw).__name__
+        raise UsageError(f"{directory}/config.json describes a {kind!r} model; "
                          "attncomp imports Marian models (model_type 'marian')")
+    settings = _json(directory / "config.json")
     missing = [name for name in (*SIDES.values(), "vocab.json") if not _is_file(directory / name)]
     if missing:
         raise UsageError(f"{directory} is not a Marian model directory in the transformers layout "

@@ -18,13 +18,14 @@ import json
 from pathlib import Path
 
 from attncomp.checkpoint.schema import FORMAT, VERSION, Checkpoint, CheckpointError, Header, check_model, header_from
-from attncomp.files import write_atomically
+from attncomp.files import check_regular, read_json, read_regular, write_atomically
 from attncomp.interop import require
 
 EXPORT_FORMAT = "attncomp-safetensors"
 EXPORT_VERSION = 1
 WEIGHTS, SPEC, META = "model.safetensors", "spec.attn", "attncomp.json"
 TOKENIZER_FILES = {"src": "src.model", "tgt": "tgt.model"}
+MAX_SIDE_FILE_BYTES = 64 << 20  # attncomp.json, spec.attn and each sentencepiece model
 
 
 def is_export(path: str | Path) -> bool:
@@ -56,16 +57,13 @@ def write(found: Checkpoint, out: Path) -> list[Path]:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"cannot read {path}: {getattr(err, 'strerror', None) or err}") from None
+        return read_regular(path, limit=MAX_SIDE_FILE_BYTES, what="spec file", error=CheckpointError).decode("utf-8")
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{path} is not UTF-8 text") from None
 
 
 def _meta(directory: Path) -> dict:
-    try:
-        meta = json.loads(_read_text(directory / META))
-    except ValueError as err:
-        raise CheckpointError(f"{directory / META}: not JSON ({err})") from None
+    meta = read_json(directory / META, what="metadata file", limit=MAX_SIDE_FILE_BYTES, error=CheckpointError)
     from attncomp.interop import torch_export
 
     if isinstance(meta, dict) and meta.get("format") == torch_export.EXPORT_FORMAT:
@@ -83,6 +81,7 @@ def _weights(path: Path, model: bool) -> dict:
     import torch
 
     st = require("safetensors.torch", f"reading {path}")
+    check_regular(path, what="safetensors file", error=CheckpointError)  # safetensors maps it by name
     try:
         if not model:  # names only, so the header's check sees a non-empty dict
             from safetensors import safe_open
@@ -106,10 +105,11 @@ def read(directory: str | Path, *, model: bool = True) -> Checkpoint:
         raise CheckpointError(f"{directory / SPEC} does not match the spec hash in {directory / META}")
     tokenizers = {}
     for side, name in TOKENIZER_FILES.items():
-        try:
-            tokenizers[side] = torch.frombuffer(bytearray((directory / name).read_bytes()), dtype=torch.uint8)
-        except OSError as err:
-            raise CheckpointError(f"cannot read {directory / name}: {err.strerror}") from None
+        data = read_regular(directory / name, limit=MAX_SIDE_FILE_BYTES, what="sentencepiece model",
+                            error=CheckpointError)
+        if not data:
+            raise CheckpointError(f"{directory / name} is empty: not a sentencepiece model")
+        tokenizers[side] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     payload = {"format": FORMAT, "version": VERSION, "attncomp": meta.get("attncomp"), "kind": "average",
                "spec": spec, "spec_hash": meta.get("spec_hash"), "tokenizers": tokenizers,
                "data": json.dumps(meta.get("data", {})), "step": meta.get("step"), "position": [0, 0],

@@ -12,8 +12,13 @@ Each program is `torch.export.export` of the entry point's graph after the defau
 attncomp itself decodes with: fused attention calls SDPA, which export keeps as one operator), with
 the weights inside, saved by `torch.export.save`. Batch, source length and cache length are dynamic
 (`torch.export.Dim`); the cache is the flat tuple of attncomp.lower.stacks. `torch.export.load(path)
-.module()` runs a program in plain PyTorch; `load(DIR)` here gives an object with the compiled
-model's decoding interface, so `CachedStepper`, `beam_search` and `Translator` decode through it.
+.module()` runs a program in plain PyTorch; `load(DIR, trusted=True)` here gives an object with the
+compiled model's decoding interface, so `CachedStepper`, `beam_search` and `Translator` decode through it.
+
+A torch.export directory is code: `torch.export.load` unpickles parts of a program without
+`weights_only`, so a crafted `.pt2` runs what it likes. `load` refuses unless the caller says the
+directory is trusted, and reads programs only from regular files inside the directory that its
+`attncomp.json` (checked by `ExportMeta`) names.
 """
 
 from __future__ import annotations
@@ -21,16 +26,18 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
 
+import pydantic
 import torch
 from torch import fx
 
 from attncomp.checkpoint.schema import Checkpoint, CheckpointError
 from attncomp.errors import UsageError
-from attncomp.files import write_atomically
+from attncomp.files import read_json, read_regular, write_atomically
 from attncomp.ir import nodes
 from attncomp.vocab import BOS, EOS, PAD, SEP, SPECIAL_TOKENS, UNK
 
@@ -39,14 +46,37 @@ EXPORT_VERSION = 1
 SPEC, META = "spec.attn", "attncomp.json"
 TOKENIZER_FILES = {"src": "src.model", "tgt": "tgt.model"}
 ENTRIES = ("encode", "init_cache", "decode_step")
+MAX_PROGRAM_BYTES = 64 << 30  # a program holds its model's weights: the size limit's 4 GiB estimate, and room
+MAX_SIDE_FILE_BYTES = 64 << 20  # spec.attn and the sentencepiece models
+UNTRUSTED = ("is a torch.export directory, and loading one runs code (torch.export.load unpickles its "
+             "programs without weights_only); load only a directory you trust, with load(DIR, trusted=True)")
 EXAMPLE_BATCH, EXAMPLE_SOURCE, EXAMPLE_CACHE = 3, 7, 5  # distinct sizes, none 0 or 1 (export specialises those)
+
+
+class ExportMeta(pydantic.BaseModel):
+    """The fields of `attncomp.json` that `load` reads (`write` adds more, for a reader's information)."""
+
+    model_config = pydantic.ConfigDict(extra="ignore", strict=True)
+    format: Literal["attncomp-torch-export"]
+    version: Literal[1]
+    spec_hash: str
+    programs: dict[Literal["encode", "init_cache", "decode_step"], str]
+
+    @pydantic.field_validator("programs")
+    @classmethod
+    def _inside(cls, programs: dict[str, str]) -> dict[str, str]:
+        for file in programs.values():
+            if not file or Path(file).name != file or file in (".", ".."):
+                raise ValueError(f"program {file!r} is not the name of a file inside the directory")
+        return programs
 
 
 def is_export(path: str | Path) -> bool:
     """A directory written by `write` (its metadata file names this format)."""
     try:
-        return json.loads((Path(path) / META).read_text(encoding="utf-8")).get("format") == EXPORT_FORMAT
-    except (OSError, ValueError, AttributeError):
+        meta = read_json(Path(path) / META, what="metadata file", limit=1 << 20)
+        return isinstance(meta, dict) and meta.get("format") == EXPORT_FORMAT
+    except Exception:  # noqa: BLE001 - whatever the file is, it is not this format's
         return False
 
 
@@ -195,38 +225,51 @@ def _no_grad(module: torch.nn.Module) -> Callable:
     return run
 
 
-def _read_meta(directory: Path) -> dict:
-    try:
-        meta = json.loads((directory / META).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise CheckpointError(f"{directory / META}: not readable JSON ({err})") from None
-    if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT:
+def _read_meta(directory: Path) -> ExportMeta:
+    raw = read_json(directory / META, what="metadata file", limit=1 << 20, error=CheckpointError)
+    if not isinstance(raw, dict) or raw.get("format") != EXPORT_FORMAT:
         raise CheckpointError(f"{directory / META}: not an attncomp torch.export export")
-    if meta.get("version") != EXPORT_VERSION:
-        raise CheckpointError(f"{directory / META}: version {meta.get('version')!r}; this attncomp reads "
+    if raw.get("version") != EXPORT_VERSION:
+        raise CheckpointError(f"{directory / META}: version {str(raw.get('version'))[:40]!r}; this attncomp reads "
                               f"version {EXPORT_VERSION}")
-    return meta
+    try:
+        return ExportMeta.model_validate(raw)
+    except pydantic.ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise CheckpointError(f"{directory / META}: field {where!r}: {first['msg'][:160]}") from None
 
 
-def load(directory: str | Path) -> ExportedModel:
-    """The programs of an export directory as callables (no attncomp graph is built), with its spec."""
+def load(directory: str | Path, *, trusted: bool = False) -> ExportedModel:
+    """The programs of an export directory as callables (no attncomp graph is built), with its spec.
+
+    Loading runs the directory's code (see the module's docstring): `trusted=True` says it may."""
     from attncomp import ir
 
     directory = Path(directory)
+    if not trusted:
+        raise UsageError(f"{directory} {UNTRUSTED}")
     meta = _read_meta(directory)
     try:
-        spec_text = (directory / SPEC).read_text(encoding="utf-8")
-        tokenizers = {side: (directory / name).read_bytes() for side, name in TOKENIZER_FILES.items()}
-    except (OSError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"cannot read {directory}: {err}") from None
-    if hashlib.sha256(spec_text.encode("utf-8")).hexdigest() != meta.get("spec_hash"):
+        spec_text = read_regular(directory / SPEC, limit=MAX_SIDE_FILE_BYTES, what="spec file",
+                                 error=CheckpointError).decode("utf-8")
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{directory / SPEC} is not UTF-8 text") from None
+    tokenizers = {side: read_regular(directory / name, limit=MAX_SIDE_FILE_BYTES, what="sentencepiece model",
+                                     error=CheckpointError) for side, name in TOKENIZER_FILES.items()}
+    if hashlib.sha256(spec_text.encode("utf-8")).hexdigest() != meta.spec_hash:
         raise CheckpointError(f"{directory / SPEC} does not match the spec hash in {directory / META}")
+    spec = ir.load_flat(spec_text, f"{directory / SPEC}")
     programs = {}
-    for name, file in meta.get("programs", {}).items():
+    for name, file in meta.programs.items():
+        if (directory / file).resolve().parent != directory.resolve():  # a link to a file elsewhere
+            raise CheckpointError(f"{directory / META}: field 'programs.{name}': {file!r} leads outside {directory}")
+        data = read_regular(directory / file, limit=MAX_PROGRAM_BYTES, what="torch.export program",
+                            error=CheckpointError)
         try:
-            programs[name] = torch.export.load(str(directory / file))
+            programs[name] = torch.export.load(io.BytesIO(data))
         except Exception as err:
             first = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise CheckpointError(f"{directory / file} is not a readable torch.export program ({first[:160]})") from None
     entries = {name: _no_grad(program.module()) for name, program in programs.items()}
-    return ExportedModel(ir.load_flat(spec_text, f"{directory / SPEC}"), entries, tokenizers, programs)
+    return ExportedModel(spec, entries, tokenizers, programs)

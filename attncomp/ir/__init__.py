@@ -33,12 +33,16 @@ def load(source: str | os.PathLike, overrides: Sequence[str] = (), directory: st
 
 
 def load_flat(text: str, origin: str, overrides: Sequence[str] = ()) -> Spec:
-    """Canonical spec text stored in an artifact (a checkpoint) -> a Spec, reading no other file:
-    `extends` is refused. `origin` names the artifact in errors."""
+    """Canonical spec text stored in an artifact (a checkpoint, an export) -> a Spec, reading no other
+    file: `extends` is refused. `origin` names the artifact in errors. A stored spec is held to the size
+    limit (ir.size.MAX_PARAM_BYTES) without exception, since its hash is no proof of its origin."""
     from attncomp.ir.build import build
+    from attncomp.ir.size import refuse_if_too_large
     from attncomp.syntax import load_flat as parse_flat, parse_override
 
-    return verify(build(parse_flat(text, origin), [parse_override(o) for o in overrides]))
+    spec = verify(build(parse_flat(text, origin), [parse_override(o) for o in overrides]))
+    refuse_if_too_large(spec, origin, remedy="a model stored in a checkpoint or export is held to that limit")
+    return spec
 
 
 __all__ = ["Spec", "diff", "load", "load_flat", "nodes", "spec_hash", "to_json", "to_text", "verify"]

@@ -134,14 +134,17 @@ def estimate(spec: nodes.Spec) -> Size:
     return Size(parameter_count(spec))
 
 
-def refuse_if_too_large(spec: nodes.Spec, origin: str | None = None, limit: int | None = None) -> Size:
+FORCE = "--force (or attncomp.compile(..., force=True)) builds it anyway"
+
+
+def refuse_if_too_large(spec: nodes.Spec, origin: str | None = None, limit: int | None = None,
+                        remedy: str = FORCE) -> Size:
     """The spec's size, or a SpecError when its float32 parameters exceed `limit` bytes (default
-    MAX_PARAM_BYTES). `origin` (the spec's file) starts the message."""
+    MAX_PARAM_BYTES). `origin` (the spec's file) starts the message, `remedy` ends it."""
     limit = MAX_PARAM_BYTES if limit is None else limit
     size = estimate(spec)
     if size.bytes > limit:
         where = f"{origin}: " if origin else ""
         raise SpecError(f"{where}model {spec.model.name} has {size.describe()}, over the limit of {_bytes(limit)} "
-                        "(building it would take very long and very much memory); --force (or "
-                        "attncomp.compile(..., force=True)) builds it anyway")
+                        f"(building it would take very long and very much memory); {remedy}")
     return size

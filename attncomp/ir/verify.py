@@ -82,6 +82,10 @@ def _validation(spec: nodes.Spec) -> None:
     v = spec.train.validation
     if v is None:
         return
+    if v.bleu > 0 and spec.model.decoder is None:
+        raise SpecError(f"bleu = {v.bleu} translates validation sentences, but an encoder-only model does not "
+                        "generate text", spec.span("train", "validation", "bleu"),
+                        hint="set bleu = 0 (and best = ppl or none)")
     if v.best == "bleu" and v.bleu == 0:
         raise SpecError("best = bleu needs BLEU at each evaluation, but bleu = 0",
                         spec.span("train", "validation", "best"),

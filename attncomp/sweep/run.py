@@ -19,9 +19,10 @@ from typing import Callable, Iterator
 
 from attncomp import ir
 from attncomp.data.dataset import PreparedData
-from attncomp.errors import TrainingError, UsageError
+from attncomp.errors import TrainingError, UsageError, printable
 from attncomp.ir import nodes
-from attncomp.sweep.state import Options, SweepState
+from attncomp.ir.size import refuse_if_too_large
+from attncomp.sweep.state import Options, SweepState, check_row_name
 from attncomp.sweep.table import hyperparameters, paper_figures, write_tables
 
 TrainFn = Callable[[list[str], Path | None], int]  # (train argv, log file or None) -> exit code
@@ -48,10 +49,15 @@ def plan(paths: list[str], options: Options) -> list[Planned]:
     planned: dict[str, Planned] = {}
     for path in paths:
         name = Path(path).stem
+        try:
+            check_row_name(name)
+        except ValueError as err:
+            raise UsageError(f"{printable(path)}: {err}; a sweep names its rows after their files") from None
         if name in planned:
             raise UsageError(f"two specs are both named {name} ({planned[name].path} and {path}); "
                              "a sweep names its rows after their files")
         spec = ir.load(path, row_overrides(options))
+        refuse_if_too_large(spec, printable(path), remedy="a sweep trains only specs within it")
         check_vocab(data, spec.model)
         planned[name] = Planned(name, path, spec)
     return list(planned.values())

@@ -8,6 +8,9 @@
 Run the same sweep again with the same OUT and it resumes: finished rows are kept, a row stopped
 mid-way continues from its newest checkpoint. A different data directory, budget or --set list in
 the same OUT is refused (the rows would not be comparable); new specs may join the sweep.
+
+sweep.json is checked in one place, `StateFile`: a row's name is a plain file name (it names
+directories under OUT), numbers are finite, and every field has its type.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+import pydantic
 
 from attncomp import files
-from attncomp.errors import UsageError
+from attncomp.errors import UsageError, printable
 
 STATE = "sweep.json"
 FORMAT = "attncomp-sweep"
@@ -47,6 +53,62 @@ class Row:
     result: dict | None = None  # None until trained and evaluated
 
 
+def check_row_name(name: str) -> str:
+    """A row's name names its directories (OUT/rows/NAME, OUT/tb/NAME): a plain file name, printable."""
+    if not name or name in (".", "..") or Path(name).name != name or "\\" in name or not name.isprintable():
+        raise ValueError(f"row name {printable(name)[:80]!r} is not a plain file name")
+    return name
+
+
+_Finite = pydantic.confloat(allow_inf_nan=False)
+_Count = pydantic.conint(strict=True, ge=0)
+_Name = Annotated[str, pydantic.AfterValidator(check_row_name)]
+
+
+class _Strict(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+
+class ResultFile(pydantic.BaseModel):
+    """A scored row (attncomp.sweep.run.score_row): the figures the table and TensorBoard read are typed."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+    ppl: _Finite
+    params_m: _Finite
+    steps: _Count
+    bleu: Optional[_Finite] = None
+
+
+class RowFile(_Strict):
+    name: _Name
+    spec: str
+    spec_hash: str
+    trained: bool = False
+    result: Optional[ResultFile] = None
+
+
+class OptionsFile(_Strict):
+    data: str
+    steps: Optional[pydantic.conint(strict=True, ge=1)]
+    minutes: Optional[pydantic.confloat(gt=0, allow_inf_nan=False)]
+    overrides: list[str]
+    bleu_sentences: pydantic.conint(strict=True, ge=1)
+
+
+class StateFile(_Strict):
+    format: Literal["attncomp-sweep"]
+    version: Literal[1]
+    options: OptionsFile
+    rows: dict[_Name, RowFile]
+
+    @pydantic.model_validator(mode="after")
+    def _names(self) -> "StateFile":
+        for key, row in self.rows.items():
+            if row.name != key:
+                raise ValueError(f"row {key!r} is named {row.name!r}")
+        return self
+
+
 @dataclass
 class SweepState:
     out: Path
@@ -57,16 +119,20 @@ class SweepState:
     def open(cls, out: Path, options: Options) -> "SweepState":
         """The sweep in `out`, or a new one; its options must be these."""
         path = out / STATE
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             return cls(out, options)
+        refused = f"{files.shown_path(path)} is not an attncomp sweep state"
+        raw = files.read_json(path, what="sweep state", error=lambda reason: UsageError(f"{refused} ({reason})"))
         try:
-            raw = json.loads(path.read_text())
-            if raw.get("format") != FORMAT:
-                raise ValueError
-            stored = Options(**{**raw["options"], "overrides": tuple(raw["options"]["overrides"])})
-            rows = {name: Row(**row) for name, row in raw["rows"].items()}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            raise UsageError(f"{path} is not an attncomp sweep state; choose another --out") from None
+            checked = StateFile.model_validate(raw)
+        except pydantic.ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])[:120] or "the top level"
+            raise UsageError(f"{refused} ({printable(where)}: {first['msg'][:160]}); choose another --out") from None
+        stored = Options(**{**checked.options.model_dump(), "overrides": tuple(checked.options.overrides)})
+        rows = {name: Row(**{**row.model_dump(exclude={"result"}),
+                             "result": None if row.result is None else row.result.model_dump()})
+                for name, row in checked.rows.items()}
         changed = options.differences(stored)
         if changed:
             raise UsageError(f"{out} holds a sweep with other options ({'; '.join(changed)}); its rows would not "
@@ -87,7 +153,7 @@ class SweepState:
         return self.out / "rows" / name
 
     def save(self) -> None:
-        self.out.mkdir(parents=True, exist_ok=True)
+        files.make_dir(self.out)
         raw = {"format": FORMAT, "version": 1, "options": asdict(self.options),
                "rows": {name: asdict(row) for name, row in self.rows.items()}}
         files.write_atomically(self.out / STATE, json.dumps(raw, indent=2) + "\n")

@@ -2,18 +2,19 @@
 
 Paths in `extends` are relative to the file that names them. A missing file, a directory, a cycle
 or an absurdly long chain is an error located at the `extends` line that caused it. A spec may read
-only regular files of at most MAX_BYTES bytes: a named pipe, a device (/dev/zero, /dev/urandom) or a
-socket is refused before it is read, and the limit holds on the bytes actually read.
+only regular files of at most MAX_BYTES bytes (attncomp.files.read_regular): a named pipe, a device
+(/dev/zero, /dev/urandom) or a socket is refused before it is read, and the limit holds on the bytes
+actually read.
 """
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from pathlib import Path
 
+from attncomp import files
 from attncomp.errors import Span, SpecError, printable
+from attncomp.files import os_reason, shown_path
 from attncomp.syntax import ast
 from attncomp.syntax.parse import decode_source, parse
 
@@ -22,12 +23,7 @@ MAX_BYTES = 1 << 20  # a spec is a few lines; a megabyte is certainly the wrong 
 
 
 def _display(path: Path) -> str:
-    try:
-        shown = os.path.relpath(path)
-    except ValueError:  # another drive on Windows, or a NUL byte
-        shown = str(path)
-    shown = printable(shown)  # one line, and not the whole of a path thousands of characters long
-    return shown if len(shown) <= 160 else f"{shown[:80]}...{shown[-60:]} ({len(shown)} characters)"
+    return shown_path(path)
 
 
 def _check_path(path: Path, shown: str, span: Span | None) -> None:
@@ -35,53 +31,13 @@ def _check_path(path: Path, shown: str, span: Span | None) -> None:
         raise SpecError(f"the spec path {shown} contains a NUL byte", span)
 
 
-def _read_regular(path: Path, shown: str, span: Span | None) -> bytes:
-    """The bytes of a regular file, read without blocking and at most MAX_BYTES of them."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise SpecError(f"no such spec file: {shown}", span) from None
-    except OSError as err:
-        raise SpecError(f"cannot read {shown}: {_reason(err)}", span) from None
-    if stat.S_ISDIR(mode):
-        raise SpecError(f"{shown} is a directory, not a spec file", span)
-    if not stat.S_ISREG(mode):
-        raise SpecError(f"{shown} is not a regular file (a pipe, device or socket); a spec must be a file", span)
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    except OSError as err:
-        raise SpecError(f"cannot read {shown}: {_reason(err)}", span) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between stat and open
-            raise SpecError(f"{shown} is not a regular file; a spec must be a file", span)
-        chunks, size = [], 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, MAX_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as err:
-        raise SpecError(f"cannot read {shown}: {_reason(err)}", span) from None
-    finally:
-        os.close(fd)
-    if size > MAX_BYTES:
-        raise SpecError(f"{shown} is larger than {MAX_BYTES} bytes; a spec is expected to be small text", span)
-    return b"".join(chunks)
-
-
-def _reason(err: OSError) -> str:
-    if err.errno == errno.ENAMETOOLONG:
-        return "the path is too long"
-    return (err.strerror or str(err)).lower()
-
-
 def read_spec_file(path: Path, span: Span | None = None) -> str:
     """The text of a spec file, or a located error saying why it cannot be read."""
     path = Path(path)
     shown = _display(path)
     _check_path(path, shown, span)
-    return decode_source(_read_regular(path, shown, span), shown)
+    data = files.read_regular(path, limit=MAX_BYTES, what="spec file", error=lambda m: SpecError(m, span))
+    return decode_source(data, shown)
 
 
 def _resolve(directory: Path, name: str, span: Span) -> Path:
@@ -91,7 +47,7 @@ def _resolve(directory: Path, name: str, span: Span) -> Path:
     try:
         return (directory / name).resolve()
     except (OSError, RuntimeError) as err:  # ENAMETOOLONG, a symlink loop
-        reason = _reason(err) if isinstance(err, OSError) else "a symbolic link loop"
+        reason = os_reason(err) if isinstance(err, OSError) else "a symbolic link loop"
         raise SpecError(f'cannot resolve the extends path "{shown}": {reason}', span) from None
 
 

@@ -24,17 +24,17 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
+import pydantic
 import torch
 import torch.distributed as dist
 
 from attncomp import files
-from attncomp.errors import AttncompError, TrainingError
+from attncomp.errors import AttncompError, TrainingError, UsageError
 from attncomp import checkpoint as ckpt
 from attncomp.train.launch import STOP_SIGNALS, mark_ended
 
 STORAGE_WAIT = 3.0  # seconds rank 0 keeps looking for the other ranks' tokens (slow network file systems)
 BEAT = 1.0  # seconds between heartbeats
-FAULT_SIGNAL = "ATTNCOMP_FAULT_SIGNAL"  # tests: "LOCAL_RANK:STEP:SIGNAL[:parent|:group]" on the first attempt
 
 
 class StorageError(TrainingError):
@@ -111,12 +111,45 @@ def agree_on_checkpoint(out: Path, rank: int, world: int, warn) -> ckpt.Checkpoi
     return found
 
 
+RUN_RECORD = "run.json"
+
+
+class _Extension(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+    from_: str = pydantic.Field(alias="from")
+    step: pydantic.conint(strict=True, ge=0)
+    changes: list[str]
+
+
+class RunRecord(pydantic.BaseModel):
+    """run.json: the train command's options (for a reader) and the keys each --resume changed (read back)."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+    extended: list[_Extension] = []
+
+
+def read_run_record(out: Path) -> dict:
+    """run.json of the run directory `out` ({} when there is none), checked by RunRecord; a damaged one is
+    one UsageError line (it is the record of the run's extensions, not to be overwritten unread)."""
+    path = out / RUN_RECORD
+    if not path.exists() and not path.is_symlink():
+        return {}
+    refused = f"{files.shown_path(path)} is not a run record"
+    data = files.read_json(path, what="run record", error=lambda reason: UsageError(f"{refused} ({reason})"))
+    try:
+        RunRecord.model_validate(data)
+    except pydantic.ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])[:80] or "the top level"
+        raise UsageError(f"{refused} ({where}: {first['msg'][:160]}); move it away to start a new one") from None
+    return data
+
+
 def record_extension(out: Path, path: Path, step: int, changes: list[str]) -> None:
     """Append a resumed run's changed keys to run.json (atomically)."""
-    record = out / "run.json"
-    data = json.loads(record.read_text()) if record.is_file() else {}
+    data = read_run_record(out)
     data.setdefault("extended", []).append({"from": path.name, "step": step, "changes": changes})
-    files.write_atomically(record, json.dumps(data, indent=2) + "\n")
+    files.write_atomically(out / RUN_RECORD, json.dumps(data, indent=2) + "\n")
 
 
 def all_reduce(t: torch.Tensor) -> torch.Tensor:
@@ -226,18 +259,3 @@ def is_collective_failure(err: Exception) -> bool:
                             "Broken pipe"))
 
 
-def maybe_fault(step: int, local_rank: int) -> None:
-    """Tests: send a signal at an update (only on the first attempt of an elastic run)."""
-    spec = os.environ.get(FAULT_SIGNAL)
-    if not spec or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
-        return
-    who, at, name, *target = spec.split(":")
-    if int(who) != local_rank or int(at) != step:
-        return
-    sig = signal.Signals[name]
-    if target == ["parent"]:
-        os.kill(os.getppid(), sig)
-    elif target == ["group"]:
-        os.killpg(os.getpgid(0), sig)
-    else:
-        os.kill(os.getpid(), sig)

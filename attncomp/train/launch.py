@@ -12,6 +12,14 @@ order: an attncomp error, a worker that died (a signal or an exit code, no messa
 SIGTERM and SIGUSR1 (what SLURM sends before it ends an allocation) are forwarded to the workers,
 which save a checkpoint at the next sync point and stop; the command then exits with PREEMPTED.
 A second signal ends the workers at once.
+
+Ctrl-C (SIGINT, sent to the terminal's whole process group) ends the run with INTERRUPTED: torch
+elastic's handler in the launcher ends the workers. Workers start with SIGINT ignored (the disposition
+a spawned process inherits), so a worker still importing torch never prints a KeyboardInterrupt
+traceback; its entry point turns SIGINT back into KeyboardInterrupt, which ends it quietly. The
+launcher's handlers (and torch elastic's, for SIGINT, SIGHUP and SIGQUIT) are those of before `launch`
+once it returns, so a command that goes on in the same process (a sweep scoring a row) sees Ctrl-C as
+KeyboardInterrupt again.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ import os
 import re
 import signal
 import sys
+import threading
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -36,6 +46,7 @@ PREEMPTED = 75  # exit code after a signal: a checkpoint was saved, continue wit
 INTERRUPTED = 130  # exit code after SIGINT, SIGHUP or SIGQUIT: workers ended without saving
 SHUTDOWN_SECONDS = 15  # when the agent stops its workers: SIGTERM, then SIGKILL this much later
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+ELASTIC_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)  # torch elastic's signals_to_handle (below)
 # the agent's queues of killed workers are left to multiprocessing's resource tracker, which warns at exit
 QUIET_TRACKER = "ignore::UserWarning:multiprocessing.resource_tracker"
 
@@ -198,13 +209,14 @@ class _SignalForwarder:
         self.previous: dict = {}
 
     def __enter__(self):
+        self.previous = {sig: signal.getsignal(sig) for sig in (*STOP_SIGNALS, *ELASTIC_SIGNALS)}
         for sig in STOP_SIGNALS:
-            self.previous[sig] = signal.signal(sig, self._handle)
+            signal.signal(sig, self._handle)
         return self
 
     def __exit__(self, *exc):
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
+        for sig, handler in self.previous.items():  # torch elastic leaves its own installed
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
     def _handle(self, signum, frame):
         from torch.distributed.elastic.multiprocessing.api import SignalException
@@ -222,6 +234,31 @@ class _SignalForwarder:
                     f"at once\n".encode())  # os.write: print may not be re-entered from a signal handler
 
 
+@contextmanager
+def _spawned_ignoring_sigint():
+    """Processes that multiprocessing spawns meanwhile (the workers) start with SIGINT ignored: torch
+    elastic installs its SIGINT handler just before it spawns them, and a process inherits an ignored
+    signal but not a handler. Only the instant of each spawn ignores SIGINT here."""
+    import multiprocessing.util as mp_util
+
+    spawn = mp_util.spawnv_passfds
+
+    def spawn_ignoring_sigint(*args):
+        if threading.current_thread() is not threading.main_thread():  # only the main thread sets handlers
+            return spawn(*args)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            return spawn(*args)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    mp_util.spawnv_passfds = spawn_ignoring_sigint
+    try:
+        yield
+    finally:
+        mp_util.spawnv_passfds = spawn
+
+
 def _config(nproc: int, nodes: Nodes):
     import dataclasses
 
@@ -230,7 +267,7 @@ def _config(nproc: int, nodes: Nodes):
     standalone = nodes.nnodes == 1 and nodes.rdzv_endpoint is None
     # signals_to_handle and shutdown_timeout are newer than the oldest PyTorch we support (2.11 lacks the second)
     known = {field.name for field in dataclasses.fields(LaunchConfig)}
-    optional = {"signals_to_handle": "SIGINT,SIGHUP,SIGQUIT", "shutdown_timeout": SHUTDOWN_SECONDS}
+    optional = {"signals_to_handle": ",".join(sig.name for sig in ELASTIC_SIGNALS), "shutdown_timeout": SHUTDOWN_SECONDS}
     return LaunchConfig(
         min_nodes=nodes.nnodes, max_nodes=nodes.nnodes, nproc_per_node=nproc,
         run_id=nodes.rdzv_id or (f"attncomp-{uuid.uuid4().hex[:8]}" if standalone else "attncomp"),
@@ -260,7 +297,7 @@ def launch(entrypoint: Callable[..., Any], args: tuple, nproc: int, run_dir: Pat
         sys.warnoptions.append(QUIET_TRACKER)
     forwarder = _SignalForwarder()
     try:
-        with forwarder:
+        with forwarder, _spawned_ignoring_sigint():
             values = elastic_launch(_config(nproc, nodes), entrypoint)(*args)
     except ChildFailedError as failure:
         explained = explain_failure(run_dir, failure.failures)

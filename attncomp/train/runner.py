@@ -24,11 +24,11 @@ from attncomp.train.monitor import Monitor
 from attncomp.train.run_state import RunState
 from attncomp.train.schedule import learning_rate
 from attncomp.train.step import TrainStep, compiled
-from attncomp.train.update import FAULT_NAN, Health, Updater
+from attncomp.train.update import Health, Updater
 from attncomp.train.validation import Validator
 from attncomp.train.warm_start import load_initial
 
-__all__ = ["FAULT_NAN", "Health", "RunConfig", "Trainer", "check_vocab", "make_optimizer"]
+__all__ = ["Health", "RunConfig", "Trainer", "check_vocab", "make_optimizer"]
 
 
 class Trainer:
@@ -122,7 +122,6 @@ class Trainer:
                 state.position = (update.epoch, update.index + 1)
                 stats, lr = self.updater.run(update, state.step + 1)
                 state.step += 1
-                cluster.maybe_fault(state.step, self.local_rank)
                 sync_point = state.step % self.cfg.log_every == 0  # the host reads device values only here
                 if sync_point:
                     self.check_health()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from pathlib import Path
 
 import torch
@@ -19,8 +18,6 @@ from attncomp.errors import TrainingError
 from attncomp.train.batches import RunData
 from attncomp.train.cluster import all_reduce
 
-FAULT_NAN = "ATTNCOMP_FAULT_NAN_AT_STEP"  # tests: make the loss of this update NaN
-FAULT_NO_GRAD = "ATTNCOMP_FAULT_NO_GRAD_AT_STEP"  # tests: zero this update's gradients (a broken step)
 
 
 class Health:
@@ -70,10 +67,6 @@ class Updater:
                 losses = self.data.losses(self.net, self.data.train_split, part)
                 (losses[0] * (scale * weight)).backward()
             totals += losses.detach().float() * weight
-        if os.environ.get(FAULT_NAN) == str(step):
-            totals[0] = math.nan
-        if os.environ.get(FAULT_NO_GRAD) == str(step):
-            self.optimizer.zero_grad(set_to_none=False)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm or math.inf)
         if hasattr(grad_norm, "full_tensor"):  # FSDP: a DTensor over the shards
             grad_norm = grad_norm.full_tensor()

@@ -16,11 +16,11 @@ from typing import Callable
 
 import torch
 
+from attncomp.checkpoint.schema import BEST, BEST_STEP, STALE  # the judgement's state, in the checkpoint's metrics
 from attncomp.ir import nodes
 from attncomp.train.batches import RunData
 from attncomp.train.cluster import agree
 
-BEST, BEST_STEP, STALE = "best", "best_step", "stale"  # the judgement's state, in the checkpoint's metrics
 
 
 def better(metric: str, value: float, best: float | None) -> bool:

@@ -5,6 +5,7 @@ turn every failure into a report the launcher can explain."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from dataclasses import replace
 from datetime import timedelta
@@ -29,6 +30,7 @@ def worker(cfg: RunConfig) -> dict | None:
     if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0:
         cfg = replace(cfg, resume=True)
     try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored since spawn (attncomp.train.launch)
         if world > 1:
             if cfg.device == "cuda":
                 torch.cuda.set_device(local_rank)
@@ -54,3 +56,6 @@ def worker(cfg: RunConfig) -> dict | None:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+        # done: a Ctrl-C from now on is the launcher's to handle (one here would print a KeyboardInterrupt
+        # traceback from the interpreter's exit, such as logging's final flush)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -3,12 +3,14 @@
 The commands and their options come from the argparse parser of attncomp/cli/main.py, so a new command
 or option is attacked without a change here. Each example is a command line of real option names with
 hostile values (0, -1, huge, nan, inf, empty, missing paths, directories, FIFOs, /dev/zero, NUL bytes,
-binary garbage, a 200 MB file, odd file names, output paths under a missing folder or a file) mixed with
-good ones (a valid spec, data directory and checkpoint, so that commands get past their first argument).
+binary garbage, a 200 MB file, odd file names, output paths under a missing folder or a file; directories
+of the later surfaces: a sharded checkpoint whose index carries a payload, exports holding a FIFO or an
+empty tokenizer, a torch.export directory, a sweep whose state escapes, a run whose run.json is nested
+past the parser) mixed with good ones (a valid spec, data directory and checkpoint, so that commands get past their first argument).
 It runs through `attncomp.cli.main.run(argv)` in a sandboxed child (bench/hostile.py) with a time limit.
 
 Asserted for every example: no exception escapes and no traceback is printed; no internal error (exit
-70 is a bug, not a pass); the exit code is 0, 1 or 2; a failure says one `error: ...` line (a located
+70 is a bug, not a pass); no payload ran; the exit code is 0, 1 or 2; a failure says one `error: ...` line (a located
 spec error may add its source line, caret and hint); the call ends within its time limit.
 
 ATTNCOMP_HOSTILE_EXAMPLES=N runs N examples per command (default 4; train and demo half as many);
@@ -27,7 +29,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from attncomp.cli.main import _parser
-from bench.hostile_corpus import hostile_files, odd_named_specs, tiny_spec_text
+from bench.hostile_corpus import ROOT, copy_run, hostile_files, odd_named_specs, tiny_spec_text
 
 EXAMPLES = int(os.environ.get("ATTNCOMP_HOSTILE_EXAMPLES", "4"))
 FEWER = {"train": 2, "demo": 2}  # examples of the commands whose valid runs take seconds (a factor of EXAMPLES / 4)
@@ -41,17 +43,22 @@ SETS = ["train.steps=1", "model.heads=0", "model.heads=nan", "model.heads=", "=1
         "model.d_model=1e999", "train.steps=-5", "model.heads", "model.vocab=shared(0)", "model.heads=1\n2"]
 PATHS = ["missing", "dev_zero", "dev_null", "dir", "fifo", "nul", "garbage", "huge", "empty", "zero_link",
          "broken_link", "loop_link", "long", "unreadable", "latin1", "a_file", "deep_missing", "under_file",
-         "odd_newline", "odd_quotes", "odd_coding", "odd_u2028", "odd_spaces", "odd_dash"]
+         "odd_newline", "odd_quotes", "odd_coding", "odd_u2028", "odd_spaces", "odd_dash",
+         "sharded_payload", "export_fifo", "export_empty_model", "torch_export", "sweep_escape", "run_nested_record"]
 GOOD_FOR_METAVAR = {"SPEC": "spec", "SPEC_A": "spec", "SPEC_B": "spec", "CHECKPOINT": "ckpt", "FILE": "src",
                     "DIR": "data", "PREFIX": "prefix"}
 # (command, option) pairs whose legitimate large values start real work (processes, corpora): small values only
 WORK = {("train", "--procs"), ("train", "--gpus"), ("train", "--nnodes"), ("demo", "--procs"),
         ("data sample", "--pairs"), ("data sample", "--held-out"), ("data sample", "--vocab-size"),
-        ("data prepare", "--vocab-size"), ("data prepare", "--src-vocab-size"), ("data prepare", "--tgt-vocab-size")}
+        ("data prepare", "--vocab-size"), ("data prepare", "--src-vocab-size"), ("data prepare", "--tgt-vocab-size"),
+        ("sweep", "--steps"), ("sweep", "--parallel"), ("sweep", "--bleu-sentences")}
+SWEEP_MINUTES = ["0", "-1", "nan", "inf", "", "abc", "0.005"]  # a real budget trains for that long
 # output folders of commands that would otherwise run for minutes: only hostile values (demo: a whole training)
 HOSTILE_ONLY = {("demo", "--out"): ["a_file", "under_file", "dev_null", "dev_zero", "fifo"],
                 ("eval", "--sacrebleu-test"): None}
-TIMEOUT = {"train": 60, "demo": 60}
+TIMEOUT = {"train": 60, "demo": 60, "sweep": 90}
+HOSTILE_DIRS = {"sharded_payload", "export_fifo", "export_empty_model", "torch_export", "sweep_escape",
+                "run_nested_record"}
 OUTPUTS = {"out", "output"}  # the dest of every option naming something a command writes
 FRESH = "<a new path>"  # replaced by a path that does not exist yet, one per example, so examples do not interact
 
@@ -88,6 +95,8 @@ def _values(command: str, action: argparse.Action, good: dict) -> st.SearchStrat
         return st.sampled_from([_file(k) for k in keys] if keys else ["", "nonsense"])
     if action.choices:
         return st.sampled_from(sorted(action.choices) + ["", "nonsense"])
+    if (command, option) == ("sweep", "--minutes"):
+        return st.sampled_from(SWEEP_MINUTES)
     if action.type is int:
         return st.sampled_from(SMALL_INTS if (command, option) in WORK else HOSTILE_INTS)
     if action.type is float:
@@ -127,13 +136,54 @@ def command_lines(draw, command: str, good: dict) -> list[str]:
         argv += ["--set", "train.steps=1", "--set", "train.checkpoint.every=1"]
     if command in ("translate", "eval"):  # an untrained model writes to max_len: keep decoding short
         argv += ["--set", "decode.max_len=4"]
+    if command == "sweep" and "--steps" not in argv and "--minutes" not in argv:  # a budget of one update
+        argv += ["--steps", "1"]
     return argv
 
 
-def _resolve(argv: list[str], where: Path) -> list[str]:
+class _Payload:
+    def __init__(self, canary: Path):
+        self.canary = str(canary)
+
+    def __reduce__(self):
+        return os.mkdir, (self.canary,)
+
+
+def hostile_dirs(where: Path, good: dict) -> dict[str, Path]:
+    """Directories of issue 23's surfaces, made afresh; unpickling anything in them makes where/CANARY."""
+    import json
+    import pickle
+    import shutil
+
+    legacy = ROOT / "tests/fixtures/legacy"
+    d = {"sharded_payload": where / "run_s" / "checkpoint_00000002", "export_fifo": where / "export_fifo",
+         "export_empty_model": where / "export_empty", "torch_export": where / "torch_export",
+         "sweep_escape": where / "sweep", "run_nested_record": where / "run_r"}
+    shutil.copytree(legacy / "sharded", d["sharded_payload"])
+    index = pickle.loads((legacy / "sharded" / ".metadata").read_bytes())
+    index.planner_data["x"] = _Payload(where / "CANARY")
+    (d["sharded_payload"] / ".metadata").write_bytes(pickle.dumps(index))
+    for key in ("export_fifo", "export_empty_model"):
+        shutil.copytree(legacy / "safetensors", d[key])
+    (d["export_fifo"] / "src.model").unlink()
+    os.mkfifo(d["export_fifo"] / "src.model")
+    (d["export_empty_model"] / "tgt.model").write_bytes(b"")
+    shutil.copytree(legacy / "torch-export", d["torch_export"])
+    d["sweep_escape"].mkdir()
+    (d["sweep_escape"] / "sweep.json").write_text(json.dumps({"format": "attncomp-sweep", "version": 1, "options": {
+        "data": str(good["data"]), "steps": 1, "minutes": None, "overrides": [], "bleu_sentences": 0},
+        "rows": {"../../../escaped": {"name": "../../../escaped", "spec": "x", "spec_hash": "0" * 64}}}))
+    copy_run(good, d["run_nested_record"])
+    (d["run_nested_record"] / "run.json").write_text("[" * 100_000 + "]" * 100_000)
+    return d
+
+
+def _resolve(argv: list[str], where: Path, good: dict) -> list[str]:
     """Placeholders -> paths: hostile files made afresh under `where`, a new path that does not exist yet."""
     files = hostile_files(where / "files")
     files.update({f"odd_{k}": v for k, v in odd_named_specs(where / "odd", tiny_spec_text()).items()})
+    if any(a.startswith("<file:") and a[len("<file:"):-1] in HOSTILE_DIRS for a in argv):
+        files.update(hostile_dirs(where / "dirs", good))
     resolved = []
     for a in argv:
         if a == FRESH:
@@ -153,8 +203,9 @@ def test_every_command_survives_hostile_arguments(command, tiny_artifacts, sandb
               phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
     @given(argv=command_lines(command, good))
     def attack(argv: list[str]) -> None:
-        argv = _resolve(argv, tmp_path / f"example{len(seen)}")
-        outcome = sandbox.run(argv, timeout=TIMEOUT.get(command.split()[0], 30))
+        where = tmp_path / f"example{len(seen)}"
+        argv = _resolve(argv, where, good)
+        outcome = sandbox.run(argv, timeout=TIMEOUT.get(command.split()[0], 30), canary=where / "dirs" / "CANARY")
         seen.append(shlex.join(argv))
         problems = outcome.problems(command=command.split()[0])
         assert not problems, f"attncomp {shlex.join(argv)}\n  {'; '.join(problems)}\n  {outcome.summary()}"
@@ -169,7 +220,7 @@ def test_every_command_is_attacked():
     """The parser's leaf commands are what the property test runs; none escapes by being nested."""
     names = set(COMMANDS)
     assert {"check", "show", "diff", "build", "train", "average", "translate", "eval", "demo",
-            "data prepare", "data sample", "data info"} <= names
+            "data prepare", "data sample", "data info", "consolidate", "export", "import", "sweep"} <= names
     for name, parser in COMMANDS.items():
         assert parser.get_default("handler") is not None, f"{name} has no handler"
 
@@ -215,3 +266,29 @@ def test_attncomp_errors_interrupts_and_usage_errors_keep_their_codes(monkeypatc
         run(["check"])
     assert stop.value.code == 2
     assert not list(tmp_path.iterdir()), "no traceback file for errors that are not bugs"
+
+
+# every command that reads a checkpoint, an export or a run directory, given each directory of the later surfaces
+READERS = {"consolidate": ["consolidate", "{dir}", "-o", "{new}"],
+           "translate": ["translate", "{dir}", "--input", "{src}", "--device", "cpu"],
+           "eval": ["eval", "{dir}", "--src", "{src}", "--ref", "{src}", "--device", "cpu"],
+           "export": ["export", "{dir}", "--out", "{new}"], "average": ["average", "{dir}", "-o", "{new}"],
+           "train --init": ["train", "{spec}", "--data", "{data}", "--init", "{dir}", "--out", "{new}", "--procs", "1"],
+           "train --resume": ["train", "{spec}", "--data", "{data}", "--out", "{dir}", "--resume", "--procs", "1",
+                              "--set", "train.steps=1"],
+           "sweep --out": ["sweep", "{spec}", "--data", "{data}", "--steps", "1", "--out", "{dir}"],
+           "data prepare --tokenizers": ["data", "prepare", "--train", "{prefix}", "--tokenizers", "{dir}", "--out",
+                                         "{new}"]}
+
+
+@pytest.mark.parametrize("command", sorted(READERS))
+def test_every_reader_survives_the_directories_of_the_later_surfaces(command, tiny_artifacts, sandbox, tmp_path):
+    good = dict(tiny_artifacts, prefix=tiny_artifacts["data"] / "text" / "train")
+    for name in sorted(HOSTILE_DIRS):
+        where = tmp_path / name
+        directory = hostile_dirs(where / "dirs", good)[name]
+        argv = [a.format(dir=directory, new=where / "new", src=good["src"], spec=good["spec"], data=good["data"],
+                         prefix=good["prefix"]) for a in READERS[command]]
+        outcome = sandbox.run(argv, timeout=TIMEOUT.get(argv[0], 60), canary=where / "dirs" / "CANARY")
+        problems = outcome.problems(command=argv[0])
+        assert not problems, f"attncomp {shlex.join(argv)}\n  {'; '.join(problems)}\n  {outcome.summary()}"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
 
 from attncomp.cli.main import run
-from attncomp.train.cluster import FAULT_SIGNAL
 from tests.conftest import ROOT
+from tests.signals import Watched
 
 TINY = str(ROOT / "specs/examples/tiny.attn")
 SHORT = ["--set", "train.steps=12", "--set", "train.checkpoint.every=4", "--set", "train.batch=tokens(600)"]
@@ -18,20 +19,28 @@ def two_workers(data, out, *extra):
     return run(["train", TINY, "--data", str(data), "--out", str(out), "--procs", "2", *SHORT, *extra])
 
 
-def test_a_frozen_worker_ends_the_run_within_the_timeout_and_is_named(sample_data, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv(FAULT_SIGNAL, "1:2:SIGSTOP")  # worker 1 stops itself after update 2
+def signalled_at_step_2(data, out, signum, *extra) -> tuple[int, str, float]:
+    """Two workers; worker 1 gets `signum` once rank 0 reports update 2. (exit code, output, seconds after)."""
+    watched = Watched(["train", TINY, "--data", str(data), "--out", str(out), "--procs", "2", *SHORT,
+                       "--set", "train.steps=200", "--log-every", "2", "--log-interval", "0.001", *extra])
+    watched.wait_for("step 2/200")
     start = time.monotonic()
-    assert two_workers(sample_data, tmp_path / "run", "--timeout", "3") == 1
-    err = capsys.readouterr().err
+    watched.signal_worker(1, signum)
+    code, output = watched.finish()
+    return code, output, time.monotonic() - start
+
+
+def test_a_frozen_worker_ends_the_run_within_the_timeout_and_is_named(sample_data, tmp_path):
+    code, err, seconds = signalled_at_step_2(sample_data, tmp_path / "run", signal.SIGSTOP, "--timeout", "3")
+    assert code == 1
     assert "worker 1 (rank 1" in err and "stopped responding (no heartbeat): frozen, ended it" in err, err
     assert "--timeout 3 s" in err and "Traceback" not in err
-    assert time.monotonic() - start < 120  # start-up on a loaded machine + 3 s timeout + 2.5 s heartbeat check
+    assert seconds < 60  # 3 s timeout + 2.5 s heartbeat check, on a loaded machine
 
 
-def test_a_killed_worker_is_reported_not_the_survivors_collective_error(sample_data, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv(FAULT_SIGNAL, "1:2:SIGKILL")
-    assert two_workers(sample_data, tmp_path / "run") == 1
-    err = capsys.readouterr().err
+def test_a_killed_worker_is_reported_not_the_survivors_collective_error(sample_data, tmp_path):
+    code, err, _ = signalled_at_step_2(sample_data, tmp_path / "run", signal.SIGKILL)
+    assert code == 1
     assert "error: worker 1 (rank 1, pid" in err and "died: killed by signal 9 (SIGKILL)" in err, err
     assert "internal error" not in err and "Traceback" not in err
 

@@ -38,7 +38,7 @@ def exported(small, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def loaded(exported):
-    return torch_export.load(exported)  # 0.2 to 0.5 s a program: torch.export.load rebuilds symbolic shapes
+    return torch_export.load(exported, trusted=True)  # 0.2 to 0.5 s a program: torch.export.load rebuilds symbolic shapes
 
 
 @pytest.fixture(scope="module")
@@ -115,11 +115,11 @@ def test_a_damaged_export_is_one_clear_error(exported, tmp_path):
         (broken / path.name).write_bytes(path.read_bytes())
     (broken / "spec.attn").write_text("model x {}\n")
     with pytest.raises(Exception, match="does not match the spec hash"):
-        torch_export.load(broken)
+        torch_export.load(broken, trusted=True)
     (broken / "spec.attn").write_bytes((exported / "spec.attn").read_bytes())
     (broken / "decode_step.pt2").write_bytes(b"not a program")
     with pytest.raises(Exception, match="decode_step.pt2 is not a readable torch.export program"):
-        torch_export.load(broken)
+        torch_export.load(broken, trusted=True)
 
 
 def test_a_decoder_only_model_exports_without_encode():

@@ -126,6 +126,9 @@ def _repair(data: dict, stack: dict) -> dict:
             s["attention"] = {"kind": "scaled_dot"}
     validation = train.get("validation")
     if validation is not None:
+        if decoder is None:  # verify._validation: an encoder-only model generates no text to score
+            validation["bleu"] = 0
+            validation["best"] = "ppl" if validation["best"] == "bleu" else validation["best"]
         validation["bleu"] = max(validation["bleu"], 1) if validation["best"] == "bleu" else validation["bleu"]
         validation["patience"] = 0 if validation["best"] == "none" else validation["patience"]
     return data

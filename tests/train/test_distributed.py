@@ -1,16 +1,13 @@
 """Several machines simulated on one host over loopback gloo, preemption, restarts and extending a run.
 
 Two `attncomp train --nnodes 2` processes with a loopback rendezvous stand for two machines; faults
-are injected with ATTNCOMP_FAULT_SIGNAL ("LOCAL_RANK:STEP:SIGNAL[:parent|:group]")."""
+are real signals, sent once the run's progress line of an update appears (tests/signals.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
@@ -18,9 +15,9 @@ import torch
 
 from attncomp.cli.main import run
 from attncomp import checkpoint as ckpt
-from attncomp.train.cluster import FAULT_SIGNAL
 from attncomp.train.launch import PREEMPTED
 from tests.conftest import ROOT
+from tests.signals import Watched
 
 TINY = str(ROOT / "specs/examples/tiny.attn")
 SHORT = ["--set", "train.steps=12", "--set", "train.checkpoint.every=4", "--set", "train.batch=tokens(600)"]
@@ -32,28 +29,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_node(data, out, port, procs, *extra, fault=None):
+def start_node(data, out, port, procs, *extra) -> Watched:
     """One simulated machine: its own process group, so a test can kill the whole machine."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop(FAULT_SIGNAL, None)
-    if fault:
-        env[FAULT_SIGNAL] = fault
-    argv = [sys.executable, "-m", "attncomp.cli.main", "train", TINY, "--data", str(data), "--out", str(out),
-            "--procs", str(procs), "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "test",
-            *extra]
-    return subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return Watched(["train", TINY, "--data", str(data), "--out", str(out), "--procs", str(procs), "--nnodes", "2",
+                    "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "test", *extra])
 
 
 def finish(*nodes, limit=240):
-    results = []
-    for node in nodes:
-        try:
-            _, err = node.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            os.killpg(node.pid, signal.SIGKILL)
-            raise
-        results.append((node.returncode, err))
-    return results
+    return [node.finish(limit) for node in nodes]
 
 
 def params(path):
@@ -95,8 +78,14 @@ def test_machines_without_shared_storage_stop_at_start(sample_data, tmp_path):
 def test_killing_one_machine_ends_the_other_with_a_clear_message(sample_data, tmp_path):
     port = free_port()
     start = time.monotonic()
-    survivor = start_node(sample_data, tmp_path / "run", port, 1, *SHORT, "--timeout", "20")
-    killed = start_node(sample_data, tmp_path / "run", port, 1, *SHORT, "--timeout", "20", fault="0:2:SIGKILL:group")
+    logged = [*SHORT, "--set", "train.steps=200", "--timeout", "20", "--log-every", "2", "--log-interval", "0.001"]
+    survivor = start_node(sample_data, tmp_path / "run", port, 1, *logged)
+    killed = start_node(sample_data, tmp_path / "run", port, 1, *logged)
+    deadline = time.monotonic() + 180
+    while not any("step 2/200" in node.output for node in (survivor, killed)):  # rank 0 logs, on either machine
+        assert time.monotonic() < deadline, survivor.output + killed.output
+        time.sleep(0.05)
+    killed.signal_group(signal.SIGKILL)  # the whole machine
     (code, err), (killed_code, _) = finish(survivor, killed, limit=120)
     assert killed_code == -signal.SIGKILL
     assert code == 1 and "Traceback" not in err, err
@@ -108,13 +97,15 @@ def test_sigterm_saves_and_stops_resume_continues_exactly_and_extends(sample_dat
                                                                        capfd):
     out = tmp_path / "run"
     base = ["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", "--log-every", "2", *SHORT]
-    monkeypatch.setenv(FAULT_SIGNAL, "0:5:SIGTERM:parent")  # the worker signals the launcher, which forwards it
-    assert run(base) == PREEMPTED
-    err = capfd.readouterr().err
+    watched = Watched([*base, "--log-interval", "0.001"])
+    watched.wait_for("step 4/12")
+    watched.signal_launcher(signal.SIGTERM)  # what a cluster sends: the launcher forwards it
+    code, err = watched.finish()
+    assert code == PREEMPTED, err
     assert "SIGTERM: passed on to the workers, which save and stop at their next sync point" in err  # at once
     assert "stopped: SIGTERM: saved" in err
-    assert [s for s, _ in ckpt.listed(out)] == [4, 6]  # saved at the next sync point
-    monkeypatch.delenv(FAULT_SIGNAL)
+    saved = [s for s, _ in ckpt.listed(out)]
+    assert saved[0] == 4 and len(saved) == 2 and saved[1] % 2 == 0 and saved[1] < 12  # at the next sync point
     assert run([*base, "--resume"]) == 0
     assert same(params(out / "checkpoint_00000012.pt"), straight)
     # extending the finished run: run-length keys are taken and recorded, the architecture is not
@@ -128,9 +119,12 @@ def test_sigterm_saves_and_stops_resume_continues_exactly_and_extends(sample_dat
     assert ckpt.load(out / ckpt.AVERAGE).header.step == 14
 
 
-def test_a_failed_worker_restarts_from_the_last_checkpoint(sample_data, tmp_path, straight, monkeypatch):
+def test_a_failed_worker_restarts_from_the_last_checkpoint(sample_data, tmp_path, straight):
     out = tmp_path / "run"
-    monkeypatch.setenv(FAULT_SIGNAL, "0:6:SIGKILL")  # on the first attempt only
-    assert run(["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", *SHORT,
-                "--max-restarts", "1"]) == 0
+    watched = Watched(["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", *SHORT,
+                       "--max-restarts", "1", "--log-every", "2", "--log-interval", "0.001"])
+    watched.wait_for("step 6/12")
+    watched.signal_worker(0, signal.SIGKILL)
+    code, err = watched.finish()
+    assert code == 0, err
     assert same(params(out / "checkpoint_00000012.pt"), straight)

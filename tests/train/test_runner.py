@@ -48,16 +48,31 @@ def test_stopped_and_resumed_is_bit_identical(sample_data, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_killed_while_saving_resumes_from_the_previous_checkpoint(sample_data, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv(ckpt.FAULT, "2")  # SIGKILL halfway through writing the second checkpoint
-    assert train(sample_data, tmp_path / "run") == 1
-    err = capsys.readouterr().err
-    assert "worker 0 (rank 0, pid" in err and "died: killed by signal 9 (SIGKILL)" in err
+def test_killed_while_saving_resumes_from_the_previous_checkpoint(sample_data, tmp_path):
+    """SIGKILL to the worker as soon as a checkpoint's temporary file appears (a save under way; every
+    update saves, so one of twelve saves is caught), then resume: the torn write is never read."""
+    import signal
+    import time
+
+    from tests.signals import Watched
+
     run_dir = tmp_path / "run"
-    assert [s for s, _ in ckpt.listed(run_dir)] == [4]
-    assert (run_dir / "checkpoint_00000008.pt.tmp").exists()  # the torn write, never read
-    monkeypatch.delenv(ckpt.FAULT)
+    watched = Watched(["train", TINY, "--data", str(sample_data), "--out", str(run_dir), "--procs", "1", *SHORT,
+                       "--set", "train.checkpoint.every=1", "--set", "train.checkpoint.keep=20"])
+    killed = None
+    while watched.child.poll() is None and killed is None:
+        torn = [p for p in run_dir.glob("checkpoint_*.pt.tmp")] if run_dir.is_dir() else []
+        if torn and watched.workers():
+            watched.signal_worker(0, signal.SIGKILL)
+            killed = torn[0]
+        time.sleep(0.0005)
+    code, err = watched.finish()
+    assert killed is not None and code == 1, err
+    assert "worker 0 (rank 0, pid" in err and "died: killed by signal 9 (SIGKILL)" in err, err
+    for _, path in ckpt.listed(run_dir):  # every checkpoint the run lists is whole
+        ckpt.load(path)
     assert train(sample_data, run_dir, "--resume") == 0
+    assert not list(run_dir.glob("*.tmp"))  # a torn write is removed at the next start
     assert train(sample_data, tmp_path / "straight") == 0
     a, b = params(run_dir / "checkpoint_00000012.pt"), params(tmp_path / "straight" / "checkpoint_00000012.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -74,13 +89,16 @@ def test_tiny_spec_learns_the_sample_corpus_within_a_minute(sample_data, tmp_pat
     assert seconds < 90, f"took {seconds:.0f}s"
 
 
-def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(sample_data, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("ATTNCOMP_FAULT_NAN_AT_STEP", "7")
-    assert train(sample_data, tmp_path / "run") == 1
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(sample_data, tmp_path, capsys):
+    # a real divergence: a learning rate of 100 makes the gradient norm infinite within a few updates
+    assert train(sample_data, tmp_path / "run", "--set", "train.schedule=constant(lr = 100)", "--set",
+                 "train.checkpoint.every=2", "--log-every", "2") == 1
     err = capsys.readouterr().err
-    assert "the loss became nan" in err and "at step 7" in err and "checkpoint_00000004.pt" in err
-    assert [s for s, _ in ckpt.listed(tmp_path / "run")] == [4]
-    ckpt.load(tmp_path / "run" / "checkpoint_00000004.pt")
+    assert "error: the loss became" in err and "(gradient norm inf) at step" in err, err
+    bad = int(err.split("(gradient norm inf) at step ")[1].split(";")[0])
+    saved = [s for s, _ in ckpt.listed(tmp_path / "run")]
+    assert saved and max(saved) < bad and f"checkpoint_{max(saved):08d}.pt" in err  # none after the bad update
+    ckpt.load(tmp_path / "run" / f"checkpoint_{max(saved):08d}.pt")
 
 
 def test_decoder_only_spec_trains(sample_data, tmp_path):
@@ -194,13 +212,18 @@ def test_fsdp_needs_two_workers(sample_data, tmp_path, capsys):
     assert "needs at least 2" in capsys.readouterr().err
 
 
-def test_an_update_without_gradients_stops_the_run(sample_data, tmp_path, monkeypatch, capsys):
-    # what a compiled step that routes no gradient does (pytorch/pytorch#180642): a loss, and nothing trains
-    monkeypatch.setenv("ATTNCOMP_FAULT_NO_GRAD_AT_STEP", "6")
-    assert train(sample_data, tmp_path / "run") == 1
+def test_an_update_without_gradients_stops_the_run(sample_data, tmp_path, capsys):
+    # what a compiled step that routes no gradient does (pytorch/pytorch#180642): a loss, and nothing trains.
+    # A real input that does it: weights that are all zero pass no gradient to any parameter.
+    assert train(sample_data, tmp_path / "seed", "--set", "train.steps=2", "--set", "train.checkpoint.every=2") == 0
+    found = ckpt.load(tmp_path / "seed" / "checkpoint_00000002.pt")
+    payload = {**found.payload(), "model": {k: torch.zeros_like(v) for k, v in found.model.items()}}
+    torch.save(payload, tmp_path / "zero.pt")
+    capsys.readouterr()
+    assert train(sample_data, tmp_path / "run", "--init", str(tmp_path / "zero.pt"), "--log-every", "2") == 1
     err = capsys.readouterr().err
-    assert "the gradients were all zero at step 6" in err and "checkpoint_00000004.pt" in err
-    assert [s for s, _ in ckpt.listed(tmp_path / "run")] == [4]
+    assert "the gradients were all zero at step 1" in err and "No checkpoint was written yet" in err, err
+    assert not ckpt.listed(tmp_path / "run")
 
 
 def test_health_keeps_the_first_bad_update_without_a_sync():

@@ -1,0 +1,69 @@
+"""Ctrl-C at real points of a run (issue 23, item 8): while train's workers start, and while a sweep scores
+a row. The command runs in its own process group and gets SIGINT on the whole group, as a terminal sends
+it, once the line that opens that phase appears. It stops cleanly: exit 130, no traceback, what is
+finished kept. Each test failed on the behaviour before the fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from attncomp.cli.main import run
+
+ELASTIC_AND_STOP = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGQUIT)
+
+
+def interrupted_at(argv: list[str], line: str, delay: float, cwd: Path, timeout: float = 240) -> tuple[int, str]:
+    """Run `attncomp ARGV`, send SIGINT to its process group `delay` s after a line holding `line`."""
+    child = subprocess.Popen([sys.executable, "-m", "attncomp.cli.main", *argv], cwd=cwd, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+    seen, sent = [], False
+    deadline = time.monotonic() + timeout
+    try:
+        for text in child.stdout:
+            seen.append(text)
+            if not sent and line in text:
+                time.sleep(delay)
+                os.killpg(child.pid, signal.SIGINT)
+                sent = True
+            assert time.monotonic() < deadline, "".join(seen)
+        code = child.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+    assert sent, f"never saw {line!r}: " + "".join(seen)
+    return code, "".join(seen)
+
+
+def test_ctrl_c_while_the_workers_start_is_exit_130_without_a_traceback(tmp_path, tiny_artifacts):
+    code, output = interrupted_at(["train", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]),
+                                   "--out", str(tmp_path / "run"), "--procs", "2"], "CPU worker(s)", 1.5, tmp_path)
+    assert code == 130, output
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output and "internal error" not in output, output
+
+
+def test_ctrl_c_while_a_sweep_scores_a_row_stops_it_and_keeps_the_trained_row(tmp_path, tiny_artifacts):
+    out = tmp_path / "sweep"
+    argv = ["sweep", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]), "--steps", "1",
+            "--bleu-sentences", "20", "--out", str(out)]
+    code, output = interrupted_at(argv, "done: ", 0.2, tmp_path)  # train's last line: scoring starts
+    assert code == 130 and output.rstrip().endswith("interrupted"), output
+    assert "Traceback" not in output and "internal error" not in output and "not a readable" not in output, output
+    assert "sweep: tiny:" not in output  # stopped while scoring
+    row = json.loads((out / "sweep.json").read_text())["rows"]["tiny"]
+    assert row["trained"] and row["result"] is None  # kept: the next run scores it without training again
+    assert (out / "rows" / "tiny" / "checkpoint_avg.pt").is_file()
+
+
+def test_the_launchers_signal_handlers_do_not_outlive_an_in_process_run(tmp_path, tiny_artifacts, capsys):
+    before = {sig: signal.getsignal(sig) for sig in ELASTIC_AND_STOP}
+    assert run(["train", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]), "--out",
+                str(tmp_path / "run"), "--procs", "1"]) == 0
+    assert {sig: signal.getsignal(sig) for sig in ELASTIC_AND_STOP} == before
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
