@@ -9,7 +9,7 @@ import torch
 
 from attncomp import checkpoint, ir
 from attncomp.ir import nodes
-from attncomp.ir.size import refuse_if_too_large
+from attncomp.lower.size import load_stored, refuse_if_too_large
 from attncomp.lower import CompiledModel, lower
 from attncomp.passes import DEFAULT_PASSES, optimise
 
@@ -24,8 +24,8 @@ def compile_spec(spec: nodes.Spec, passes: Sequence[str] = DEFAULT_PASSES,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> CompiledModel:
     """A resolved Spec -> a model whose entry points run the optimised graphs.
 
-    On the meta device (shapes only: the build report, `--emit`) each entry point is lowered and
-    optimised when first read; a model with weights has them all made here, as plain methods.
+    On the meta device (shapes only: the build report, `--emit`) methods are generated when first
+    called; a model with weights has them all generated here, as plain methods.
     """
     model = lower(spec, device=device)
     if dtype is not None:
@@ -43,7 +43,7 @@ def compile(source: str | os.PathLike | nodes.Spec, overrides: Sequence[str] = (
     Overrides: strings like "model.heads=4", or keywords with __ for dots: model__heads=4.
     `passes=()` gives the unoptimised graphs (explicit attention). A directory written by
     `attncomp export --format safetensors` gives its trained model (weights loaded, eval mode).
-    A spec whose float32 parameters exceed `ir.size.MAX_PARAM_BYTES` (4 GiB) is refused with a
+    A spec whose float32 parameters exceed `lower.size.MAX_PARAM_BYTES` (4 GiB) is refused with a
     SpecError unless `force=True`.
     """
     if isinstance(source, nodes.Spec):
@@ -93,7 +93,7 @@ def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | 
             changed = ", ".join(key for key, _, _ in ir.diff(stored, wanted)[:6])
             raise checkpoint.CheckpointError(f"{path} was trained with another spec than {expect_spec} "
                                              f"(they differ in: {changed})")
-    spec = ir.load_flat(found.header.spec, f"{path} (its stored spec)", overrides) if overrides else stored
+    spec = load_stored(found.header.spec, f"{path} (its stored spec)", overrides) if overrides else stored
     model = compile_spec(spec, passes, device=device)
     try:
         model.load_state_dict(found.model)

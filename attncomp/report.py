@@ -21,7 +21,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from attncomp.ir import nodes
 from attncomp.ir.flops import FLOP_BATCH, FLOP_LENGTH, training_flops
-from attncomp.lower import CompiledModel, ops
+from attncomp.lower import CompiledModel, family_of, ops
+from attncomp.lower.units import Unit
 
 
 
@@ -72,10 +73,7 @@ def count_flops(model: CompiledModel) -> float:
     shape = (FLOP_BATCH, FLOP_LENGTH)
     tokens = torch.full(shape, 5, dtype=torch.long, device="meta")
     with FlopCounterMode(display=False) as counter:
-        if m.encoder is not None and m.decoder is not None:
-            out = model(tokens, tokens)
-        else:
-            out = model(tokens)
+        out = model(*family_of(m).forward_inputs(tokens, tokens))
         out.float().sum().backward()
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops() / (FLOP_BATCH * FLOP_LENGTH)
@@ -104,8 +102,12 @@ def _describe_mask(mask) -> str:
     """What a mask is, read from the nodes that build it (ops.padding_mask, ops.band_mask, ...)."""
     if not isinstance(mask, fx.Node):
         return "none"
-    if mask.target is torch.logical_not:
+    if mask.op == "placeholder":  # what the stack hands its layers
+        return {"padding_mask": "padding"}.get(mask.target, mask.target)
+    if mask.target in (torch.logical_not, ops.attend):
         return _describe_mask(mask.args[0])
+    if mask.target is ops.either:
+        return " + ".join(_describe_mask(m) for m in mask.args)
     if mask.target is torch.logical_or:
         return " + ".join(_describe_mask(m) for m in mask.args)
     if mask.target is ops.padding_mask:
@@ -146,9 +148,9 @@ def _mask_of(attention: fx.Node) -> str:
 
 
 def _explicit_mask(scores: fx.Node) -> str:
-    """The mask of explicit scores: [masked_fill(] [add(s, bias)] [, mask, -inf)] (attncomp.lower.layers)."""
+    """The mask of explicit scores: [hide(] [add(s, bias)] [, mask)] (attncomp.lower.attention)."""
     parts = []
-    if scores.target is torch.masked_fill:
+    if scores.target is ops.hide:
         parts.append(_describe_mask(scores.args[1]))
         scores = scores.args[0]
     if scores.target is torch.add and isinstance(scores.args[1], fx.Node):
@@ -175,26 +177,34 @@ def grouping(heads: int, kv_heads: int, attention: fx.Node) -> str:
            f"({heads // kv_heads} per group, {how})"
 
 
+def _attention_sites(model: CompiledModel) -> list[tuple[str, str, Unit, int]]:
+    """(stack, role, attention unit, how many layers use it) for every attention of the model's stacks."""
+    sites = []
+    for stack_name in family_of(model.spec.model).stacks:
+        layers = model.program.members[stack_name].members["layers"].units
+        for role in ("self_attn", "cross_attn"):
+            used = Counter(layer.members[role] for layer in layers if role in layer.members)
+            sites += [(stack_name, role, unit, count) for unit, count in used.items()]
+    return sites
+
+
 def attention_report(model: CompiledModel) -> list[AttentionReport]:
-    """One row per attention site of the training forward graph, from the nodes lowering tagged."""
+    """One row per attention unit of each stack, read from its training graph (`forward`)."""
     m = model.spec.model
-    found: dict[tuple[str, str], list] = {}
-    for node in model.graphs["forward"].nodes:
-        prefix = node.meta.get("attention")
-        if prefix:
-            stack, _, _, role = prefix.split(".")
-            found.setdefault((stack, role), []).append(node)
     rows = []
-    for (stack_name, role), group in found.items():
+    for stack_name, role, unit, layers in _attention_sites(model):
         stack = getattr(m, stack_name)
         kind = stack.attention.kind if role == "self_attn" else stack.cross_attention.kind
-        fused = all(n.target is F.scaled_dot_product_attention for n in group)
-        mask = _mask_of(group[0])
+        graph = unit.methods["forward"].graph
+        fused = [n for n in graph.nodes if n.op == "call_function" and n.target is F.scaled_dot_product_attention]
+        attention = fused[0] if fused else next(n for n in graph.nodes if n.op == "call_function"
+                                                and n.target is torch.matmul and n.meta.get("var") == "heads")
+        mask = _mask_of(attention)
         site = f"{stack_name} self-attention" if role == "self_attn" else "encoder-decoder attention"
-        rows.append(AttentionReport(site, len(group), kind, fused, mask, stack.d_k, stack.d_v,
+        rows.append(AttentionReport(site, layers, kind, bool(fused), mask, stack.d_k, stack.d_v,
                                     _gqa_backends(_backends(kind if fused else "additive", mask, stack.d_k, stack.d_v),
-                                                  group[0]),
-                                    grouping(stack.heads, stack.key_value_heads, group[0])))
+                                                  attention),
+                                    grouping(stack.heads, stack.key_value_heads, attention)))
     return rows
 
 
@@ -213,15 +223,15 @@ def check_expect(spec: nodes.Spec, params: int, flops: float) -> list[dict]:
 def build_report(model: CompiledModel) -> BuildReport:
     """The report of a model compiled on the meta device."""
     from attncomp import ir
-    from attncomp.passes import count_fused
 
     params, by = count_params(model)
     flops = training_flops(model.spec)  # equal to count_flops(model) for every architecture (tests/ir/test_flops.py)
     expect = check_expect(model.spec, params, flops)
+    attention = attention_report(model)
     return BuildReport(
         name=model.spec.model.name, hash=ir.spec_hash(model.spec), params=params, params_by_component=by,
-        flops_per_token=flops, fused_attention=count_fused(model.graphs["forward"]),
-        attention=attention_report(model), expect=expect, expect_ok=all(r["ok"] for r in expect),
+        flops_per_token=flops, fused_attention=sum(a.layers for a in attention if a.fused),
+        attention=attention, expect=expect, expect_ok=all(r["ok"] for r in expect),
     )
 
 

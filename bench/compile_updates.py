@@ -4,13 +4,16 @@ TORCH_LOGS=recompiles).
 
     TORCH_LOGS=recompiles python bench/compile_updates.py --spec base --data DE-EN-37K --updates 25
     python bench/compile_updates.py --spec base --data DE-EN-37K --static    # torch.compile's defaults
+    python bench/compile_updates.py --spec base --data DE-EN-37K --whole     # one graph for the whole step
 
 It steps through the same length-bucketed updates as `bench/throughput.py --data` (a compiled
 `TrainStep`, as `attncomp train --compile` builds it), prints each update's seconds (an update that
 compiled a graph stands out by minutes), and at the end the number of graphs compiled and how many
 parameter tensors the updates changed (all of them, unless the compiled step lost its gradients).
 `--static` compiles as torch.compile does by default (static shapes first, dynamic after a miss)
-instead of the runner's dynamic shapes from the start.
+instead of the runner's dynamic shapes from the start; `--whole` compiles the whole step (model and
+fused loss) as one graph, with dynamic shapes, instead of the runner's regional compilation (each
+layer, compiled once per layer kind).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--updates", type=int, default=25, help="distinct updates to cycle through")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--static", action="store_true", help="torch.compile's default shapes, not dynamic ones")
+    parser.add_argument("--whole", action="store_true",
+                        help="the whole step as one compiled graph (as --compile did before regional compilation)")
     parser.add_argument("--backend", default="inductor", help="torch.compile backend (CPU smoke tests: aot_eager)")
     args = parser.parse_args(argv)
 
@@ -42,6 +47,9 @@ def main(argv=None) -> dict:
 
     if args.static:  # real_batches compiles through attncomp.train.step.compiled, as the runner does
         step_module.compiled = lambda step, backend="inductor": torch.compile(step, backend=backend)
+    elif args.whole:
+        regional = step_module.compiled
+        step_module.compiled = lambda step, backend="inductor": regional(step, backend, regional=False)
     path = ROOT / "specs" / f"{args.spec}.attn" if args.spec in ("base", "big") else Path(args.spec)
     spec = ir.load(path)
     device = torch.device(args.device)

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch.utils._pytree as pytree
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -97,7 +98,7 @@ def per_row_stepper(model, src: torch.Tensor):
             self.cache = self.model.init_cache(src, self.model.encode(src))
 
         def select(self, rows):
-            self.cache = tuple(c.index_select(0, rows) for c in self.cache)
+            self.cache = pytree.tree_map(lambda c: c.index_select(0, rows), self.cache)
 
     return PerRow(model, src)
 

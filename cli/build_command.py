@@ -10,16 +10,9 @@ from attncomp import ir
 from attncomp.cli.args import pass_names
 from attncomp.cli.spec_commands import add_overrides, expand_specs
 from attncomp.errors import ExpectError, UsageError, printable
-from attncomp.ir.size import estimate, refuse_if_too_large
+from attncomp.lower.size import estimate, refuse_if_too_large
 
 EMIT = ("ir", "fx", "fx-opt", "py")
-
-
-def _source_text(path: str) -> str:
-    """The spec as written, read like the spec itself (a regular file, size-limited)."""
-    from attncomp.syntax.load import read_spec_file
-
-    return read_spec_file(Path(path))
 
 
 def _load(path: str, args: argparse.Namespace):
@@ -37,13 +30,15 @@ def _emit(stage: str, spec, path: str, passes: list[str], entry: str | None) -> 
     if stage == "ir":
         return ir.to_text(spec)
     if stage == "py":
-        return render(spec, _source_text(path), path, passes=passes)
+        return render(spec, path, passes=passes)
     model = compile_spec(spec, passes=() if stage == "fx" else passes, device="meta")
     if entry and entry not in model.entry_points:
         raise UsageError(f'{spec.model.name} has no entry point "{entry}"; it has {", ".join(model.entry_points)}')
-    entries = [entry] if entry else model.entry_points
-    return "\n".join(f"# {spec.model.name}.{name} ({stage})\n{model.graph_module(name).code.strip()}\n"
-                     for name in entries)
+    if entry:  # the entry point as one graph: every unit call inlined, every layer unrolled
+        return f"# {spec.model.name}.{entry} ({stage}, inlined)\n{model.flat(entry).code.strip()}\n"
+    return "\n".join(f"# {spec.model.name}: {unit.name}.{name} ({stage})\n"
+                     f"{unit.methods[name].graph.python_code('self').src.strip()}\n"
+                     for unit in model.units() for name in unit.methods)
 
 
 def _build_one(path: str, args: argparse.Namespace) -> dict:
@@ -66,7 +61,7 @@ def _build_one(path: str, args: argparse.Namespace) -> dict:
         raise ExpectError(f"{path}: expect not met: {details}")
     target = output_path(path, args.out)
     if not args.no_write:
-        write_atomically(target, render(spec, _source_text(path), path, passes=args.passes, model=model))
+        write_atomically(target, render(spec, path, passes=args.passes, model=model))
         result["generated"] = str(target)
     if not args.json:
         print(format_report(report))
@@ -96,8 +91,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("build", help="compile specs: report params, FLOPs, fused attention; write generated/")
     p.add_argument("specs", nargs="+", metavar="SPEC", help="spec files, directories or globs")
     p.add_argument("-o", "--out", metavar="DIR", help="write DIR/<spec>.py (default: generated/, mirroring specs/)")
-    p.add_argument("--emit", choices=EMIT, help="print one stage instead: ir, fx (lowered), fx-opt (after passes), py")
-    p.add_argument("--entry", help="with --emit fx|fx-opt: only this entry point (forward, encode, ...)")
+    p.add_argument("--emit", choices=EMIT, help="print one stage instead: ir, fx (lowered: every unit's graphs), "
+                                               "fx-opt (after passes), py")
+    p.add_argument("--entry", help="with --emit fx|fx-opt: only this entry point, inlined into one graph")
     p.add_argument("--passes", type=pass_names, default=list(DEFAULT_PASSES),
                    help=f"comma-separated passes to run (default: {','.join(DEFAULT_PASSES)}; '' for none)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

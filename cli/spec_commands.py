@@ -11,7 +11,7 @@ from pathlib import Path
 
 from attncomp import ir
 from attncomp.errors import AttncompError, UsageError, printable
-from attncomp.ir import size as ir_size
+from attncomp.lower import size as model_size
 
 
 def add_overrides(parser: argparse.ArgumentParser) -> None:
@@ -60,12 +60,12 @@ def _check(args: argparse.Namespace) -> int:
             print(err.format(), file=sys.stderr)
             worst = max(worst, err.exit_code)
             continue
-        size = ir_size.estimate(spec)
+        size = model_size.estimate(spec)
         if not args.quiet:
             print(f"ok  {printable(path)}  ({spec.model.name}, {ir.spec_hash(spec)[:12]}, {size.params:,} parameters)")
-        if size.bytes > ir_size.MAX_PARAM_BYTES:
+        if size.bytes > model_size.MAX_PARAM_BYTES:
             print(f"warning: {printable(path)}: {size.describe()}, over the build limit of "
-                  f"{ir_size.limit_text()}: `attncomp build` refuses it without --force", file=sys.stderr)
+                  f"{model_size.limit_text()}: `attncomp build` refuses it without --force", file=sys.stderr)
     if len(files) > 1 and not args.quiet:
         bad = "all" if worst == 0 else "some"
         print(f"{len(files)} specs checked, {bad} {'valid' if worst == 0 else 'invalid'}", file=sys.stderr)

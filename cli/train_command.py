@@ -13,7 +13,7 @@ from attncomp import files
 from attncomp.cli.args import output_dir, output_file, positive_float, positive_int
 from attncomp.cli.spec_commands import add_overrides
 from attncomp.errors import UsageError, printable
-from attncomp.ir.size import refuse_if_too_large
+from attncomp.lower.size import refuse_if_too_large
 
 
 def _devices(args: argparse.Namespace) -> tuple[str, int]:
@@ -93,7 +93,8 @@ def _train(args: argparse.Namespace) -> int:
     per_worker = args.max_tokens_per_gpu or (32768 if device == "cuda" else 4096)
     cfg = RunConfig(factory=functools.partial(model_factory, spec), spec_text=text, spec_hash=ir.spec_hash(spec),
                     data=str(args.data), out=str(out), device=device, max_tokens_per_worker=per_worker,
-                    resume=args.resume, compile=args.compile, profile=args.profile, log_every=args.log_every,
+                    resume=args.resume, compile=args.compile,
+                    checkpoint_layers=args.checkpoint_layers, profile=args.profile, log_every=args.log_every,
                     log_interval=args.log_interval,
                     stop_at=args.stop_at, time_limit=args.time_limit, fused_loss=not args.plain_loss,
                     fsdp=args.fsdp, timeout=nodes.timeout, resume_check=functools.partial(resume_changes, spec),
@@ -203,7 +204,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="start a new run (step 0, fresh optimiser and schedule) from the weights of a checkpoint, "
                         "sharded checkpoint or safetensors export; with --resume, the run's own newest checkpoint "
                         "wins once it has one")
-    p.add_argument("--compile", action="store_true", help="torch.compile the optimised model")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile each layer of the optimised model (compiled once per layer kind)")
+    p.add_argument("--checkpoint-layers", action="store_true",
+                   help="recompute each layer's activations in the backward pass instead of keeping them "
+                        "(less memory, about one more forward pass of time)")
     p.add_argument("--force", action="store_true",
                    help="train even when the float32 parameters exceed the limit (4 GiB; see docs/compiler.md)")
     p.add_argument("--fsdp", action="store_true",

@@ -74,13 +74,13 @@ def stored_spec(checkpoint: Checkpoint):
     """The checkpoint's spec (an ir Spec), parsed alone. The recorded hash is that of the stored text
     (the canonical text when it was written), so a checkpoint stays readable after the canonical form
     gains keys: a spec written before the `bias` block still loads, with today's meaning of `bias`."""
-    from attncomp import ir
+    from attncomp.lower.size import load_stored
 
     text = checkpoint.header.spec
     if hashlib.sha256(text.encode("utf-8")).hexdigest() != checkpoint.header.spec_hash:
         raise CheckpointError(f"{checkpoint.path}: field 'spec_hash' does not match its stored spec")
     if text not in _specs:
-        _specs[text] = ir.load_flat(text, f"{checkpoint.path} (its stored spec)")
+        _specs[text] = load_stored(text, f"{checkpoint.path} (its stored spec)")
     return _specs[text]
 
 

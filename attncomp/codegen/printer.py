@@ -1,280 +1,371 @@
-"""Print an optimised entry-point graph as Python: one method per layer kind, a loop in the entry point.
+"""The Printer: a unit's graphs -> the Python source of its class, for the generated module.
 
-For each stack, the graph's layer regions (attncomp.codegen.regions) are cut out into a graph of
-their own over the layer's parameters (targets relative to the layer), which torch.fx prints as a
-method of the layer class; every layer must compute the same (equal signatures). The entry point's graph keeps
-one placeholder call per stack, which becomes
+Each method of a unit is printed statement by statement from its fx.Graph, in graph order:
 
-    for i, layer in enumerate(self.decoder.layers):
-        cache_0 = cache[2 * i]                               # this layer's cache entries
-        cache_1 = cache[1 + 2 * i]
-        cat, cat_1, x = layer.decode_step(x, cache_0, cache_1)   # the layer's method
-        per_layer += (cat, cat_1)                            # what the entry point returns
+- a value takes the name the lowering gave it (`q`, `scores`, `weights`; node.meta["var"]), or, where a
+  pass made it, the name of what it replaced; a name is reused once its old value is dead, so the code
+  reads `x = self.norm(x)`, and gets a number (`k2`) only while the old value is still needed;
+- members are read as attributes (`self.q_proj.weight`, `self.training`), never bound to temporaries;
+- a call whose result is taken apart by index is printed as one unpacking (`out, k, v = ...`);
+- the loops over a stack's layers (attncomp.lower.loops) are printed as `for` loops;
+- constants are written as the lowering wrote them (`1 / math.sqrt(64)`);
+- each statement carries its value's symbolic shape as a comment where the line has room.
 
-An input of the layer is the previous layer's output (the stream `x`), the same value for every
-layer (a mask, the encoder's memory), or an entry of an argument at an index affine in i (a cache).
+No line is longer than WIDTH: long calls are broken after the opening parenthesis.
 """
 
 from __future__ import annotations
 
+import builtins
+import inspect
+import keyword
+import math
 import operator
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
+import torch
+import torch.nn.functional as F
 from torch import fx
 
-from attncomp.codegen.regions import Region
+from attncomp.lower import loops, ops
+from attncomp.lower.cache import CACHE_TYPES
+from attncomp.lower.units import Const, Unit
 
-STACKS = ("encoder", "decoder")
+WIDTH = 120
+INDENT = "        "  # a statement in a method body
+BINARY = {torch.add: "+", operator.add: "+", torch.sub: "-", operator.sub: "-", torch.mul: "*", operator.mul: "*",
+          torch.div: "/", operator.truediv: "/", torch.matmul: "@", operator.matmul: "@"}
+CHAINED = {torch.transpose: "transpose", torch.flatten: "flatten", torch.unflatten: "unflatten",
+           torch.unsqueeze: "unsqueeze"}  # shape changes written as a method chain on the value they reshape
+MADE_BY_PASSES = {ops.attend: "mask", ops.additive_mask: "mask"}  # names of values passes make
+RESERVED = {"self", "torch", "F", "nn", "math", "ops", "Tensor", *dir(builtins), *keyword.kwlist,
+            *(t.__name__ for t in CACHE_TYPES)}
 
 
 class PrintError(ValueError):
-    """The graph's layers cannot be rolled into a loop (an internal error of the compiler)."""
+    """A graph the printer cannot write as Python (an internal error of the compiler)."""
 
 
 @dataclass
-class LayerMethod:
-    stack: str
-    name: str
-    params: list[str]
-    code: str  # the method's text, indented for a class body
+class CallText:
+    """A call expression, kept apart so a long one can be broken over lines."""
+
+    head: str
+    args: list[str]
+
+    def __str__(self) -> str:
+        return f"{self.head}({', '.join(self.args)})"
 
 
-@dataclass
-class Loop:
-    """How one stack's layers are called from an entry point."""
-
-    stack: str
-    method: str
-    layers: int
-    args: list[str]  # per input: a glue name, "x" (the stream) or an affine getitem
-    varying: list[tuple[str, str, int, int]] = field(default_factory=list)  # (name, source, a, b): cache[a + b*i]
-    outputs: list[str] = field(default_factory=list)
-    stream_in: int | None = None
-    stream_out: int | None = None
-
-
-def _base_name(node: fx.Node, region: Region) -> str:
-    name = node.name.removeprefix(region.prefix.replace(".", "_"))
-    return re.sub(r"_\d+$", "", name) or "v"
-
-
-def _attention_of(node: fx.Node, region: Region) -> str | None:
-    """The attention module (`self_attn`, `cross_attn`) whose output projection reads an SDPA's result
-    through its head reshapes, or None."""
-    for _ in range(4):
-        if len(node.users) != 1:
-            return None
-        node = next(iter(node.users))
-        if node.op == "call_module" and node.target.endswith(".o_proj"):
-            return node.target.removeprefix(region.prefix).removesuffix(".o_proj").replace(".", "_")
-    return None
+def constant(value: Any) -> str:
+    """A literal argument as Python source."""
+    if isinstance(value, Const):
+        return value.text
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "math.inf" if value > 0 else "-math.inf"
+        if math.isnan(value):
+            raise PrintError("a NaN constant")
+        return repr(value)
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, torch.dtype):
+        return str(value)
+    if isinstance(value, slice):
+        parts = ["" if p is None else constant(p) for p in (value.start, value.stop)]
+        return ":".join(parts) + ("" if value.step is None else f":{constant(value.step)}")
+    raise PrintError(f"cannot write the constant {value!r}")
 
 
-def _role_names(region: Region) -> dict[fx.Node, str]:
-    """Names from the paper for the nodes an attention reads and makes: `self_attn_q`, `_k`, `_v`
-    (heads split off), `self_attn_heads` (SDPA's result), and fuse_qkv's `self_attn_qkv_weight` and
-    `self_attn_qkv` (the stacked weights and the one projection); other nodes keep fx's names."""
-    names: dict[fx.Node, str] = {}
-    for node in region.nodes:
-        if node.op == "call_function" and getattr(node.target, "__name__", "") == "scaled_dot_product_attention":
-            attention = _attention_of(node, region)
-            if attention is None:
+def function_name(fn: Any) -> str:
+    """How the generated module names a function the graphs call."""
+    name = getattr(fn, "__name__", None)
+    if name and getattr(F, name, None) is fn:
+        return f"F.{name}"
+    if name and getattr(torch, name, None) is fn:
+        return f"torch.{name}"
+    if inspect.isfunction(fn) and fn.__module__ == ops.__name__:
+        return f"ops.{name}"
+    if fn in CACHE_TYPES:
+        return fn.__name__
+    raise PrintError(f"the graphs call {fn!r}, which the generated module cannot name")
+
+
+def helpers_called(units: list[Unit]) -> list[Any]:
+    """The functions of attncomp.lower.ops the units' graphs call, in the order of ops.py (each calls no
+    other helper: the generated module holds them as static methods)."""
+    used = {node.target for unit in units for method in unit.methods.values() for node in method.graph.nodes
+            if node.op == "call_function" and inspect.isfunction(node.target)
+            and node.target.__module__ == ops.__name__}
+    return [fn for fn in vars(ops).values() if inspect.isfunction(fn) and fn in used]
+
+
+class Printer:
+    """Prints the methods of one unit (see the module docstring)."""
+
+    def __init__(self, unit: Unit):
+        self.unit = unit
+
+    def method(self, name: str) -> list[str]:
+        """The method's lines, indented for a class body."""
+        graph = self.unit.methods[name].graph
+        self.nodes = list(graph.nodes)
+        self.position = {node: i for i, node in enumerate(self.nodes)}
+        self.names: dict[fx.Node, str] = {}
+        self.bound: dict[str, fx.Node | None] = {}
+        self.lines: list[str] = []
+        self.folded: list[fx.Node] = []  # values printed inside the statement that reads them
+        params = []
+        for node in self.nodes:
+            if node.op != "placeholder":
                 continue
-            names[node] = f"{attention}_heads"
-            for role, arg in zip("qkv", node.args[:3]):
-                if isinstance(arg, fx.Node) and arg in region.nodes:
-                    names.setdefault(arg, f"{attention}_{role}")
-        elif node.op == "call_function" and getattr(node.target, "__name__", "") == "cat" and node.args:
-            parts = node.args[0] if isinstance(node.args[0], (tuple, list)) else ()
-            targets = [p.target.removeprefix(region.prefix) for p in parts
-                       if isinstance(p, fx.Node) and p.op == "get_attr"]
-            stems = {t.rsplit(".", 2)[0] for t in targets if t.endswith("_proj.weight")}
-            if len(targets) == len(parts) > 1 and len(stems) == 1:
-                attention = stems.pop().replace(".", "_")
-                roles = "".join(t.rsplit(".", 2)[1][0] for t in targets)  # qkv, or kv
-                names[node] = f"{attention}_{roles}_weight"
-                users = [u for u in node.users if u.op == "call_function"]
-                if len(users) == 1:
-                    names[users[0]] = f"{attention}_{roles}"
-    return names
+            self._bind(node, node.target)
+            default = node.args[0] if node.args else inspect.Signature.empty
+            params.append(node.target if default is inspect.Signature.empty else f"{node.target}={constant(default)}")
+        head = f"    def {name}(self, {', '.join(params)}):" if params else f"    def {name}(self):"
+        for node in self.nodes:
+            if node.op == "placeholder" or node in self.names or self._inline(node):
+                continue
+            if self._foldable(node):
+                self.folded.append(node)
+            elif node.op == "output":
+                self._emit("return", node)
+            else:
+                self.statement(node)
+        return [head, *self.lines]
+
+    def _foldable(self, node: fx.Node) -> bool:
+        """A call read once, by the statement right after it, is written inside that statement
+        (`hidden = torch.relu(self.fc1(x))`), one call deep, and never into a loop or an unpacking."""
+        users = list(node.users)
+        if len(users) != 1 or node.op not in ("call_module", "call_method", "call_function") or \
+                node.target in BINARY or node.target in CHAINED or self._parts(node) is not None or \
+                (node.target in loops.LOOPS and node.target is not loops.each_layer_cache):
+            return False
+        (user,) = users
+        if user.op != "output" and any(arg in self.folded for arg in node.all_input_nodes):
+            return False
+        if user.op == "call_function" and (user.target in loops.LOOPS or user.target is operator.getitem):
+            return False
+        while node.op == "call_module" and self._inline(user) and len(user.users) == 1:
+            (user,) = user.users  # a projection read through a chain: `self.k_proj(x).unflatten(...)`
+        following = next(n for n in self.nodes[self.position[node] + 1:] if not self._inline(n))
+        return following is user
+
+    # values
+
+    def value(self, arg: Any) -> str:
+        if isinstance(arg, fx.Node):
+            if arg in self.names:
+                return self.names[arg]
+            if self._inline(arg) or arg in self.folded:
+                return str(self.expression(arg))
+            raise PrintError(f"{arg.name} is read before it is computed")
+        if isinstance(arg, (tuple, list)):
+            items = [self.value(a) for a in arg]
+            return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+        return constant(arg)
+
+    def _inline(self, node: fx.Node) -> bool:
+        """Members and fields are read where they are used: `self.q_proj.weight`, `cache.self_attn`; a
+        value whose one reader reshapes it under the same name is written in that reader's chain:
+        `k = k.unflatten(-1, (8, 64)).transpose(1, 2)`."""
+        if node.op == "get_attr" or (node.op == "call_function" and node.target is getattr):
+            return True
+        if node.op == "call_function" and node.target is operator.getitem and isinstance(node.args[1], int) \
+                and isinstance(node.args[0], fx.Node) and self._inline(node.args[0]):
+            return True  # cache.layers[0]
+        users = list(node.users)
+        if node.op == "call_function" and node.target in CACHE_TYPES and len(users) == 1 \
+                and users[0].op == "call_function" and users[0].target in CACHE_TYPES:
+            return True  # LayerCache(KV(k, v), ...)
+        return (len(users) == 1 and users[0].op == "call_function" and users[0].target in CHAINED
+                and node.op == "call_function" and node.target in CHAINED
+                and users[0].args[0] is node and _var(users[0]) == _var(node)
+                and self._parts(node) is None)
+
+    def _arguments(self, node: fx.Node, skip: int = 0) -> list[str]:
+        args = [self.value(a) for a in node.args[skip:]]
+        return args + [f"{k}={self.value(v)}" for k, v in node.kwargs.items()]
+
+    def expression(self, node: fx.Node) -> str | CallText:
+        if node.op == "get_attr":
+            return f"self.{node.target}"
+        if node.op == "call_module":
+            return CallText(f"self.{node.target}", self._arguments(node))
+        if node.op == "call_method":
+            owner = node.args[0]
+            if isinstance(owner, fx.Node) and owner.op == "get_attr":  # a child unit's method
+                return CallText(f"self.{owner.target}.{node.target}", self._arguments(node, 1))
+            return CallText(f"{self.value(owner)}.{node.target}", self._arguments(node, 1))
+        fn, args = node.target, node.args
+        if fn is getattr:
+            return f"{self.value(args[0])}.{args[1]}"
+        if fn is operator.getitem:
+            index = args[1]
+            inside = ", ".join(self.value(i) if isinstance(i, fx.Node) else constant(i) for i in index) \
+                if isinstance(index, tuple) else self.value(index)
+            return f"{self.value(args[0])}[{inside}]"
+        if fn in CHAINED and isinstance(args[0], fx.Node):
+            return CallText(f"{self.value(args[0])}.{CHAINED[fn]}", self._arguments(node, 1))
+        if fn in BINARY and len(args) == 2 and not node.kwargs:
+            a, b = (f"({c.text})" if isinstance(c, Const) and not c.text.startswith("math.") else self.value(c)
+                    for c in args)
+            return f"{a} {BINARY[fn]} {b}"
+        if fn is loops.each_layer_cache:
+            inputs = ", ".join(self.value(a) for a in args[1:])
+            return f"tuple(layer.init_cache({inputs}) for layer in {self.value(args[0])})"
+        return CallText(function_name(fn), self._arguments(node))
+
+    # statements
+
+    def statement(self, node: fx.Node) -> None:
+        if node.op == "call_function" and node.target is loops.each_layer:
+            return self._loop(node)
+        if node.op == "call_function" and node.target is loops.each_layer_step:
+            return self._step_loop(node)
+        self._emit(None, node)
+
+    def _emit(self, target: str | None, node: fx.Node) -> None:
+        """A statement computing `node` (`return ...` when target is "return"), the values folded into
+        it written in place; where that makes the line too long, they are printed on lines of their own."""
+        folded = [arg for arg in _reads(node) if arg in self.folded]
+        if folded:
+            text = self._line(target, node, check=True)
+            if text is not None:
+                self.folded = [n for n in self.folded if n not in folded]
+                self.lines.extend(text)
+                return
+            self.folded = [n for n in self.folded if n not in folded]
+            for arg in folded:
+                self._emit(None, arg)
+        self.lines.extend(self._line(target, node))
+
+    def _line(self, target: str | None, node: fx.Node, check: bool = False) -> list[str] | None:
+        if target == "return":
+            value = node.args[0]
+            text = ", ".join(self.value(v) for v in value) if isinstance(value, tuple) else self.value(value)
+            line = f"{INDENT}return {text}"
+            return None if check and len(line) > WIDTH else [line]
+        expression = self.expression(node)
+        parts = self._parts(node)
+        if check:
+            line = f"{INDENT}{_var(node)} = {expression}"
+            if len(line) > WIDTH:
+                return None
+        if parts is not None:
+            target = ", ".join(self._bind(part, _var(part), at=node) if part is not None else "_" for part in parts)
+            return self._assign(target, expression, None)
+        return self._assign(self._bind(node, _var(node)), expression, _shape(node))
+
+    def _loop(self, node: fx.Node) -> None:
+        """x through every layer: `for layer in self.layers: x = layer(x, ...)`."""
+        layers, x, *inputs = node.args
+        name = self._bind(node, _var(node))
+        if self.value(x) != name:
+            self.lines.append(f"{INDENT}{name} = {self.value(x)}")
+        call = CallText("layer", [name, *(self.value(a) for a in inputs)])
+        self.lines.append(f"{INDENT}for layer in {self.value(layers)}:")
+        self.lines.extend(self._assign(name, call, _shape(node), INDENT + "    "))
+
+    def _step_loop(self, node: fx.Node) -> None:
+        """One decoding step through every layer, each reading and returning its own cache."""
+        layers, x, caches, *inputs = node.args
+        parts = self._parts(node) or [None, None]
+        stepped = self._bind(None, "stepped", at=node)
+        self.lines.append(f"{INDENT}{stepped} = []")
+        name = self._bind(parts[0], _var(parts[0]), at=node) if parts[0] is not None else "x"
+        if self.value(x) != name:
+            self.lines.append(f"{INDENT}{name} = {self.value(x)}")
+        self.lines.append(f"{INDENT}for layer, cache in zip({self.value(layers)}, {self.value(caches)}):")
+        self.lines.extend(self._assign(f"{name}, cache", CallText("layer.step", [name, "cache", *(self.value(a) for a in inputs)]),
+                                       None, INDENT + "    "))
+        self.lines.append(f"{INDENT}    {stepped}.append(cache)")
+        if parts[1] is not None:
+            self.lines.append(f"{INDENT}{self._bind(parts[1], _var(parts[1]), at=node)} = tuple({stepped})")
+
+    def _parts(self, node: fx.Node) -> list[fx.Node | None] | None:
+        """The getitem users of a value taken apart by constant index, or None."""
+        users = list(node.users)
+        if not users or not all(u.op == "call_function" and u.target is operator.getitem
+                                and isinstance(u.args[1], int) for u in users):
+            return None
+        by_index = {u.args[1]: u for u in users}
+        if len(by_index) != len(users) or min(by_index) < 0:
+            return None
+        return [by_index.get(i) for i in range(max(by_index) + 1)]
+
+    def _assign(self, target: str, expression: str | CallText, shape: str | None, indent: str = INDENT) -> list[str]:
+        line = f"{indent}{target} = {expression}"
+        comment = f"  # {shape}" if shape else ""
+        if len(line) + len(comment) <= WIDTH:
+            return [line + comment]
+        if len(line) <= WIDTH or not isinstance(expression, CallText):
+            return [line]
+        lines, row = [f"{indent}{target} = {expression.head}("], indent + "    "  # break after the parenthesis
+        for i, arg in enumerate(expression.args):
+            piece = arg + (")" if i == len(expression.args) - 1 else ", ")
+            if len(row + piece.rstrip()) > WIDTH and row.strip():
+                lines.append(row.rstrip())
+                row = indent + "    "
+            row += piece
+        return [*lines, row.rstrip()]
+
+    # names
+
+    def _bind(self, node: fx.Node | None, name: str, at: fx.Node | None = None) -> str:
+        """A name for node's value (computed at `at`, by default the node itself): its own, unless that
+        name holds a value still needed (then numbered)."""
+        base, n, at = name, 1, at if at is not None else node
+        while name in RESERVED or (name in self.bound and self._live(self.bound[name], at)):
+            n += 1
+            name = f"{base}{n}"
+        self.bound[name] = node
+        if node is not None:
+            self.names[node] = name
+        return name
+
+    def _live(self, held: fx.Node | None, at: fx.Node | None) -> bool:
+        """Whether `held` is read after `at` (by a statement after it, or by the output)."""
+        if held is None or at is None:
+            return True
+        if self._parts(held) is not None:  # a taken-apart value lives on in its parts
+            return False
+        here = self.position[at]
+        return any(self._read_at(user) > here for user in held.users if user is not at)
+
+    def _read_at(self, node: fx.Node) -> int:
+        """Where a value is read: an inlined one where its readers are."""
+        if self._inline(node) and node.users:
+            return max(self._read_at(user) for user in node.users)
+        return self.position[node]
 
 
-def _layer_graph(region: Region, params: list[str]) -> fx.Graph:
-    graph = fx.Graph()
-    roles = _role_names(region)
-    env: dict[fx.Node, fx.Node] = {}
-    placeholders = iter(params)
-    for node in region.inputs:
-        if node.op == "get_attr" and node.target == "training":
-            env[node] = graph.get_attr("training")
-        else:
-            env[node] = graph.placeholder(next(placeholders))
-            copy_shape(node, env[node])
-    for node in region.nodes:
-        target = node.target
-        if node.op in ("call_module", "get_attr"):
-            target = target.removeprefix(region.prefix)
-        args = fx.map_arg(node.args, env.__getitem__)
-        kwargs = fx.map_arg(node.kwargs, env.__getitem__)
-        env[node] = graph.create_node(node.op, target, args, kwargs, name=roles.get(node) or _base_name(node, region))
-        copy_shape(node, env[node])
-    outs = [env[n] for n in region.outputs]
-    graph.output(outs[0] if len(outs) == 1 else tuple(outs))
-    return graph
+def _reads(node: fx.Node) -> list[fx.Node]:
+    """The values a statement reads, through the members, fields and chains written inside it."""
+    found = []
+    for arg in node.all_input_nodes:
+        inline = arg.op == "get_attr" or (arg.op == "call_function" and (arg.target is getattr or arg.target in CHAINED
+                                                                          or arg.target is operator.getitem))
+        found += [arg, *(_reads(arg) if inline else ())]
+    return found
 
 
-def copy_shape(old: fx.Node, new: fx.Node) -> None:
-    if "shape" in old.meta:
-        new.meta["shape"] = old.meta["shape"]
+def _var(node: fx.Node) -> str:
+    """The name the lowering gave a value, or, for one a pass made, the name of the value it read."""
+    if "var" in node.meta:
+        return node.meta["var"]
+    if node.op == "call_function" and node.target in MADE_BY_PASSES:
+        return MADE_BY_PASSES[node.target]
+    for arg in node.all_input_nodes:
+        if arg.op != "get_attr" and "var" in arg.meta:
+            return arg.meta["var"]
+    return "y"
 
 
-SHAPE_COMMENT = re.compile(r"  # \(.*\)$")
-
-
-def is_input_comment(line: str) -> bool:
-    return line.lstrip().startswith("# ")
-
-
-def code_only(text: str) -> str:
-    """A method's text without its shape comments: what it computes (methods equal in this are one)."""
-    return "\n".join(SHAPE_COMMENT.sub("", line) for line in text.split("\n") if not is_input_comment(line))
-
-
-def merge_shapes(text: str, other: str) -> str:
-    """One method's text for two uses with equal code: the shape comments both agree on. (The first
-    text is kept whole when it is printed as a call of another method and the second is not.)"""
-    lines, others = text.split("\n"), other.split("\n")
-    if text == other or code_only(text) != code_only(other).replace(others[0], lines[0], 1):
-        return text
-    head, mine_inputs = lines[0], [x for x in lines[1:] if is_input_comment(x)]
-    their_inputs = {x for x in others[1:] if is_input_comment(x)}
-    items = [i for x in mine_inputs for i in _items(x)]
-    agreed = set(i for x in their_inputs for i in _items(x))
-    indent = head[: len(head) - len(head.lstrip())] * 2
-    body = [x for x in lines[1:] if not is_input_comment(x)]
-    their_body = [x for x in others[1:] if not is_input_comment(x)]
-    merged = [x if x == y else SHAPE_COMMENT.sub("", x) for x, y in zip(body, their_body)]
-    return "\n".join([head] + [indent + "# " + x for x in _input_shapes([i for i in items if i in agreed])] + merged)
-
-
-def _items(comment: str) -> list[str]:
-    """The `name: (shape)` items of an input-shape comment line."""
-    return re.findall(r"\w+: \([^)]*\)", comment)
-
-
-def _input_shapes(inputs: list[str]) -> list[str]:
-    """The comment lines under a method's def: its inputs' shapes, one line, or one per input if long."""
-    if not inputs:
-        return []
-    return [", ".join(inputs)] if len(", ".join(inputs)) <= 100 else inputs
-
-
-def method_text(graph: fx.Graph, name: str, indent: str = "    ") -> tuple[str, dict]:
-    """fx's Python for a graph as a method `name`, without fx's `x = None` lifetime clears, each
-    line that makes a tensor ending in its shape (node.meta["shape"], attncomp.codegen.shapes)."""
-    code = graph.python_code(root_module="self")
-    shapes = {n.name: n.meta["shape"] for n in graph.nodes if "shape" in n.meta}
-    inputs = [f"{n.name}: {shapes[n.name]}" for n in graph.find_nodes(op="placeholder") if n.name in shapes]
-    lines = []
-    for line in code.src.strip("\n").splitlines():
-        line = re.sub(r";  [\w =]+ = None$", "", line)
-        made = re.match(r"\s*(\w+) = ", line)
-        if made and made.group(1) in shapes:
-            line += f"  # {shapes[made.group(1)]}"
-        lines.append(indent + line if line else line)
-        if line.startswith("def "):
-            lines += [indent * 2 + "# " + item for item in _input_shapes(inputs)]
-    text = "\n".join(lines).replace("def forward(self", f"def {name}(self", 1)
-    return text, code.globals
-
-
-def _params(regions: list[Region], names: dict[fx.Node, str]) -> list[str]:
-    """Placeholder names: the stream is x; the others are named after layer 0's inputs."""
-    stream = _stream_position(regions)
-    return ["x" if j == stream else _input_name(n, names) for j, n in enumerate(_inputs(regions[0]))]
-
-
-def _input_name(node: fx.Node, names: dict[fx.Node, str]) -> str:
-    """An argument's entry is named after it and layer 0's index (cache_1); other inputs keep their name."""
-    if node.op == "call_function" and node.target is operator.getitem and isinstance(node.args[1], int):
-        return f"{node.args[0].name}_{node.args[1]}"
-    return names.get(node, node.name)
-
-
-def _is_training(node: fx.Node) -> bool:
-    return node.op == "get_attr" and node.target == "training"
-
-
-def _inputs(region: Region) -> list[fx.Node]:
-    return [n for n in region.inputs if not _is_training(n)]
-
-
-def _stream_position(regions: list[Region]) -> int | None:
-    if len(regions) < 2:
+def _shape(node: fx.Node) -> str | None:
+    shape = node.meta.get("shape")
+    if not isinstance(shape, tuple) or not all(isinstance(d, (int, str)) for d in shape):
         return None
-    found = [j for j, n in enumerate(_inputs(regions[1])) if n in regions[0].outputs]
-    if not found:
-        return None  # independent layers (init_cache projects each layer's keys and values)
-    if len(found) != 1:
-        raise PrintError(f"{regions[0].stack}: layer 1 reads {len(found)} outputs of layer 0, not one")
-    return found[0]
-
-
-def signature(region: Region) -> list[tuple]:
-    """What a region computes, without its names: equal signatures print to the same method."""
-    index = {n: ("in", j) for j, n in enumerate(region.inputs)}
-    index.update((n, ("node", k)) for k, n in enumerate(region.nodes))
-    out = []
-    for node in region.nodes:
-        target = node.target.removeprefix(region.prefix) if isinstance(node.target, str) else node.target
-        args = fx.map_arg((node.args, node.kwargs), index.__getitem__)
-        out.append((node.op, target, repr(args)))
-    return out + [tuple(index[n] for n in region.outputs)]
-
-
-def layer_method(regions: list[Region], name: str, names: dict[fx.Node, str]) -> tuple[LayerMethod, dict]:
-    """The method every layer of the regions runs; an error unless all compute the same."""
-    params = _params(regions, names)
-    first = signature(regions[0])
-    if any(signature(r) != first for r in regions[1:]):
-        raise PrintError(f"{regions[0].stack}: the layers do not all compute the same thing")
-    text, found = method_text(_layer_graph(regions[0], params), name)
-    return LayerMethod(regions[0].stack, name, params, text), found
-
-
-def _affine(nodes: list[fx.Node]) -> tuple[str, int, int] | None:
-    """(source, a, b) when nodes[i] is source[a + b * i]."""
-    if not all(n.op == "call_function" and n.target is operator.getitem for n in nodes):
-        return None
-    sources = {n.args[0] for n in nodes}
-    index = [n.args[1] for n in nodes]
-    if len(sources) != 1 or not all(isinstance(k, int) for k in index):
-        return None
-    a, b = index[0], (index[1] - index[0]) if len(index) > 1 else 0
-    if any(k != a + b * i for i, k in enumerate(index)):
-        return None
-    return next(iter(sources)).name, a, b
-
-
-def plan_loop(regions: list[Region], method: LayerMethod, names: dict[fx.Node, str]) -> Loop:
-    """How the entry point calls the layers: which inputs are the stream, shared or per layer."""
-    loop = Loop(regions[0].stack, method.name, len(regions), [])
-    loop.stream_in = _stream_position(regions)
-    if loop.stream_in is not None:
-        loop.stream_out = regions[0].outputs.index(_inputs(regions[1])[loop.stream_in])
-    for j, name in enumerate(method.params):
-        column = [_inputs(r)[j] for r in regions]
-        if j == loop.stream_in:
-            loop.args.append("x")
-        elif all(n is column[0] for n in column):
-            loop.args.append(names.get(column[0], column[0].name))
-        else:
-            affine = _affine(column)
-            if affine is None:
-                raise PrintError(f"{loop.stack}: input {name} of the layers is neither shared nor a cache entry")
-            loop.varying.append((name, *affine))
-            loop.args.append(name)
-    loop.outputs = [_base_name(n, regions[0]) if k != loop.stream_out else "x"
-                    for k, n in enumerate(regions[0].outputs)]
-    return loop
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"

@@ -29,7 +29,9 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.utils._pytree as pytree
 
+from attncomp.lower import family_of
 from attncomp.vocab import BOS, EOS, PAD, SEP, UNK
 
 
@@ -69,17 +71,17 @@ class CachedStepper(Stepper):
 
     def __init__(self, model, src: torch.Tensor):
         self.model, self.src = model, src
-        self.cache: tuple = ()
+        self.cache = None  # a DecodingCache (attncomp.lower.cache): its tensors are its pytree leaves
         self.sentence: torch.Tensor | None = None  # the sentence of each row
-        self.static: tuple[bool, ...] = ()  # cache entries decode_step returns untouched
+        self.static: list[bool] = []  # per leaf: decode_step returned it untouched
 
     def start(self, rows: torch.Tensor) -> None:
         self.sentence = rows
-        if self.model.spec.model.encoder is not None:
+        if family_of(self.model.spec.model).source == "encoded":
             unique, inverse = torch.unique(rows, return_inverse=True)
             src = self.src.index_select(0, unique)
             cache = self.model.init_cache(src, self.model.encode(src))
-            self.cache = tuple(c.index_select(0, inverse) for c in cache)
+            self.cache = pytree.tree_map(lambda c: c.index_select(0, inverse), cache)
             return
         src = self.src.index_select(0, rows)
         self.cache = self.model.init_cache(src)  # decoder-only: the source is a prompt, fed token by token
@@ -94,7 +96,7 @@ class CachedStepper(Stepper):
         if self.pending is not None:
             tokens, self.pending = self.pending, None
         logits, cache = self.model.decode_step(tokens.unsqueeze(1), self.cache)
-        self.static = tuple(new is old for new, old in zip(cache, self.cache))
+        self.static = [new is old for new, old in zip(pytree.tree_leaves(cache), pytree.tree_leaves(self.cache))]
         self.cache = cache
         return logits
 
@@ -103,8 +105,10 @@ class CachedStepper(Stepper):
         # Callers keep each sentence's rows together (beams reorder within a sentence), so the rows
         # belong to the same sentences exactly when no sentence left: no comparison, no device sync.
         same = rows.numel() == self.sentence.numel()
-        self.cache = tuple(c if same and static else c.index_select(0, rows)
-                           for c, static in zip(self.cache, self.static or (False,) * len(self.cache)))
+        leaves, layout = pytree.tree_flatten(self.cache)
+        static = self.static or [False] * len(leaves)
+        self.cache = pytree.tree_unflatten([c if same and kept else c.index_select(0, rows)
+                                            for c, kept in zip(leaves, static)], layout)
         self.sentence = sentence
 
 
@@ -113,7 +117,7 @@ class FullStepper(Stepper):
 
     def __init__(self, model, src: torch.Tensor):
         self.model, self.src = model, src
-        self.decoder_only = model.spec.model.encoder is None
+        self.decoder_only = family_of(model.spec.model).source == "prompt"
 
     def start(self, rows: torch.Tensor) -> None:
         self.rows_src = self.src.index_select(0, rows)

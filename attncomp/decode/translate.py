@@ -17,6 +17,7 @@ from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.beam import CachedStepper, Hypothesis, beam_search
 from attncomp.decode.sample import Sampling, sample
 from attncomp.ir import nodes
+from attncomp.lower import family_of
 from attncomp.progress import Progress
 from attncomp.vocab import EOS, PAD
 
@@ -57,10 +58,15 @@ class Translator:
     def spec(self) -> nodes.Spec:
         return self.model.spec
 
+    @property
+    def prompted(self) -> bool:
+        """The source is fed to the decoder as a prompt (decoder-only), not encoded."""
+        return family_of(self.spec.model).source == "prompt"
+
     def source_limit(self) -> int:
         positions = self.spec.model.positions
         if isinstance(positions, nodes.Learned):
-            limit = positions.max_len - (2 if self.spec.model.encoder is None else 0)  # decoder-only: <s>, <sep>
+            limit = positions.max_len - (2 if self.prompted else 0)  # decoder-only: <s>, <sep>
         else:
             limit = SINUSOIDAL_SOURCE_LIMIT
         return min(limit, self.max_source_tokens or limit)
@@ -70,7 +76,7 @@ class Translator:
         wanted = source_tokens + self.max_len.offset if isinstance(self.max_len, nodes.SrcPlus) else self.max_len.length
         positions = self.spec.model.positions
         if isinstance(positions, nodes.Learned):
-            used = source_tokens + 2 if self.spec.model.encoder is None else 0  # a decoder-only prompt
+            used = source_tokens + 2 if self.prompted else 0  # a decoder-only prompt
             wanted = min(wanted, positions.max_len - used)
         return max(1, min(wanted, 2 * self.source_limit()))  # a spec's max_len of a million stays bounded
 
@@ -87,7 +93,7 @@ class Translator:
 
     def _batches(self, ids: list[list[int]], order: list[int]):
         """Index lists of similar length; a decoder-only model needs equal prompt lengths per batch."""
-        exact = self.spec.model.encoder is None
+        exact = self.prompted
         batch: list[int] = []
         for i in order:
             longest = max([len(ids[j]) for j in batch] + [len(ids[i])])

@@ -18,7 +18,7 @@ from attncomp.errors import UsageError
 from attncomp.interop import require
 from attncomp.ir import nodes
 from attncomp.lower.ops import sinusoidal, sinusoidal_halves
-from attncomp.lower.params import embedding_names
+from attncomp.lower import embedding_names
 
 POSITIONS = 2048  # rows of the sinusoid table CTranslate2 gets (source and output positions)
 
@@ -38,9 +38,19 @@ def _llama_choices(model: nodes.Model) -> list[str]:
             problems.append(f"model.{name}: only relu or gelu activations")
         if stack.key_value_heads != stack.heads:
             problems.append(f"model.{name}: kv_heads must equal heads")
+        if stack.norm not in ("post", "pre"):
+            problems.append(f"model.{name}: only norm = post or pre")
         if stack.final_norm != (stack.norm == "pre"):
             problems.append(f"model.{name}: a final norm exactly when norm = pre")
+        problems += [f"model.{name}: {key} = {getattr(stack, key)} (only its default)" for key in
+                     sorted(set(type(stack).model_fields) - CHOSEN) if getattr(stack, key) !=
+                     type(stack).model_fields[key].default]
     return problems
+
+
+# the stack keys whose choices the checks above allow; any other key must be at its default
+CHOSEN = {"layers", "d_model", "heads", "d_k", "d_v", "d_ff", "attention", "cross_attention", "norm",
+          "normalization", "activation", "kv_heads", "final_norm"}
 
 
 def check_supported(spec: nodes.Spec) -> None:

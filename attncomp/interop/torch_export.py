@@ -11,9 +11,10 @@
 Each program is `torch.export.export` of the entry point's graph after the default passes (the graph
 attncomp itself decodes with: fused attention calls SDPA, which export keeps as one operator), with
 the weights inside, saved by `torch.export.save`. Batch, source length and cache length are dynamic
-(`torch.export.Dim`); the cache is the flat tuple of attncomp.lower.stacks. `torch.export.load(path)
-.module()` runs a program in plain PyTorch; `load(DIR, trusted=True)` here gives an object with the
-compiled model's decoding interface, so `CachedStepper`, `beam_search` and `Translator` decode through it.
+(`torch.export.Dim`); the cache is a flat tuple: the leaves of attncomp.lower.cache's DecodingCache.
+`torch.export.load(path).module()` runs a program in plain PyTorch; `load(DIR, trusted=True)` here
+gives an object with the compiled model's decoding interface, so `CachedStepper`, `beam_search` and
+`Translator` decode through it.
 
 A torch.export directory is code: `torch.export.load` unpickles parts of a program without
 `weights_only`, so a crafted `.pt2` runs what it likes. `load` refuses unless the caller says the
@@ -23,7 +24,6 @@ directory is trusted, and reads programs only from regular files inside the dire
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import io
@@ -33,12 +33,16 @@ from typing import Callable, Literal
 
 import pydantic
 import torch
-from torch import fx
+import torch.utils._pytree as pytree
+from torch import nn
 
 from attncomp.checkpoint.schema import Checkpoint, CheckpointError
 from attncomp.errors import UsageError
 from attncomp.files import read_json, read_regular, write_atomically
 from attncomp.ir import nodes
+from attncomp.lower import family_of
+from attncomp.lower.cache import KV, DecodingCache, LayerCache
+from attncomp.lower.size import load_stored
 from attncomp.vocab import BOS, EOS, PAD, SEP, SPECIAL_TOKENS, UNK
 
 EXPORT_FORMAT = "attncomp-torch-export"
@@ -88,18 +92,39 @@ def _dims() -> dict[str, torch.export.Dim]:
     return {"batch": Dim("batch", min=1), "source": Dim("source", min=1), "cache": Dim("cache", min=0)}
 
 
-def _cache_shapes(model: nodes.Model, dims: dict) -> tuple:
-    """Dynamic dimensions of the flat cache (layout in attncomp.lower.stacks)."""
-    batch, own = dims["batch"], {0: dims["batch"], 2: dims["cache"]}
-    if model.encoder is None:
-        return tuple(own for _ in range(2 * model.decoder.layers))
-    memory = {0: batch, 2: dims["source"]}
-    return ({0: batch, 3: dims["source"]},) + (own, own, memory, memory) * model.decoder.layers
+def _cache_shapes(cache: DecodingCache, dims: dict) -> tuple:
+    """Dynamic dimensions of each tensor of a cache, in the flat order of its leaves (attncomp.lower.cache)."""
+    batch = dims["batch"]
+    own, memory = {0: batch, 2: dims["cache"]}, {0: batch, 2: dims["source"]}
+    shapes = DecodingCache(
+        None if cache.padding_mask is None else {0: batch, 3: dims["source"]},
+        tuple(LayerCache(KV(own, own), None if layer.cross_attn is None else KV(memory, memory))
+              for layer in cache.layers))
+    return tuple(pytree.tree_leaves(shapes, is_leaf=lambda x: isinstance(x, dict)))
+
+
+class FlatCache(nn.Module):
+    """An entry point of the compiled model whose cache is a flat tuple of tensors, the leaves of its
+    DecodingCache in order: what the exported programs take and return (so they run in plain PyTorch,
+    with no attncomp type to know)."""
+
+    def __init__(self, model: nn.Module, entry: str, layout: pytree.TreeSpec):
+        super().__init__()
+        self.model, self.entry, self.layout = model, entry, layout
+
+    def forward(self, *args):
+        if self.entry == "decode_step":
+            tokens, flat = args
+            logits, cache = self.model.decode_step(tokens, pytree.tree_unflatten(list(flat), self.layout))
+            return logits, tuple(pytree.tree_leaves(cache))
+        out = getattr(self.model, self.entry)(*args)
+        return tuple(pytree.tree_leaves(out)) if self.entry == "init_cache" else out
 
 
 def _examples(compiled) -> dict[str, tuple[tuple, tuple]]:
-    """Example inputs and their dynamic shapes, per entry point the model has."""
+    """Example inputs and their dynamic shapes, per entry point the model has; and the cache's layout."""
     model, dims = compiled.spec.model, _dims()
+    family = family_of(model)
     vocab = model.vocab
     top = vocab.size if isinstance(vocab, nodes.Shared) else min(vocab.src, vocab.tgt)  # ids valid on both sides
     ids = SPECIAL_TOKENS + torch.arange(EXAMPLE_BATCH * EXAMPLE_SOURCE) % max(1, top - SPECIAL_TOKENS)
@@ -108,11 +133,11 @@ def _examples(compiled) -> dict[str, tuple[tuple, tuple]]:
     seq = {0: dims["batch"], 1: dims["source"]}
     out = {}
     with torch.no_grad():
-        if model.encoder is not None:
+        if "encode" in family.entry_names:
             out["encode"] = ((src,), (seq,))
-        if model.decoder is None:
-            return out
-        if model.encoder is not None:
+        if not family.decodes:
+            return out, None
+        if family.source == "encoded":
             memory = compiled.encode(src)
             out["init_cache"] = ((src, memory), (seq, seq))
             cache = compiled.init_cache(src, memory)
@@ -122,8 +147,9 @@ def _examples(compiled) -> dict[str, tuple[tuple, tuple]]:
         tokens = src[:, :1]
         for _ in range(EXAMPLE_CACHE):
             _, cache = compiled.decode_step(tokens, cache)
-        out["decode_step"] = ((tokens, cache), ({0: dims["batch"]}, _cache_shapes(model, dims)))
-    return out
+        flat, layout = pytree.tree_flatten(cache)
+        out["decode_step"] = ((tokens, tuple(flat)), ({0: dims["batch"]}, _cache_shapes(cache, dims)))
+    return out, layout
 
 
 def check_supported(spec: nodes.Spec) -> None:
@@ -139,10 +165,11 @@ def programs(compiled) -> dict:
     """torch.export programs of the entry points in ENTRIES that an eval-mode compiled model has."""
     check_supported(compiled.spec)
     found = {}
-    for name, (args, shapes) in _examples(compiled).items():
-        module = fx.GraphModule(compiled, copy.deepcopy(compiled.graphs[name])).eval()
+    examples, layout = _examples(compiled)
+    for name, (args, shapes) in examples.items():
+        module = FlatCache(compiled, name, layout).eval()
         try:
-            found[name] = torch.export.export(module, args, dynamic_shapes=shapes)
+            found[name] = torch.export.export(module, args, dynamic_shapes={"args": shapes})
         except Exception as err:  # torch.export's errors are pages long: its first line says what
             first = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise UsageError(f"torch.export cannot export {name} of model {compiled.spec.model.name}: "
@@ -177,9 +204,10 @@ def write(found: Checkpoint, out: Path) -> list[Path]:
 
 
 def _cache_layout(model: nodes.Model) -> str:
-    if model.decoder is None:
+    family = family_of(model)
+    if not family.decodes:
         return ""
-    if model.encoder is None:
+    if family.source == "prompt":
         return f"per decoder layer ({model.decoder.layers}): self-attention keys, values (B, heads, T, d)"
     return (f"source mask (B, 1, 1, S) bool, True = padding; then per decoder layer ({model.decoder.layers}): "
             "self-attention keys, values (B, heads, T, d), cross-attention keys, values (B, heads, S, d)")
@@ -244,8 +272,6 @@ def load(directory: str | Path, *, trusted: bool = False) -> ExportedModel:
     """The programs of an export directory as callables (no attncomp graph is built), with its spec.
 
     Loading runs the directory's code (see the module's docstring): `trusted=True` says it may."""
-    from attncomp import ir
-
     directory = Path(directory)
     if not trusted:
         raise UsageError(f"{directory} {UNTRUSTED}")
@@ -259,7 +285,7 @@ def load(directory: str | Path, *, trusted: bool = False) -> ExportedModel:
                                      error=CheckpointError) for side, name in TOKENIZER_FILES.items()}
     if hashlib.sha256(spec_text.encode("utf-8")).hexdigest() != meta.spec_hash:
         raise CheckpointError(f"{directory / SPEC} does not match the spec hash in {directory / META}")
-    spec = ir.load_flat(spec_text, f"{directory / SPEC}")
+    spec = load_stored(spec_text, f"{directory / SPEC}")
     programs = {}
     for name, file in meta.programs.items():
         if (directory / file).resolve().parent != directory.resolve():  # a link to a file elsewhere

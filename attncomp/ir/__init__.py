@@ -34,15 +34,12 @@ def load(source: str | os.PathLike, overrides: Sequence[str] = (), directory: st
 
 def load_flat(text: str, origin: str, overrides: Sequence[str] = ()) -> Spec:
     """Canonical spec text stored in an artifact (a checkpoint, an export) -> a Spec, reading no other
-    file: `extends` is refused. `origin` names the artifact in errors. A stored spec is held to the size
-    limit (ir.size.MAX_PARAM_BYTES) without exception, since its hash is no proof of its origin."""
+    file: `extends` is refused. `origin` names the artifact in errors. Readers of artifacts use
+    attncomp.lower.size.load_stored, which also holds the spec to the size limit."""
     from attncomp.ir.build import build
-    from attncomp.ir.size import refuse_if_too_large
     from attncomp.syntax import load_flat as parse_flat, parse_override
 
-    spec = verify(build(parse_flat(text, origin), [parse_override(o) for o in overrides]))
-    refuse_if_too_large(spec, origin, remedy="a model stored in a checkpoint or export is held to that limit")
-    return spec
+    return verify(build(parse_flat(text, origin), [parse_override(o) for o in overrides]))
 
 
 __all__ = ["Spec", "diff", "load", "load_flat", "nodes", "spec_hash", "to_json", "to_text", "verify"]

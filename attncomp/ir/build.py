@@ -308,7 +308,7 @@ def _fill_stack_choices(stack: dict) -> None:
     (kv_heads stays unset, meaning heads: see nodes.Stack.key_value_heads.)"""
     defaults = nodes.Stack.model_fields
     if "final_norm" not in stack:
-        stack["final_norm"] = stack.get("norm", defaults["norm"].default) == "pre"
+        stack["final_norm"] = stack.get("norm", defaults["norm"].default) != "post"
 
 
 # --- step 4: validation -----------------------------------------------------------------------

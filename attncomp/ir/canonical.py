@@ -2,7 +2,8 @@
 
 The canonical text parses back to an identical Spec; its hash names the exact architecture and
 recipe a checkpoint was trained with. Keys added after checkpoints and sweeps recorded hashes
-(`OMITTED_AT_DEFAULT`) are written only when they differ from their default, which is the old
+(marked `json_schema_extra=nodes.LATER` where the IR declares them) are written only when they differ
+from their default, which is the old
 meaning: a spec that does not use them keeps its canonical text and its hash.
 """
 
@@ -65,14 +66,10 @@ def _value(value: Any) -> str:
     return _number(value)
 
 
-# (block, key) pairs written only away from their default (see the module docstring)
-OMITTED_AT_DEFAULT = {
-    (nodes.Bias, "output"), (nodes.Model, "embedding_norm"), (nodes.Model, "head"), (nodes.Train, "mlm"),
-}
-
-
 def _omitted(node: BaseModel, key: str, value: Any) -> bool:
-    return (type(node), key) in OMITTED_AT_DEFAULT and value == type(node).model_fields[key].default
+    """A key added later, at its default: not written (see the module docstring)."""
+    field = type(node).model_fields[key]
+    return field.json_schema_extra == nodes.LATER and value == field.default
 
 
 def _is_block(value: Any) -> bool:

@@ -19,6 +19,9 @@ class Node(BaseModel):
 
 
 Dim = Annotated[int, Field(ge=1, le=1 << 16)]
+# A key added after checkpoints and sweeps recorded spec hashes: the canonical text leaves it out at its
+# default, so specs that do not use it keep their text and hash (attncomp.ir.canonical).
+LATER = {"written": "only away from its default"}
 Count = Annotated[int, Field(ge=1, le=1 << 20)]
 Prob = Annotated[float, Field(ge=0.0, lt=1.0)]
 VocabSize = Annotated[int, Field(ge=1, le=1 << 24)]
@@ -63,12 +66,14 @@ class Stack(Node):
     d_v: Dim = Field(64, description="value width per head (default d_model / heads)")
     d_ff: Dim = Field(2048, description="inner width of the feed-forward net")
     attention: Attention = Field(ScaledDot(), description="self-attention kind")
-    norm: Literal["post", "pre"] = Field("post", description="LayerNorm after (paper) or before each sub-layer")
+    norm: Literal["post", "pre", "output", "sandwich"] = Field(
+        "post", description="where each sub-layer's norm goes: post Norm(x + F(x)) (the paper), pre x + F(Norm(x)), "
+                            "output x + Norm(F(x)) (OLMo 2), sandwich x + Norm(F(Norm(x))) (Gemma 2)")
     activation: Literal["relu", "gelu", "silu", "swiglu", "geglu"] = Field(
         "relu", description="feed-forward activation; swiglu and geglu are gated: W2(act(W_gate x) * (W_up x))")
     normalization: Literal["layernorm", "rmsnorm"] = Field(
         "layernorm", description="LayerNorm, or RMSNorm x / sqrt(mean(x^2) + eps) * g (no bias, no centring)")
-    final_norm: bool = Field(False, description="a norm closes the stack (default: true for norm = pre)")
+    final_norm: bool = Field(False, description="a norm closes the stack (default: true unless norm = post)")
     kv_heads: Annotated[int, Field(ge=1, le=1024)] | None = Field(
         None, description="key/value heads (none: = heads; fewer: grouped-query attention, 1: multi-query)")
 
@@ -207,7 +212,8 @@ class Bias(Node):
     o: bool | None = Field(None, description="bias of W^O (unset: the attention group's)")
     fc1: bool | None = Field(None, description="bias of the first feed-forward layer (unset: the ffn group's)")
     fc2: bool | None = Field(None, description="bias of the second feed-forward layer (unset: the ffn group's)")
-    output: bool = Field(False, description="a bias on the pre-softmax projection (BERT's MLM decoder bias)")
+    output: bool = Field(False, description="a bias on the pre-softmax projection (BERT's MLM decoder bias)",
+                         json_schema_extra=LATER)
 
     def of(self, projection: str) -> bool:
         """Whether `projection` (q, k, v, o, fc1, fc2) has a bias: its own key, else its group's."""
@@ -250,8 +256,10 @@ class Model(Node):
     scale_embeddings: bool = Field(True, description="multiply embeddings by sqrt(d_model)")
     bias: Bias = Field(Bias(), description="biases: bias { attention = ...  ffn = ... }, or true/false for both")
     norm_eps: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(1e-5, description="LayerNorm epsilon")
-    embedding_norm: bool = Field(False, description="LayerNorm on embeddings + positions, before their dropout")
-    head: Head = Field(LinearHead(), description="before the output projection: linear (none) or dense(activation)")
+    embedding_norm: bool = Field(False, description="LayerNorm on embeddings + positions, before their dropout",
+                                 json_schema_extra=LATER)
+    head: Head = Field(LinearHead(), description="before the output projection: linear (none) or dense(activation)",
+                       json_schema_extra=LATER)
     encoder: Encoder | None = Field(None, description="the encoder stack, absent for decoder-only")
     decoder: Decoder | None = Field(None, description="the decoder stack, absent for encoder-only")
     dropout: Dropout = Field(Dropout(), description="dropout probabilities")
@@ -378,7 +386,7 @@ class Time(Node):
 Interval = Annotated[Union[Steps, Time], Field(discriminator="kind")]
 
 
-class Checkpoint(Node):
+class Checkpointing(Node):
     every: Interval = Field(Time(minutes=10.0), description="how often to save: 5000 (steps) or 10min")
     keep: Annotated[int, Field(ge=1, le=10_000)] = Field(5, description="checkpoints kept on disk")
     average_last: Annotated[int, Field(ge=1, le=10_000)] = Field(
@@ -423,8 +431,8 @@ class Train(Node):
     clip_norm: Annotated[float, Field(ge=0.0, le=1e6)] = Field(0.0, description="gradient-norm clip (0: off)")
     precision: Literal["fp32", "bf16"] = Field("bf16", description="autocast precision on GPU (CPU: fp32)")
     seed: Annotated[int, Field(ge=0, le=(1 << 63) - 1)] = Field(1, description="seed for weights, data order, dropout")
-    checkpoint: Checkpoint = Field(Checkpoint(), description="checkpointing")
-    mlm: MaskedLM = Field(MaskedLM(), description="masked-LM rates (encoder-only models)")
+    checkpoint: Checkpointing = Field(Checkpointing(), description="checkpointing")
+    mlm: MaskedLM = Field(MaskedLM(), description="masked-LM rates (encoder-only models)", json_schema_extra=LATER)
     validation: Validation | None = Field(
         None, description="validation BLEU, the best checkpoint and early stopping (absent: loss and ppl only)"
     )

@@ -68,7 +68,7 @@ def _read_src_plus(raw: ast.Value, key: str):
 def _read_tolerance(raw: ast.Value, key: str) -> dict:
     if isinstance(raw, ast.Number):
         return {"value": number(raw, key, integer=False)}
-    if not isinstance(raw, ast.Tolerance):
+    if not isinstance(raw, ast.PlusMinus):
         raise SpecError(f"{key} expects a number with an optional tolerance, like 65M +- 5%", raw.span)
     out = {"value": number(raw.value, key, integer=False)}
     tol = raw.tolerance

@@ -1,25 +1,22 @@
-"""Stage 3: a resolved Spec -> torch.fx graphs (one per entry point) over one parameter tree."""
+"""Stage 3: a resolved Spec -> a program of units (attncomp.lower.units), each lowered once to torch.fx
+graphs, and the module tree they make: a CompiledModel with one method per entry point."""
 
 from __future__ import annotations
 
 import torch
 
 from attncomp.ir import nodes
-from attncomp.lower.module import CompiledModel, EntryGraphs
-from attncomp.lower.params import Parameters, initialise
-from attncomp.lower.stacks import entry_makers
+from attncomp.lower.family import Family, embedding_names, family_of, model_unit
+from attncomp.lower.program import CompiledModel, Lowering, build, initialise
 
 
 def lower(spec: nodes.Spec, device: torch.device | str | None = None) -> CompiledModel:
-    """Build the parameters (initialised from the spec's seed) and the unoptimised entry graphs.
-
-    Each entry point is lowered when its graph or method is first read (`CompiledModel.bind_all()`
-    lowers them all).
-    """
+    """The unoptimised program (explicit attention) and its parameters, initialised from the spec's seed."""
+    root = model_unit(Lowering(spec.model))
     with torch.device(device or "cpu"):
-        params = Parameters(spec.model)
-    initialise(params, spec.train.seed)
-    return CompiledModel(spec, params).with_graphs(EntryGraphs(entry_makers(spec.model)))
+        model = build(spec, root)
+    initialise(model, spec.train.seed)
+    return model
 
 
-__all__ = ["CompiledModel", "EntryGraphs", "lower"]
+__all__ = ["CompiledModel", "Family", "embedding_names", "family_of", "lower"]

@@ -33,6 +33,26 @@ def band_mask(length: int, window: int, causal: bool, device: torch.device) -> T
     return hidden | (offset > 0) if causal else hidden
 
 
+def hide(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """Scores with -inf where `mask` hides a key (True = hidden); no mask hides nothing."""
+    return scores if mask is None else torch.masked_fill(scores, mask, -math.inf)
+
+
+def zero_rows(weights: Tensor, mask: Tensor | None) -> Tensor:
+    """Attention weights with 0 for queries that `mask` lets see no key (their softmax is NaN)."""
+    return weights if mask is None else torch.masked_fill(weights, mask.all(dim=-1, keepdim=True), 0.0)
+
+
+def attend(mask: Tensor | None) -> Tensor | None:
+    """SDPA's attn_mask from a True = hidden mask: True = attend; None stays None."""
+    return None if mask is None else torch.logical_not(mask)
+
+
+def either(mask: Tensor, other: Tensor | None) -> Tensor:
+    """Keys hidden by either mask (the second may be absent)."""
+    return mask if other is None else torch.logical_or(mask, other)
+
+
 def fully_masked_rows(mask: Tensor) -> Tensor:
     """True for queries that may see no key at all; their attention output is defined as zero."""
     return mask.all(dim=-1, keepdim=True)
@@ -86,9 +106,9 @@ def relative_positions(q_len: int, k_len: int, max_distance: int, device: torch.
     return distance.clamp(-max_distance, max_distance) + max_distance
 
 
-def additive_mask(bias: Tensor, hidden: Tensor) -> Tensor:
+def additive_mask(bias: Tensor, hidden: Tensor | None) -> Tensor:
     """One float mask for the scores: the positional bias, and -inf where `hidden` (True = hidden)."""
-    return bias.masked_fill(hidden, -math.inf)
+    return bias if hidden is None else bias.masked_fill(hidden, -math.inf)
 
 
 def rope_table(positions: Tensor, dims: int, base: float, dtype: torch.dtype) -> Tensor:

@@ -1,79 +1,124 @@
-"""Positions that act on the attention scores: ALiBi and relative position representations.
+"""Positions: added to the embeddings (sinusoidal, learned), or acting in self-attention (rotary,
+ALiBi, relative), lowered once per stack call and handed to its layers.
 
-Both add a float bias to the scaled scores, before the bool mask (causal, padding, band) hides
-keys; that is the one spelling, which fuse_attention turns into SDPA's float `attn_mask`,
-`ops.additive_mask(bias, hidden)` (the bias with -inf where hidden):
+    sinusoidal, learned   x + PE(positions): the stack adds them to its embedded tokens
+    rope                  a table of angles (2, T, dims): q and k of every self-attention are rotated
+    alibi                 a bias -m_h |i - j| (h, Tq, Tk) added to the self-attention scores
+    relative              indices clip(j - i, -k, k) + k (Tq, Tk) into each self-attention's own tables:
+                          the logit term q_i . a^K_ij / sqrt(d_k) is added to the scores; with
+                          `values = true` the output adds sum_j w_ij a^V_ij, which SDPA cannot take
 
-    s = torch.mul(torch.matmul(q, torch.transpose(k, -2, -1)), 1/sqrt(d_k))
-    s = torch.add(s, bias)
-    s = torch.masked_fill(s, hidden, -inf)                 # where a mask hides keys
+The stack computes the tensor its self-attentions read (one for every layer) and passes it to each as
+`positions`; a decode step computes the bias of its own keys (the last Tq of k_len positions, after
+a local window cuts the cache). Only self-attention gets positions: source and target do not line up.
 
-(The explicit graph keeps the masked_fill rather than adding -inf: masked_fill passes no gradient
-to hidden scores, so a query that sees no key, whose softmax is NaN before the row fix sets it to
-0, sends no NaN back; an added -inf would.)
-
-- ALiBi (Press et al. 2022): bias = -m_h |i - j|, (h, Tq, Tk), made once per stack and entry point;
-  in a decoder the causal mask leaves -m_h (i - j) for j <= i.
-- Relative (Shaw et al. 2018, tensor2tensor's dot_product_attention_relative): per layer,
-  bias = q_i . a^K_ij / sqrt(d_k), (B, h, Tq, Tk), a^K_ij = relative_k[clip(j - i, -k, k) + k]; with
-  `values = true` the output adds sum_j w_ij a^V_ij, which SDPA cannot take (the attention stays explicit).
-
-Only self-attention gets a bias: source and target positions do not line up.
+In the explicit scores the bias is added before the mask hides keys (`ops.hide`, a masked_fill that
+passes no gradient to hidden scores); fuse_attention folds both into SDPA's float attn_mask.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+import operator
 
 import torch
+from torch import fx
 
 from attncomp.ir import nodes
 from attncomp.lower import ops
-from attncomp.lower.layers import Builder, Node
+from attncomp.lower.units import Builder, embedding, inv_sqrt_const
+
+Node = fx.Node
 
 
-@dataclass
-class ScoreBias:
-    """The positional terms of one stack's self-attentions in one entry point."""
-
-    b: Builder
-    positions: nodes.ALiBi | nodes.Relative
-    d_k: int
-    shared: Node | None = None  # ALiBi's bias, the same for every layer
-    index: Node | None = None  # relative: (Tq, Tk) indices into the tables
-
-    def logits(self, prefix: str, q: Node) -> Node:
-        """The float bias on the scores of attention `prefix` with queries q (B, h, Tq, d_k)."""
-        if self.shared is not None:
-            return self.shared
-        table = self.b.module(f"{prefix}.relative_k", self.index)  # (Tq, Tk, d_k)
-        term = self.b.call(torch.einsum, "bhqd,qkd->bhqk", q, table)
-        return self.b.call(torch.mul, term, 1.0 / math.sqrt(self.d_k))
-
-    def values(self, prefix: str, weights: Node, out: Node) -> Node:
-        """out + sum_j w_ij a^V_ij where the spec asks for the value term, else out."""
-        if not (isinstance(self.positions, nodes.Relative) and self.positions.values):
-            return out
-        table = self.b.module(f"{prefix}.relative_v", self.index)  # (Tq, Tk, d_v)
-        return self.b.add(out, self.b.call(torch.einsum, "bhqk,qkd->bhqd", weights, table))
+def acts_on_scores(model: nodes.Model) -> bool:
+    """Whether the positions reach self-attention (rope, ALiBi, relative) rather than the embeddings."""
+    return isinstance(model.positions, (nodes.Rope, nodes.ALiBi, nodes.Relative))
 
 
-def score_bias(b: Builder, model: nodes.Model, stack: nodes.Stack, like: Node, q_len: Node,
-               k_len: Node) -> ScoreBias | None:
-    """The self-attention bias of a stack whose queries are the last q_len of k_len positions; None for
-    positions added to the embeddings. `like` gives device and dtype."""
+def _input_shape(model: nodes.Model, stack: nodes.Stack, q_len, k_len) -> tuple:
     pos = model.positions
-    if not isinstance(pos, (nodes.ALiBi, nodes.Relative)):
-        return None
-    device = b.call(getattr, like, "device")
+    if isinstance(pos, nodes.Rope):
+        return (2, q_len, pos.dims(stack.d_k))
     if isinstance(pos, nodes.ALiBi):
-        bias = b.call(ops.alibi_bias, stack.heads, q_len, k_len, device, b.call(getattr, like, "dtype"))
-        return ScoreBias(b, pos, stack.d_k, shared=bias)
-    index = b.call(ops.relative_positions, q_len, k_len, pos.max_distance, device)
-    return ScoreBias(b, pos, stack.d_k, index=index)
+        return (stack.heads, q_len, k_len)
+    return (q_len, k_len)
 
 
-def adds_embeddings(model: nodes.Model) -> bool:
-    """Whether the positions are added to the embeddings (sinusoidal, learned) rather than the scores."""
-    return isinstance(model.positions, (nodes.Sinusoidal, nodes.Learned))
+def input_name(model: nodes.Model) -> str:
+    return {"rope": "rope", "alibi": "alibi", "relative": "relative"}[model.positions.kind]
+
+
+def position_input(b: Builder, model: nodes.Model, stack: nodes.Stack, q_len, k_len) -> Node | None:
+    """The placeholder of what the stack hands a self-attention about positions, or None."""
+    if not acts_on_scores(model):
+        return None
+    return b.input(input_name(model), _input_shape(model, stack, q_len, k_len))
+
+
+def _range(b: Builder, x: Node, start: Node | int) -> Node:
+    """Positions start .. start + T - 1 of x's T new tokens."""
+    length = b.size(x, 1)
+    end = length if start == 0 else b.call(operator.add, start, length, name="end")
+    device = b.call(getattr, x, "device", name="device")
+    return b.call(torch.arange, start, end, device=device, name="positions")
+
+
+def add_to_embeddings(b: Builder, model: nodes.Model, stack: nodes.Stack, x: Node, start: Node | int) -> Node:
+    """x + PE for sinusoidal or learned positions; x for the others."""
+    pos = model.positions
+    if not isinstance(pos, (nodes.Sinusoidal, nodes.Learned)):
+        return x
+    positions = _range(b, x, start)
+    if isinstance(pos, nodes.Learned):
+        pe = b.leaf("pos", embedding(pos.max_len, stack.d_model), positions, name="pe")
+    else:
+        table = ops.sinusoidal_halves if pos.layout == "halves" else ops.sinusoidal
+        pe = b.call(table, positions, stack.d_model, b.call(getattr, x, "dtype", name="dtype"), name="pe")
+    return b.add(x, pe)
+
+
+def for_layers(b: Builder, model: nodes.Model, stack: nodes.Stack, x: Node, start: Node | int) -> Node | None:
+    """What the stack's self-attentions read about positions (see the module docstring), or None."""
+    pos = model.positions
+    if isinstance(pos, nodes.Rope):
+        positions = _range(b, x, start)
+        dtype = b.call(getattr, x, "dtype", name="dtype")
+        return b.call(ops.rope_table, positions, pos.dims(stack.d_k), pos.base, dtype, name="rope")
+    if isinstance(pos, (nodes.ALiBi, nodes.Relative)):
+        length = b.size(x, 1)
+        return score_bias(b, model, stack, x, length, length)
+    return None
+
+
+def score_bias(b: Builder, model: nodes.Model, stack: nodes.Stack, like: Node, q_len: Node, k_len: Node) -> Node:
+    """ALiBi's bias, or relative-position indices, for queries that are the last q_len of k_len positions."""
+    device = b.call(getattr, like, "device", name="device")
+    if isinstance(model.positions, nodes.ALiBi):
+        dtype = b.call(getattr, like, "dtype", name="dtype")
+        return b.call(ops.alibi_bias, stack.heads, q_len, k_len, device, dtype, name="alibi")
+    return b.call(ops.relative_positions, q_len, k_len, model.positions.max_distance, device, name="relative")
+
+
+def decode_bias(b: Builder, model: nodes.Model, stack: nodes.Stack, x: Node, k: Node) -> Node | None:
+    """In a decode step: the bias (or indices) of x's queries over the keys k attends to."""
+    if not isinstance(model.positions, (nodes.ALiBi, nodes.Relative)):
+        return None
+    return score_bias(b, model, stack, x, b.size(x, 1), b.size(k, 2))
+
+
+def bias_logits(b: Builder, model: nodes.Model, stack: nodes.Stack, q: Node, index: Node) -> Node:
+    """Relative positions' logit term q_i . a^K_ij / sqrt(d_k), (B, h, Tq, Tk)."""
+    rows = 2 * model.positions.max_distance + 1
+    table = b.leaf("relative_k", embedding(rows, stack.d_k), index, name="relative_k")
+    term = b.call(torch.einsum, "bhqd,qkd->bhqk", q, table, name="relative_scores")
+    return b.call(torch.mul, term, inv_sqrt_const(stack.d_k), name="relative_scores")
+
+
+def relative_values(b: Builder, model: nodes.Model, stack: nodes.Stack, weights: Node, out: Node,
+                    index: Node) -> Node:
+    """out + sum_j w_ij a^V_ij where the spec asks for the value term, else out."""
+    if not model.positions.values:
+        return out
+    rows = 2 * model.positions.max_distance + 1
+    table = b.leaf("relative_v", embedding(rows, stack.d_v), index, name="relative_v")
+    return b.add(out, b.call(torch.einsum, "bhqk,qkd->bhqd", weights, table, name="relative_heads"), name="heads")

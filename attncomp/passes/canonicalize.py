@@ -9,7 +9,8 @@ are data: (what it matches, what it becomes), one small function each.
     Tensor.softmax, F.softmax, upcast softmax       -> torch.softmax(x, -1)
     x / c, torch.div(x, c), x * c, Tensor.mul       -> torch.mul(x, c)         (c a number)
     (q * c) @ k^T                                   -> torch.mul(q @ k^T, c)
-    Tensor.masked_fill, finite "minus infinity"     -> torch.masked_fill(x, m, -inf)
+    masked_fill(x, m, -inf or finite "minus inf")   -> ops.hide(x, m)
+    masked_fill(w, fully_masked_rows(m), 0)         -> ops.zero_rows(w, m)
     x + y, Tensor.add                               -> torch.add(x, y)
     F.dropout(x, p, training), nn.Dropout module    -> F.dropout(x, p=p, training=t)
 """
@@ -25,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 from torch.fx.passes.infra.pass_base import PassResult
+
+from attncomp.lower import ops
 
 MINUS_INFINITY_BELOW = -1e4  # masked_fill values at or below this hide a key as -inf does
 
@@ -149,11 +152,16 @@ def scale_after_matmul(node: fx.Node) -> bool:
 
 
 def masked_fill(node: fx.Node) -> bool:
+    """masked_fill with "minus infinity" hides keys: ops.hide; with 0 where a row sees no key: ops.zero_rows."""
     if not (_is(node, (torch.masked_fill,)) or _is(node, ("masked_fill", "masked_fill_"), "call_method")):
         return False
     x, mask, value = node.args[0], _arg(node, 1, "mask"), _arg(node, 2, "value")
     if isinstance(value, Number) and value <= MINUS_INFINITY_BELOW:
-        value = -math.inf
+        _replace(node, ops.hide, (x, mask))
+        return True
+    if value == 0 and isinstance(mask, fx.Node) and _is(mask, (ops.fully_masked_rows,)):
+        _replace(node, ops.zero_rows, (x, mask.args[0]))
+        return True
     if node.op == "call_function" and node.args == (x, mask, value) and not node.kwargs:
         return False
     _replace(node, torch.masked_fill, (x, mask, value))

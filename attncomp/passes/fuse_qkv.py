@@ -41,20 +41,30 @@ def _fuse(gm: fx.GraphModule, group: list[fx.Node]) -> None:
     graph = gm.graph
     linears = [gm.get_submodule(n.target) for n in group]
     first = min(group, key=lambda n: list(graph.nodes).index(n))
+    name = "".join(n.target.rpartition(".")[2][0] for n in group)  # qkv, kv
     with graph.inserting_before(first):
         weight = graph.call_function(torch.cat, (tuple(graph.get_attr(f"{n.target}.weight") for n in group),))
+        weight.meta["var"] = f"{name}_weight"
         bias = None
         if all(lin.bias is not None for lin in linears):
             bias = graph.call_function(torch.cat, (tuple(graph.get_attr(f"{n.target}.bias") for n in group),))
+            bias.meta["var"] = f"{name}_bias"
         fused = graph.call_function(F.linear, (group[0].args[0], weight, bias))
         parts = graph.call_function(torch.split, (fused, tuple(lin.out_features for lin in linears), -1))
+        fused.meta["var"] = parts.meta["var"] = name
         for i, node in enumerate(group):
-            node.replace_all_uses_with(graph.call_function(operator.getitem, (parts, i)))
+            part = graph.call_function(operator.getitem, (parts, i))
+            part.meta.update({k: v for k, v in node.meta.items() if k in ("var", "shape")})
+            node.replace_all_uses_with(part)
     for node in group:
         graph.erase_node(node)
 
 
 def fuse_qkv(gm: fx.GraphModule) -> PassResult:
+    """Fuse the projections of every attention that reads one input more than once (not in graphs a
+    decode step runs: there one token's three products cost less than concatenating the weights)."""
+    if gm.meta.get("decoding"):
+        return PassResult(gm, False)
     groups = _groups(gm)
     for group in groups:
         _fuse(gm, group)

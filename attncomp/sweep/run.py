@@ -21,7 +21,7 @@ from attncomp import ir
 from attncomp.data.dataset import PreparedData
 from attncomp.errors import TrainingError, UsageError, printable
 from attncomp.ir import nodes
-from attncomp.ir.size import refuse_if_too_large
+from attncomp.lower.size import refuse_if_too_large
 from attncomp.sweep.state import Options, SweepState, check_row_name
 from attncomp.sweep.table import hyperparameters, paper_figures, write_tables
 

@@ -53,7 +53,7 @@ class Call:
 
 
 @dataclass(frozen=True)
-class Tolerance:
+class PlusMinus:
     """`65M +- 5%`: a value and how far from it is still right."""
 
     value: "Value"
@@ -70,7 +70,7 @@ class Offset:
     span: Span
 
 
-Value = Union[Number, Name, String, Call, Tolerance, Offset]
+Value = Union[Number, Name, String, Call, PlusMinus, Offset]
 
 
 @dataclass(frozen=True)

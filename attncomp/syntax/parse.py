@@ -128,7 +128,7 @@ class _Build(Transformer):
 
     def tolerance(self, children):
         value, tolerance = children
-        return ast.Tolerance(value, tolerance, _span_of(value))
+        return ast.PlusMinus(value, tolerance, _span_of(value))
 
     def offset(self, children):
         base, amount = children

@@ -22,7 +22,8 @@ class RunConfig:
     device: str = "cpu"  # "cuda" or "cpu"
     max_tokens_per_worker: int = 4096
     resume: bool = False
-    compile: bool = False
+    compile: bool = False  # torch.compile each layer (regional compilation, attncomp.train.step.compiled)
+    checkpoint_layers: bool = False  # recompute each layer's activations in the backward pass
     profile: bool = False
     log_every: int = 10
     log_interval: float = 60.0  # seconds between progress lines without a terminal (train.monitor)

@@ -40,6 +40,7 @@ class Trainer:
         if self.cuda:
             torch.cuda.set_device(self.device)
         self.model = cfg.factory(self.device)
+        self.model.checkpoint_layers(cfg.checkpoint_layers)
         self.spec = self.model.spec
         if cfg.init is not None:  # before any wrapping; a checkpoint restored on --resume replaces these weights
             load_initial(self.model, cfg.init)

@@ -58,17 +58,29 @@ def with_bias(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     return torch.cat((hidden, ones), -1), torch.cat((weight, bias.unsqueeze(-1).to(weight.dtype)), -1)
 
 
-def compiled(step: nn.Module, backend: str | Callable = "inductor") -> Callable[..., torch.Tensor]:
+def compiled(step: nn.Module, backend: str | Callable = "inductor", regional: bool = True) -> Callable[..., torch.Tensor]:
     """torch.compile for batches whose shapes change from update to update (the runner's): sentences and
-    lengths are dynamic from the first call, so a new shape reuses the compiled graphs (one for batches
-    with source padding, one for batches without) instead of compiling again. Give the TrainStep a
-    `max_tokens`, so that the fused loss's chunk loop does not depend on the shape either.
+    lengths are dynamic from the first call, so a new shape reuses the compiled graphs instead of
+    compiling again.
+
+    `regional` (the runner's --compile): each layer is compiled, not the whole step — the layers of a
+    stack share one body, so it is compiled once per layer kind and reused by every layer (dynamo
+    caches by code), and the first update waits for a few small graphs rather than one of the whole
+    model; embeddings, positions and the fused loss stay eager. Otherwise the whole step (`step`, a
+    TrainStep or the DDP around it) is one compiled graph: give the TrainStep a `max_tokens`, so that the
+    fused loss's chunk loop does not depend on the shape either.
 
     Inductor's mix-order reduction (layer norm's backward) decides by the size of the batch, which adds
-    a guard on it and a third graph for small batches; its non-strict mode fuses whatever the size."""
+    a guard on it and another graph for small batches; its non-strict mode fuses whatever the size."""
     import torch._inductor.config as inductor
 
     options = None
     if backend == "inductor" and hasattr(inductor.triton, "mix_order_reduction_non_strict_mode"):
         options = {"triton.mix_order_reduction_non_strict_mode": True}
-    return torch.compile(step, dynamic=True, backend=backend, options=options)
+    if not regional:
+        return torch.compile(step, dynamic=True, backend=backend, options=options)
+    model = getattr(step, "module", step).model  # DDP(TrainStep) or TrainStep
+    for layers in model.layer_lists():
+        for layer in layers:
+            layer.compile(dynamic=True, backend=backend, options=options)
+    return step

@@ -2,103 +2,13 @@
 # -*- coding: utf-8 -*-
 # attncomp 0.1.0, spec sha256 686f1d97a0f2a280cd72fa3bf54c1a87cb1612b88fe18f395c038ff8c6a35d9c
 # Spec file (as a Python string): 'specs/examples/bert.attn'
-# Rebuild: `attncomp build SPEC` on that file. Passes: canonicalize, fuse_attention, fuse_qkv, eliminate_dead_code.
-#
-# The spec as written:
-#   # A BERT-style encoder (Devlin et al. 2019), small enough for a CPU: learned positions, GELU,
-#   # post-norm, LayerNorm on the embeddings, the prediction-head transform, biases everywhere and on
-#   # the output, the word embedding tied to the output (tie = encoder), LayerNorm epsilon 1e-12,
-#   # embeddings not scaled by sqrt(d_model). Encoder-only, it trains as a masked language model.
-#   model bert {
-#     d_model = 128
-#     heads   = 4
-#     d_ff    = 512
-#     vocab   = shared(8000)
-#     tie     = encoder
-#     positions = learned(max_len = 512)
-#     scale_embeddings = false
-#     embedding_norm = true
-#     head = dense(activation = gelu)
-#     norm_eps = 1e-12
-#     bias { attention = true  ffn = true  output = true }
-#     encoder { layers = 4  norm = post  activation = gelu }
-#     dropout { residual = 0.1  attention = 0.1 }
-#   }
-#   train {
-#     loss      = cross_entropy(label_smoothing = 0.0)
-#     optimizer = adamw(beta1 = 0.9, beta2 = 0.999, eps = 1e-6, weight_decay = 0.01)
-#     schedule  = cosine(peak = 1e-4, warmup = 1000, final = 0.0)
-#     batch     = tokens(32K)
-#     steps     = 20_000
-#     clip_norm = 1.0
-#     mlm { rate = 0.15  mask = 0.8  random = 0.1 }
-#     checkpoint { every = 2000  keep = 3  average_last = 1 }
-#   }
-#
-# Resolved, every default filled in (`attncomp show SPEC`):
-#   model bert {
-#     vocab = shared(size = 8000)
-#     tie = encoder
-#     positions = learned(max_len = 512)
-#     scale_embeddings = false
-#     bias {
-#       attention = true
-#       ffn = true
-#       output = true
-#     }
-#     norm_eps = 1e-12
-#     embedding_norm = true
-#     head = dense(activation = gelu, bias = true)
-#     encoder {
-#       layers = 4
-#       d_model = 128
-#       heads = 4
-#       d_k = 32
-#       d_v = 32
-#       d_ff = 512
-#       attention = scaled_dot
-#       norm = post
-#       activation = gelu
-#       normalization = layernorm
-#       final_norm = false
-#     }
-#     dropout {
-#       residual = 0.1
-#       embedding = 0.1
-#       attention = 0.1
-#       activation = 0.0
-#     }
-#   }
-#   train {
-#     loss = cross_entropy(label_smoothing = 0.0)
-#     optimizer = adamw(beta1 = 0.9, beta2 = 0.999, eps = 1e-06, weight_decay = 0.01)
-#     schedule = cosine(peak = 0.0001, warmup = 1000, final = 0.0)
-#     batch = tokens(count = 32000)
-#     steps = 20000
-#     clip_norm = 1.0
-#     precision = bf16
-#     seed = 1
-#     checkpoint {
-#       every = 2000
-#       keep = 3
-#       average_last = 1
-#     }
-#   }
-#   decode {
-#     beam = 4
-#     length_penalty = 0.6
-#     max_len = src + 50
-#     stop = bound
-#   }
-#   expect {
-#   }
+# Passes: canonicalize, fuse_attention, fuse_qkv, eliminate_dead_code; the spec resolved: `attncomp show SPEC`.
 """The `bert` model: an encoder-only Transformer, standalone: imports only torch.
 
-Printed from the compiled program's optimised torch.fx graphs (after the passes named above): one
-class per module of the parameter tree, each layer class with one method per distinct layer body,
-and the model's entry points looping over the layers. Parameter names are the compiled model's, so
-one state dict loads into either. Entry points:
-    forward(src) -> logits    encode(src) -> memory    hidden(src) -> states
+Printed from the compiled program's optimised graphs: a class per unit (attention, feed-forward net, layer,
+stack, model), the same parameter names, so one state dict loads into either. Entry points:
+    forward(src) -> logits                      hidden(src) -> states
+    hidden_dense(src) -> states                 encode(src) -> memory
 """
 
 import math
@@ -108,32 +18,40 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-
 class ops:
     """Helpers the graphs call, copied verbatim from attncomp/lower/ops.py."""
-
-    @staticmethod
-    def dropout_p(p: float, training: bool) -> float:
-        """SDPA drops whenever dropout_p > 0, so evaluation must pass 0."""
-        return p if training else 0.0
 
     @staticmethod
     def padding_mask(tokens: Tensor, pad: int) -> Tensor:
         """(B, T) tokens -> (B, 1, 1, T) bool, True where the key is padding."""
         return torch.eq(tokens, pad).unsqueeze(1).unsqueeze(2)
 
+    @staticmethod
+    def attend(mask: Tensor | None) -> Tensor | None:
+        """SDPA's attn_mask from a True = hidden mask: True = attend; None stays None."""
+        return None if mask is None else torch.logical_not(mask)
 
-class Head(nn.Module):
-    """The parameters of `head`."""
+    @staticmethod
+    def dropout_p(p: float, training: bool) -> float:
+        """SDPA drops whenever dropout_p > 0, so evaluation must pass 0."""
+        return p if training else 0.0
+
+
+class PredictionHead(nn.Module):
+    """The prediction-head transform: LayerNorm(act(dense(x)))."""
 
     def __init__(self):
         super().__init__()
         self.dense = nn.Linear(128, 128)
-        self.norm = nn.LayerNorm((128,), eps=1e-12)
+        self.norm = nn.LayerNorm(128, eps=1e-12)
+
+    def forward(self, x):
+        x = F.gelu(self.dense(x))  # (batch, seq_len, 128)
+        return self.norm(x)
 
 
 class SelfAttention(nn.Module):
-    """The parameters of `self_attn`."""
+    """Multi-head self-attention."""
 
     def __init__(self):
         super().__init__()
@@ -142,77 +60,68 @@ class SelfAttention(nn.Module):
         self.v_proj = nn.Linear(128, 128)
         self.o_proj = nn.Linear(128, 128)
 
+    def forward(self, x, padding_mask):
+        qkv_weight = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))  # (384, 128)
+        qkv = F.linear(x, qkv_weight, torch.cat((self.q_proj.bias, self.k_proj.bias, self.v_proj.bias)))
+        q, k, v = torch.split(qkv, (128, 128, 128), -1)
+        k = k.unflatten(-1, (4, 32)).transpose(1, 2)  # (batch, 4, src_len, 32)
+        v = v.unflatten(-1, (4, 32)).transpose(1, 2)  # (batch, 4, src_len, 32)
+        q = q.unflatten(-1, (4, 32)).transpose(1, 2)  # (batch, 4, src_len, 32)
+        mask = ops.attend(padding_mask)  # (batch, 1, 1, src_len)
+        y = ops.dropout_p(0.1, self.training)
+        heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(32), attn_mask=mask, dropout_p=y)
+        heads = heads.transpose(1, 2).flatten(-2)  # (batch, src_len, 128)
+        return self.o_proj(heads)
+
 
 class FeedForward(nn.Module):
-    """The parameters of `ffn`."""
+    """The position-wise feed-forward network."""
 
     def __init__(self):
         super().__init__()
         self.fc1 = nn.Linear(128, 512)
         self.fc2 = nn.Linear(512, 128)
 
+    def forward(self, x):
+        hidden = F.gelu(self.fc1(x))  # (batch, seq_len, 512)
+        return self.fc2(hidden)
+
 
 class EncoderLayer(nn.Module):
-    """One of Encoder's 4 identical layers."""
+    """An encoder layer: self-attention, then the feed-forward net."""
 
     def __init__(self):
         super().__init__()
         self.self_attn = SelfAttention()
-        self.self_attn_norm = nn.LayerNorm((128,), eps=1e-12)
+        self.self_attn_norm = nn.LayerNorm(128, eps=1e-12)
         self.ffn = FeedForward()
-        self.ffn_norm = nn.LayerNorm((128,), eps=1e-12)
+        self.ffn_norm = nn.LayerNorm(128, eps=1e-12)
 
-    def forward(self, x, logical_not):
-        # x: (batch, src_len, 128), logical_not: (batch, 1, 1, src_len)
-        training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (128, 128)
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (128, 128)
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (128, 128)
-        self_attn_qkv_weight = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (384, 128)
-        self_attn_q_proj_bias = self.self_attn.q_proj.bias  # (128,)
-        self_attn_k_proj_bias = self.self_attn.k_proj.bias  # (128,)
-        self_attn_v_proj_bias = self.self_attn.v_proj.bias  # (128,)
-        cat = torch.cat((self_attn_q_proj_bias, self_attn_k_proj_bias, self_attn_v_proj_bias))  # (384,)
-        self_attn_qkv = F.linear(x, self_attn_qkv_weight, cat)  # (batch, src_len, 384)
-        split = torch.split(self_attn_qkv, (128, 128, 128), -1)
-        getitem = split[0]  # (batch, src_len, 128)
-        getitem_1 = split[1]  # (batch, src_len, 128)
-        getitem_2 = split[2]  # (batch, src_len, 128)
-        unflatten = torch.unflatten(getitem_1, -1, (4, 32))  # (batch, src_len, 4, 32)
-        self_attn_k = torch.transpose(unflatten, 1, 2)  # (batch, 4, src_len, 32)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (4, 32))  # (batch, src_len, 4, 32)
-        self_attn_v = torch.transpose(unflatten_1, 1, 2)  # (batch, 4, src_len, 32)
-        unflatten_2 = torch.unflatten(getitem, -1, (4, 32))  # (batch, src_len, 4, 32)
-        self_attn_q = torch.transpose(unflatten_2, 1, 2)  # (batch, 4, src_len, 32)
-        dropout_p = ops.dropout_p(0.1, training)
-        self_attn_heads = F.scaled_dot_product_attention(self_attn_q, self_attn_k, self_attn_v, scale = 0.17677669529663687, attn_mask = logical_not, dropout_p = dropout_p)  # (batch, 4, src_len, 32)
-        transpose = torch.transpose(self_attn_heads, 1, 2)  # (batch, src_len, 4, 32)
-        flatten = torch.flatten(transpose, -2)  # (batch, src_len, 128)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, src_len, 128)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, src_len, 128)
-        add = torch.add(x, dropout)  # (batch, src_len, 128)
-        self_attn_norm = self.self_attn_norm(add)  # (batch, src_len, 128)
-        ffn_fc1 = self.ffn.fc1(self_attn_norm)  # (batch, src_len, 512)
-        gelu = F.gelu(ffn_fc1)  # (batch, src_len, 512)
-        ffn_fc2 = self.ffn.fc2(gelu)  # (batch, src_len, 128)
-        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, src_len, 128)
-        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, src_len, 128)
-        ffn_norm = self.ffn_norm(add_1)  # (batch, src_len, 128)
-        return ffn_norm
-
-    def hidden_dense(self, x):
-        # x: (batch, src_len, 128)
-        return self.forward(x, None)  # the same, with no attention mask
+    def forward(self, x, padding_mask):
+        attended = F.dropout(self.self_attn(x, padding_mask), p=0.1, training=self.training)  # (batch, src_len, 128)
+        x = x + attended  # (batch, src_len, 128)
+        x = self.self_attn_norm(x)  # (batch, src_len, 128)
+        fed = F.dropout(self.ffn(x), p=0.1, training=self.training)  # (batch, src_len, 128)
+        x = x + fed  # (batch, src_len, 128)
+        return self.ffn_norm(x)
 
 
 class Encoder(nn.Module):
-    """The parameters of `encoder`."""
+    """The encoder: 4 layers over the embedded source."""
 
     def __init__(self):
         super().__init__()
         self.pos = nn.Embedding(512, 128)
-        self.embed_norm = nn.LayerNorm((128,), eps=1e-12)
+        self.embed_norm = nn.LayerNorm(128, eps=1e-12)
         self.layers = nn.ModuleList(EncoderLayer() for _ in range(4))
+
+    def forward(self, x, padding_mask):
+        positions = torch.arange(0, x.size(1), device=x.device)  # (src_len,)
+        x = x + self.pos(positions)  # (batch, src_len, 128)
+        x = F.dropout(self.embed_norm(x), p=0.1, training=self.training)  # (batch, src_len, 128)
+        for layer in self.layers:
+            x = layer(x, padding_mask)  # (batch, src_len, 128)
+        return x
 
 
 class Model(nn.Module):
@@ -220,95 +129,28 @@ class Model(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.output_bias = nn.Parameter(torch.empty((8000,)))
         self.src_embed = nn.Embedding(8000, 128)
-        self.head = Head()
+        self.output_bias = nn.Parameter(torch.zeros(8000))
+        self.head = PredictionHead()
         self.encoder = Encoder()
 
     def forward(self, src):
-        # src: (batch, src_len)
-        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
-        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
-        src_embed = self.src_embed(src)  # (batch, src_len, 128)
-        size = src.size(1)
-        getattr_1 = src_embed.device
-        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
-        encoder_pos = self.encoder.pos(arange)  # (src_len, 128)
-        add = torch.add(src_embed, encoder_pos)  # (batch, src_len, 128)
-        encoder_embed_norm = self.encoder.embed_norm(add)  # (batch, src_len, 128)
-        training = self.training
-        dropout = F.dropout(encoder_embed_norm, p = 0.1, training = training)  # (batch, src_len, 128)
-        x = dropout
-        for i, layer in enumerate(self.encoder.layers):
-            x = layer(x, logical_not)
-        encoder_out = x
-        head_dense = self.head.dense(encoder_out)  # (batch, src_len, 128)
-        gelu_4 = F.gelu(head_dense)  # (batch, src_len, 128)
-        head_norm = self.head.norm(gelu_4)  # (batch, src_len, 128)
-        src_embed_weight = self.src_embed.weight  # (8000, 128)
-        linear = F.linear(head_norm, src_embed_weight)  # (batch, src_len, 8000)
-        output_bias = self.output_bias  # (8000,)
-        add_9 = torch.add(linear, output_bias)  # (batch, src_len, 8000)
-        return add_9
+        x = self.src_embed(src)  # (batch, src_len, 128)
+        x = self.encoder(x, ops.padding_mask(src, 0))  # (batch, src_len, 128)
+        logits = F.linear(self.head(x), self.src_embed.weight)  # (batch, src_len, 8000)
+        logits = logits + self.output_bias  # (batch, src_len, 8000)
+        return logits
 
     def hidden(self, src):
-        # src: (batch, src_len)
-        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
-        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
-        src_embed = self.src_embed(src)  # (batch, src_len, 128)
-        size = src.size(1)
-        getattr_1 = src_embed.device
-        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
-        encoder_pos = self.encoder.pos(arange)  # (src_len, 128)
-        add = torch.add(src_embed, encoder_pos)  # (batch, src_len, 128)
-        encoder_embed_norm = self.encoder.embed_norm(add)  # (batch, src_len, 128)
-        training = self.training
-        dropout = F.dropout(encoder_embed_norm, p = 0.1, training = training)  # (batch, src_len, 128)
-        x = dropout
-        for i, layer in enumerate(self.encoder.layers):
-            x = layer(x, logical_not)
-        encoder_out = x
-        head_dense = self.head.dense(encoder_out)  # (batch, src_len, 128)
-        gelu_4 = F.gelu(head_dense)  # (batch, src_len, 128)
-        head_norm = self.head.norm(gelu_4)  # (batch, src_len, 128)
-        return head_norm
+        x = self.src_embed(src)  # (batch, src_len, 128)
+        x = self.encoder(x, ops.padding_mask(src, 0))  # (batch, src_len, 128)
+        return self.head(x)
 
     def hidden_dense(self, src):
-        # src: (batch, src_len)
-        src_embed = self.src_embed(src)  # (batch, src_len, 128)
-        size = src.size(1)
-        getattr_1 = src_embed.device
-        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
-        encoder_pos = self.encoder.pos(arange)  # (src_len, 128)
-        add = torch.add(src_embed, encoder_pos)  # (batch, src_len, 128)
-        encoder_embed_norm = self.encoder.embed_norm(add)  # (batch, src_len, 128)
-        training = self.training
-        dropout = F.dropout(encoder_embed_norm, p = 0.1, training = training)  # (batch, src_len, 128)
-        x = dropout
-        for i, layer in enumerate(self.encoder.layers):
-            x = layer.hidden_dense(x)
-        encoder_out = x
-        head_dense = self.head.dense(encoder_out)  # (batch, src_len, 128)
-        gelu_4 = F.gelu(head_dense)  # (batch, src_len, 128)
-        head_norm = self.head.norm(gelu_4)  # (batch, src_len, 128)
-        return head_norm
+        x = self.encoder(self.src_embed(src), None)  # (batch, src_len, 128)
+        return self.head(x)
 
     def encode(self, src):
-        # src: (batch, src_len)
-        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
-        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
-        src_embed = self.src_embed(src)  # (batch, src_len, 128)
-        size = src.size(1)
-        getattr_1 = src_embed.device
-        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
-        encoder_pos = self.encoder.pos(arange)  # (src_len, 128)
-        add = torch.add(src_embed, encoder_pos)  # (batch, src_len, 128)
-        encoder_embed_norm = self.encoder.embed_norm(add)  # (batch, src_len, 128)
-        training = self.training
-        dropout = F.dropout(encoder_embed_norm, p = 0.1, training = training)  # (batch, src_len, 128)
-        x = dropout
-        for i, layer in enumerate(self.encoder.layers):
-            x = layer(x, logical_not)
-        encoder_out = x
-        return encoder_out
+        x = self.src_embed(src)  # (batch, src_len, 128)
+        return self.encoder(x, ops.padding_mask(src, 0))
 

@@ -2,111 +2,26 @@
 # -*- coding: utf-8 -*-
 # attncomp 0.1.0, spec sha256 f904eb65a7e50c308da9118afb5c40c8c094f6a314f6154a109930d6de6fe5c1
 # Spec file (as a Python string): 'specs/examples/llama.attn'
-# Rebuild: `attncomp build SPEC` on that file. Passes: canonicalize, fuse_attention, fuse_qkv, eliminate_dead_code.
-#
-# The spec as written:
-#   # A LLaMA-style decoder-only language model (Touvron et al. 2023), CPU-sized: pre-norm with RMSNorm,
-#   # a SwiGLU feed-forward (d_ff about 8/3 d_model), rotary positions, grouped-query attention (2 key/value
-#   # heads for 4 query heads), no biases, unscaled and untied embeddings, no dropout. It is the
-#   # architecture of Hugging Face's LlamaForCausalLM (tests/interop/test_hf_llama.py proves it).
-#   # Trained on parallel text it reads "source <sep> target", as specs/examples/lm.attn does.
-#   model llama {
-#     d_model  = 64
-#     heads    = 4
-#     kv_heads = 2
-#     d_ff     = 176
-#     vocab    = shared(256)
-#     tie      = none
-#     positions = rope(base = 10000)
-#     scale_embeddings = false
-#     bias     = false
-#     norm_eps = 1e-6
-#     decoder { layers = 2  norm = pre  normalization = rmsnorm  activation = swiglu }
-#     dropout { residual = 0.0 }
-#   }
-#   train {
-#     loss      = cross_entropy(label_smoothing = 0.0)
-#     optimizer = adamw(beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1)
-#     schedule  = cosine(peak = 3e-3, warmup = 100, final = 3e-4)
-#     batch     = tokens(2000)
-#     steps     = 600
-#     clip_norm = 1.0
-#     checkpoint { every = 200  keep = 3  average_last = 1 }
-#   }
-#   decode { beam = 1  length_penalty = 0.0  max_len = src + 10 }
-#
-# Resolved, every default filled in (`attncomp show SPEC`):
-#   model llama {
-#     vocab = shared(size = 256)
-#     tie = none
-#     positions = rope(base = 10000.0, fraction = 1.0)
-#     scale_embeddings = false
-#     bias {
-#       attention = false
-#       ffn = false
-#     }
-#     norm_eps = 1e-06
-#     decoder {
-#       layers = 2
-#       d_model = 64
-#       heads = 4
-#       d_k = 16
-#       d_v = 16
-#       d_ff = 176
-#       attention = scaled_dot
-#       norm = pre
-#       activation = swiglu
-#       normalization = rmsnorm
-#       final_norm = true
-#       kv_heads = 2
-#       cross_attention = scaled_dot
-#     }
-#     dropout {
-#       residual = 0.0
-#       embedding = 0.0
-#       attention = 0.0
-#       activation = 0.0
-#     }
-#   }
-#   train {
-#     loss = cross_entropy(label_smoothing = 0.0)
-#     optimizer = adamw(beta1 = 0.9, beta2 = 0.95, eps = 1e-08, weight_decay = 0.1)
-#     schedule = cosine(peak = 0.003, warmup = 100, final = 0.0003)
-#     batch = tokens(count = 2000)
-#     steps = 600
-#     clip_norm = 1.0
-#     precision = bf16
-#     seed = 1
-#     checkpoint {
-#       every = 200
-#       keep = 3
-#       average_last = 1
-#     }
-#   }
-#   decode {
-#     beam = 1
-#     length_penalty = 0.0
-#     max_len = src + 10
-#     stop = bound
-#   }
-#   expect {
-#   }
+# Passes: canonicalize, fuse_attention, fuse_qkv, eliminate_dead_code; the spec resolved: `attncomp show SPEC`.
 """The `llama` model: a decoder-only Transformer language model, standalone: imports only torch.
 
-Printed from the compiled program's optimised torch.fx graphs (after the passes named above): one
-class per module of the parameter tree, each layer class with one method per distinct layer body,
-and the model's entry points looping over the layers. Parameter names are the compiled model's, so
-one state dict loads into either. Entry points:
-    forward(tokens) -> logits    init_cache(tokens) -> cache
-    decode_step(tokens, cache) -> (logits, cache)    hidden(tokens) -> states
+Printed from the compiled program's optimised graphs: a class per unit (attention, feed-forward net, layer,
+stack, model), the same parameter names, so one state dict loads into either. Entry points:
+    forward(tokens) -> logits                   hidden(tokens) -> states
+    init_cache(tokens) -> cache                 decode_step(tokens, cache) -> (logits, cache)
 """
 
 import math
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+
+KV = NamedTuple("KV", [("k", Tensor), ("v", Tensor)])
+LayerCache = NamedTuple("LayerCache", [("self_attn", KV), ("cross_attn", Optional[KV])])
+DecodingCache = NamedTuple("DecodingCache", [("padding_mask", Optional[Tensor]), ("layers", tuple)])
 
 
 class ops:
@@ -132,8 +47,8 @@ class ops:
         return torch.cat((rot * cos + half * sin, rest), dim=-1)
 
 
-class SelfAttention(nn.Module):
-    """The parameters of `self_attn`."""
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention over the keys up to each query (causal)."""
 
     def __init__(self):
         super().__init__()
@@ -142,9 +57,35 @@ class SelfAttention(nn.Module):
         self.v_proj = nn.Linear(64, 32, bias=False)
         self.o_proj = nn.Linear(64, 64, bias=False)
 
+    def forward(self, x, rope):
+        qkv = F.linear(x, torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)), None)
+        q, k, v = torch.split(qkv, (64, 32, 32), -1)
+        k = k.unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, tgt_len, 16)
+        v = v.unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, tgt_len, 16)
+        k = ops.rotate(k, rope)  # (batch, 2, tgt_len, 16)
+        q = q.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, tgt_len, 16)
+        q = ops.rotate(q, rope)  # (batch, 4, tgt_len, 16)
+        heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(16), is_causal=True, enable_gqa=True)
+        heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 64)
+        return self.o_proj(heads)
+
+    def step(self, x, past_k, past_v, rope):
+        k = self.k_proj(x).unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, 1, 16)
+        v = self.v_proj(x).unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, 1, 16)
+        k = torch.cat((past_k, ops.rotate(k, rope)), 2)  # (batch, 2, cache_len + 1, 16)
+        v = torch.cat((past_v, v), 2)  # (batch, 2, cache_len + 1, 16)
+        q = self.q_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, 1, 16)
+        heads = F.scaled_dot_product_attention(ops.rotate(q, rope), k, v, scale=1 / math.sqrt(16), enable_gqa=True)
+        heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 64)
+        return self.o_proj(heads), k, v
+
+    def empty_cache(self, like, batch):
+        k = like.new_zeros((batch, 2, 0, 16))  # (batch, 2, 0, 16)
+        return k, like.new_zeros((batch, 2, 0, 16))
+
 
 class FeedForward(nn.Module):
-    """The parameters of `ffn`."""
+    """The position-wise feed-forward network."""
 
     def __init__(self):
         super().__init__()
@@ -152,98 +93,69 @@ class FeedForward(nn.Module):
         self.fc2 = nn.Linear(176, 64, bias=False)
         self.gate = nn.Linear(64, 176, bias=False)
 
+    def forward(self, x):
+        gate = F.silu(self.gate(x))  # (batch, seq_len, 176)
+        hidden = gate * self.fc1(x)  # (batch, seq_len, 176)
+        return self.fc2(hidden)
+
 
 class DecoderLayer(nn.Module):
-    """One of Decoder's 2 identical layers."""
+    """A decoder layer: causal self-attention, then the feed-forward net."""
 
     def __init__(self):
         super().__init__()
-        self.self_attn = SelfAttention()
-        self.self_attn_norm = nn.RMSNorm((64,), eps=1e-06)
+        self.self_attn = CausalSelfAttention()
+        self.self_attn_norm = nn.RMSNorm(64, eps=1e-06)
         self.ffn = FeedForward()
-        self.ffn_norm = nn.RMSNorm((64,), eps=1e-06)
+        self.ffn_norm = nn.RMSNorm(64, eps=1e-06)
 
-    def forward(self, x, rope_table):
-        # x: (batch, tgt_len, 64), rope_table: (2, tgt_len, 16)
-        self_attn_norm = self.self_attn_norm(x)  # (batch, tgt_len, 64)
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (64, 64)
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (32, 64)
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (32, 64)
-        self_attn_qkv_weight = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (128, 64)
-        self_attn_qkv = F.linear(self_attn_norm, self_attn_qkv_weight, None)  # (batch, tgt_len, 128)
-        split = torch.split(self_attn_qkv, (64, 32, 32), -1)
-        getitem = split[0]  # (batch, tgt_len, 64)
-        getitem_1 = split[1]  # (batch, tgt_len, 32)
-        getitem_2 = split[2]  # (batch, tgt_len, 32)
-        unflatten = torch.unflatten(getitem_1, -1, (2, 16))  # (batch, tgt_len, 2, 16)
-        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 2, tgt_len, 16)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (2, 16))  # (batch, tgt_len, 2, 16)
-        self_attn_v = torch.transpose(unflatten_1, 1, 2)  # (batch, 2, tgt_len, 16)
-        self_attn_k = ops.rotate(transpose, rope_table)  # (batch, 2, tgt_len, 16)
-        unflatten_2 = torch.unflatten(getitem, -1, (4, 16))  # (batch, tgt_len, 4, 16)
-        transpose_1 = torch.transpose(unflatten_2, 1, 2)  # (batch, 4, tgt_len, 16)
-        self_attn_q = ops.rotate(transpose_1, rope_table)  # (batch, 4, tgt_len, 16)
-        self_attn_heads = F.scaled_dot_product_attention(self_attn_q, self_attn_k, self_attn_v, scale = 0.25, enable_gqa = True, is_causal = True)  # (batch, 4, tgt_len, 16)
-        transpose_2 = torch.transpose(self_attn_heads, 1, 2)  # (batch, tgt_len, 4, 16)
-        flatten = torch.flatten(transpose_2, -2)  # (batch, tgt_len, 64)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, tgt_len, 64)
-        add = torch.add(x, self_attn_o_proj)  # (batch, tgt_len, 64)
-        ffn_norm = self.ffn_norm(add)  # (batch, tgt_len, 64)
-        ffn_gate = self.ffn.gate(ffn_norm)  # (batch, tgt_len, 176)
-        silu = F.silu(ffn_gate)  # (batch, tgt_len, 176)
-        ffn_fc1 = self.ffn.fc1(ffn_norm)  # (batch, tgt_len, 176)
-        mul = torch.mul(silu, ffn_fc1)  # (batch, tgt_len, 176)
-        ffn_fc2 = self.ffn.fc2(mul)  # (batch, tgt_len, 64)
-        add_1 = torch.add(add, ffn_fc2)  # (batch, tgt_len, 64)
-        return add_1
+    def forward(self, x, rope):
+        attended = self.self_attn(self.self_attn_norm(x), rope)  # (batch, tgt_len, 64)
+        x = x + attended  # (batch, tgt_len, 64)
+        fed = self.ffn(self.ffn_norm(x))  # (batch, tgt_len, 64)
+        x = x + fed  # (batch, tgt_len, 64)
+        return x
 
-    def decode_step(self, x, rope_table, cache_0, cache_1):
-        # x: (batch, 1, 64)
-        # rope_table: (2, 1, 16)
-        # cache_0: (batch, 2, cache_len, 16)
-        # cache_1: (batch, 2, cache_len, 16)
-        self_attn_norm = self.self_attn_norm(x)  # (batch, 1, 64)
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (64, 64)
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (32, 64)
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (32, 64)
-        self_attn_qkv_weight = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (128, 64)
-        self_attn_qkv = F.linear(self_attn_norm, self_attn_qkv_weight, None)  # (batch, 1, 128)
-        split = torch.split(self_attn_qkv, (64, 32, 32), -1)
-        getitem = split[0]  # (batch, 1, 64)
-        getitem_1 = split[1]  # (batch, 1, 32)
-        getitem_2 = split[2]  # (batch, 1, 32)
-        unflatten = torch.unflatten(getitem_1, -1, (2, 16))  # (batch, 1, 2, 16)
-        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 2, 1, 16)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (2, 16))  # (batch, 1, 2, 16)
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 2, 1, 16)
-        rotate = ops.rotate(transpose, rope_table)  # (batch, 2, 1, 16)
-        self_attn_k = torch.cat((cache_0, rotate), 2)  # (batch, 2, cache_len + 1, 16)
-        self_attn_v = torch.cat((cache_1, transpose_1), 2)  # (batch, 2, cache_len + 1, 16)
-        unflatten_2 = torch.unflatten(getitem, -1, (4, 16))  # (batch, 1, 4, 16)
-        transpose_2 = torch.transpose(unflatten_2, 1, 2)  # (batch, 4, 1, 16)
-        self_attn_q = ops.rotate(transpose_2, rope_table)  # (batch, 4, 1, 16)
-        self_attn_heads = F.scaled_dot_product_attention(self_attn_q, self_attn_k, self_attn_v, scale = 0.25, enable_gqa = True)  # (batch, 4, 1, 16)
-        transpose_3 = torch.transpose(self_attn_heads, 1, 2)  # (batch, 1, 4, 16)
-        flatten = torch.flatten(transpose_3, -2)  # (batch, 1, 64)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, 1, 64)
-        add = torch.add(x, self_attn_o_proj)  # (batch, 1, 64)
-        ffn_norm = self.ffn_norm(add)  # (batch, 1, 64)
-        ffn_gate = self.ffn.gate(ffn_norm)  # (batch, 1, 176)
-        silu = F.silu(ffn_gate)  # (batch, 1, 176)
-        ffn_fc1 = self.ffn.fc1(ffn_norm)  # (batch, 1, 176)
-        mul = torch.mul(silu, ffn_fc1)  # (batch, 1, 176)
-        ffn_fc2 = self.ffn.fc2(mul)  # (batch, 1, 64)
-        add_1 = torch.add(add, ffn_fc2)  # (batch, 1, 64)
-        return (self_attn_k, self_attn_v, add_1)
+    def step(self, x, cache, rope):
+        attended, k, v = self.self_attn.step(self.self_attn_norm(x), cache.self_attn.k, cache.self_attn.v, rope)
+        x = x + attended  # (batch, 1, 64)
+        fed = self.ffn(self.ffn_norm(x))  # (batch, 1, 64)
+        x = x + fed  # (batch, 1, 64)
+        return x, LayerCache(KV(k, v), None)
+
+    def init_cache(self, like, batch):
+        k, v = self.self_attn.empty_cache(like, batch)
+        return LayerCache(KV(k, v), None)
 
 
 class Decoder(nn.Module):
-    """The parameters of `decoder`."""
+    """The decoder: 2 layers over the embedded target."""
 
     def __init__(self):
         super().__init__()
         self.layers = nn.ModuleList(DecoderLayer() for _ in range(2))
-        self.norm = nn.RMSNorm((64,), eps=1e-06)
+        self.norm = nn.RMSNorm(64, eps=1e-06)
+
+    def forward(self, x):
+        positions = torch.arange(0, x.size(1), device=x.device)  # (tgt_len,)
+        rope = ops.rope_table(positions, 16, 10000.0, x.dtype)  # (2, tgt_len, 16)
+        for layer in self.layers:
+            x = layer(x, rope)  # (batch, tgt_len, 64)
+        return self.norm(x)
+
+    def step(self, x, caches, start):
+        end = start + x.size(1)
+        rope = ops.rope_table(torch.arange(start, end, device=x.device), 16, 10000.0, x.dtype)  # (2, 1, 16)
+        stepped = []
+        for layer, cache in zip(self.layers, caches):
+            x, cache = layer.step(x, cache, rope)
+            stepped.append(cache)
+        caches = tuple(stepped)
+        x = self.norm(x)  # (batch, 1, 64)
+        return x, caches
+
+    def init_cache(self, like, batch):
+        return tuple(layer.init_cache(like, batch) for layer in self.layers)
 
 
 class Model(nn.Module):
@@ -256,65 +168,19 @@ class Model(nn.Module):
         self.decoder = Decoder()
 
     def forward(self, tokens):
-        # tokens: (batch, tgt_len)
-        tgt_embed = self.tgt_embed(tokens)  # (batch, tgt_len, 64)
-        size = tokens.size(1)
-        getattr_1 = tgt_embed.device
-        arange = torch.arange(0, size, device = getattr_1)  # (tgt_len,)
-        getattr_2 = tgt_embed.dtype
-        rope_table = ops.rope_table(arange, 16, 10000.0, getattr_2)  # (2, tgt_len, 16)
-        x = tgt_embed
-        for i, layer in enumerate(self.decoder.layers):
-            x = layer(x, rope_table)
-        decoder_out = x
-        decoder_norm = self.decoder.norm(decoder_out)  # (batch, tgt_len, 64)
-        output = self.output(decoder_norm)  # (batch, tgt_len, 256)
-        return output
+        x = self.decoder(self.tgt_embed(tokens))  # (batch, tgt_len, 64)
+        return self.output(x)
 
     def hidden(self, tokens):
-        # tokens: (batch, tgt_len)
-        tgt_embed = self.tgt_embed(tokens)  # (batch, tgt_len, 64)
-        size = tokens.size(1)
-        getattr_1 = tgt_embed.device
-        arange = torch.arange(0, size, device = getattr_1)  # (tgt_len,)
-        getattr_2 = tgt_embed.dtype
-        rope_table = ops.rope_table(arange, 16, 10000.0, getattr_2)  # (2, tgt_len, 16)
-        x = tgt_embed
-        for i, layer in enumerate(self.decoder.layers):
-            x = layer(x, rope_table)
-        decoder_out = x
-        decoder_norm = self.decoder.norm(decoder_out)  # (batch, tgt_len, 64)
-        return decoder_norm
+        return self.decoder(self.tgt_embed(tokens))
 
     def init_cache(self, tokens):
-        # tokens: (batch, tgt_len)
-        size = tokens.size(0)
-        tgt_embed_weight = self.tgt_embed.weight  # (256, 64)
-        repeated = tuple(tgt_embed_weight.new_zeros((size, 2, 0, 16)) for _ in range(4))
-        return repeated
+        caches = self.decoder.init_cache(self.tgt_embed.weight, tokens.size(0))
+        return DecodingCache(None, caches)
 
     def decode_step(self, tokens, cache):
-        # tokens: (batch, 1)
-        getitem = cache[0]  # (batch, 2, cache_len, 16)
-        size = getitem.size(2)
-        tgt_embed = self.tgt_embed(tokens)  # (batch, 1, 64)
-        size_1 = tokens.size(1)
-        add = size + size_1
-        getattr_1 = tgt_embed.device
-        arange = torch.arange(size, add, device = getattr_1)  # (1,)
-        getattr_2 = tgt_embed.dtype
-        rope_table = ops.rope_table(arange, 16, 10000.0, getattr_2)  # (2, 1, 16)
-        x = tgt_embed
-        per_layer = ()
-        for i, layer in enumerate(self.decoder.layers):
-            cache_0 = cache[2 * i]
-            cache_1 = cache[1 + 2 * i]
-            cat, cat_1, x = layer.decode_step(x, rope_table, cache_0, cache_1)
-            per_layer += (cat, cat_1)
-        decoder_out = x
-        decoder_per_layer = per_layer
-        decoder_norm = self.decoder.norm(decoder_out)  # (batch, 1, 64)
-        select = torch.select(decoder_norm, 1, -1)  # (batch, 64)
-        output = self.output(select)  # (batch, 256)
-        return (output, decoder_per_layer)
+        cache_len = cache.layers[0].self_attn.k.size(2)
+        x, caches = self.decoder.step(self.tgt_embed(tokens), cache.layers, cache_len)
+        logits = self.output(torch.select(x, 1, -1))  # (batch, 256)
+        return logits, DecodingCache(None, caches)
 

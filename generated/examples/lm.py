@@ -2,103 +2,26 @@
 # -*- coding: utf-8 -*-
 # attncomp 0.1.0, spec sha256 8612ed905748a04b3d4be83f9e83ef8d4a91b83b49bfdf949466f1e410a4822b
 # Spec file (as a Python string): 'specs/examples/lm.attn'
-# Rebuild: `attncomp build SPEC` on that file. Passes: canonicalize, fuse_attention, fuse_qkv, eliminate_dead_code.
-#
-# The spec as written:
-#   # A decoder-only language model: pre-norm, GELU, learned positions, tied input/output embedding.
-#   # Trained on parallel text it reads "source <sep> target" and translates by continuing a prompt.
-#   model lm {
-#     d_model = 512
-#     heads   = 8
-#     d_ff    = 2048
-#     vocab   = shared(32000)
-#     tie     = decoder
-#     positions = learned(max_len = 1024)
-#     decoder { layers = 8  norm = pre  activation = gelu }
-#     dropout { residual = 0.1  attention = 0.1 }
-#   }
-#   train {
-#     loss      = cross_entropy(label_smoothing = 0.0)
-#     optimizer = adamw(beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1)
-#     schedule  = cosine(peak = 6e-4, warmup = 2000, final = 6e-5)
-#     batch     = tokens(64K)
-#     steps     = 50_000
-#     clip_norm = 1.0
-#     checkpoint { every = 5000  keep = 3  average_last = 1 }
-#   }
-#   decode { beam = 1  length_penalty = 0.0  max_len = src + 50 }
-#
-# Resolved, every default filled in (`attncomp show SPEC`):
-#   model lm {
-#     vocab = shared(size = 32000)
-#     tie = decoder
-#     positions = learned(max_len = 1024)
-#     scale_embeddings = true
-#     bias {
-#       attention = true
-#       ffn = true
-#     }
-#     norm_eps = 1e-05
-#     decoder {
-#       layers = 8
-#       d_model = 512
-#       heads = 8
-#       d_k = 64
-#       d_v = 64
-#       d_ff = 2048
-#       attention = scaled_dot
-#       norm = pre
-#       activation = gelu
-#       normalization = layernorm
-#       final_norm = true
-#       cross_attention = scaled_dot
-#     }
-#     dropout {
-#       residual = 0.1
-#       embedding = 0.1
-#       attention = 0.1
-#       activation = 0.0
-#     }
-#   }
-#   train {
-#     loss = cross_entropy(label_smoothing = 0.0)
-#     optimizer = adamw(beta1 = 0.9, beta2 = 0.95, eps = 1e-08, weight_decay = 0.1)
-#     schedule = cosine(peak = 0.0006, warmup = 2000, final = 6e-05)
-#     batch = tokens(count = 64000)
-#     steps = 50000
-#     clip_norm = 1.0
-#     precision = bf16
-#     seed = 1
-#     checkpoint {
-#       every = 5000
-#       keep = 3
-#       average_last = 1
-#     }
-#   }
-#   decode {
-#     beam = 1
-#     length_penalty = 0.0
-#     max_len = src + 50
-#     stop = bound
-#   }
-#   expect {
-#   }
+# Passes: canonicalize, fuse_attention, fuse_qkv, eliminate_dead_code; the spec resolved: `attncomp show SPEC`.
 """The `lm` model: a decoder-only Transformer language model, standalone: imports only torch.
 
-Printed from the compiled program's optimised torch.fx graphs (after the passes named above): one
-class per module of the parameter tree, each layer class with one method per distinct layer body,
-and the model's entry points looping over the layers. Parameter names are the compiled model's, so
-one state dict loads into either. Entry points:
-    forward(tokens) -> logits    init_cache(tokens) -> cache
-    decode_step(tokens, cache) -> (logits, cache)    hidden(tokens) -> states
+Printed from the compiled program's optimised graphs: a class per unit (attention, feed-forward net, layer,
+stack, model), the same parameter names, so one state dict loads into either. Entry points:
+    forward(tokens) -> logits                   hidden(tokens) -> states
+    init_cache(tokens) -> cache                 decode_step(tokens, cache) -> (logits, cache)
 """
 
 import math
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+
+KV = NamedTuple("KV", [("k", Tensor), ("v", Tensor)])
+LayerCache = NamedTuple("LayerCache", [("self_attn", KV), ("cross_attn", Optional[KV])])
+DecodingCache = NamedTuple("DecodingCache", [("padding_mask", Optional[Tensor]), ("layers", tuple)])
 
 
 class ops:
@@ -110,8 +33,8 @@ class ops:
         return p if training else 0.0
 
 
-class SelfAttention(nn.Module):
-    """The parameters of `self_attn`."""
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention over the keys up to each query (causal)."""
 
     def __init__(self):
         super().__init__()
@@ -120,113 +43,110 @@ class SelfAttention(nn.Module):
         self.v_proj = nn.Linear(512, 512)
         self.o_proj = nn.Linear(512, 512)
 
+    def forward(self, x):
+        qkv_weight = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))  # (1536, 512)
+        qkv = F.linear(x, qkv_weight, torch.cat((self.q_proj.bias, self.k_proj.bias, self.v_proj.bias)))
+        q, k, v = torch.split(qkv, (512, 512, 512), -1)
+        k = k.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, tgt_len, 64)
+        v = v.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, tgt_len, 64)
+        q = q.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, tgt_len, 64)
+        y = ops.dropout_p(0.1, self.training)
+        heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(64), is_causal=True, dropout_p=y)
+        heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 512)
+        return self.o_proj(heads)
+
+    def step(self, x, past_k, past_v):
+        k = self.k_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, 1, 64)
+        v = self.v_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, 1, 64)
+        k = torch.cat((past_k, k), 2)  # (batch, 8, cache_len + 1, 64)
+        v = torch.cat((past_v, v), 2)  # (batch, 8, cache_len + 1, 64)
+        q = self.q_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, 1, 64)
+        y = ops.dropout_p(0.1, self.training)
+        heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(64), dropout_p=y)  # (batch, 8, 1, 64)
+        heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 512)
+        return self.o_proj(heads), k, v
+
+    def empty_cache(self, like, batch):
+        k = like.new_zeros((batch, 8, 0, 64))  # (batch, 8, 0, 64)
+        return k, like.new_zeros((batch, 8, 0, 64))
+
 
 class FeedForward(nn.Module):
-    """The parameters of `ffn`."""
+    """The position-wise feed-forward network."""
 
     def __init__(self):
         super().__init__()
         self.fc1 = nn.Linear(512, 2048)
         self.fc2 = nn.Linear(2048, 512)
 
+    def forward(self, x):
+        hidden = F.gelu(self.fc1(x))  # (batch, seq_len, 2048)
+        return self.fc2(hidden)
+
 
 class DecoderLayer(nn.Module):
-    """One of Decoder's 8 identical layers."""
+    """A decoder layer: causal self-attention, then the feed-forward net."""
 
     def __init__(self):
         super().__init__()
-        self.self_attn = SelfAttention()
-        self.self_attn_norm = nn.LayerNorm((512,))
+        self.self_attn = CausalSelfAttention()
+        self.self_attn_norm = nn.LayerNorm(512)
         self.ffn = FeedForward()
-        self.ffn_norm = nn.LayerNorm((512,))
+        self.ffn_norm = nn.LayerNorm(512)
 
     def forward(self, x):
-        # x: (batch, tgt_len, 512)
-        training = self.training
-        self_attn_norm = self.self_attn_norm(x)  # (batch, tgt_len, 512)
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (512, 512)
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (512, 512)
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (512, 512)
-        self_attn_qkv_weight = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (1536, 512)
-        self_attn_q_proj_bias = self.self_attn.q_proj.bias  # (512,)
-        self_attn_k_proj_bias = self.self_attn.k_proj.bias  # (512,)
-        self_attn_v_proj_bias = self.self_attn.v_proj.bias  # (512,)
-        cat = torch.cat((self_attn_q_proj_bias, self_attn_k_proj_bias, self_attn_v_proj_bias))  # (1536,)
-        self_attn_qkv = F.linear(self_attn_norm, self_attn_qkv_weight, cat)  # (batch, tgt_len, 1536)
-        split = torch.split(self_attn_qkv, (512, 512, 512), -1)
-        getitem = split[0]  # (batch, tgt_len, 512)
-        getitem_1 = split[1]  # (batch, tgt_len, 512)
-        getitem_2 = split[2]  # (batch, tgt_len, 512)
-        unflatten = torch.unflatten(getitem_1, -1, (8, 64))  # (batch, tgt_len, 8, 64)
-        self_attn_k = torch.transpose(unflatten, 1, 2)  # (batch, 8, tgt_len, 64)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 64))  # (batch, tgt_len, 8, 64)
-        self_attn_v = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, tgt_len, 64)
-        unflatten_2 = torch.unflatten(getitem, -1, (8, 64))  # (batch, tgt_len, 8, 64)
-        self_attn_q = torch.transpose(unflatten_2, 1, 2)  # (batch, 8, tgt_len, 64)
-        dropout_p = ops.dropout_p(0.1, training)
-        self_attn_heads = F.scaled_dot_product_attention(self_attn_q, self_attn_k, self_attn_v, scale = 0.125, is_causal = True, dropout_p = dropout_p)  # (batch, 8, tgt_len, 64)
-        transpose = torch.transpose(self_attn_heads, 1, 2)  # (batch, tgt_len, 8, 64)
-        flatten = torch.flatten(transpose, -2)  # (batch, tgt_len, 512)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, tgt_len, 512)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, tgt_len, 512)
-        add = torch.add(x, dropout)  # (batch, tgt_len, 512)
-        ffn_norm = self.ffn_norm(add)  # (batch, tgt_len, 512)
-        ffn_fc1 = self.ffn.fc1(ffn_norm)  # (batch, tgt_len, 2048)
-        gelu = F.gelu(ffn_fc1)  # (batch, tgt_len, 2048)
-        ffn_fc2 = self.ffn.fc2(gelu)  # (batch, tgt_len, 512)
-        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, tgt_len, 512)
-        add_1 = torch.add(add, dropout_1)  # (batch, tgt_len, 512)
-        return add_1
+        attended = self.self_attn(self.self_attn_norm(x))  # (batch, tgt_len, 512)
+        x = x + F.dropout(attended, p=0.1, training=self.training)  # (batch, tgt_len, 512)
+        fed = self.ffn(self.ffn_norm(x))  # (batch, tgt_len, 512)
+        x = x + F.dropout(fed, p=0.1, training=self.training)  # (batch, tgt_len, 512)
+        return x
 
-    def decode_step(self, x, cache_0, cache_1):
-        # x: (batch, 1, 512), cache_0: (batch, 8, cache_len, 64), cache_1: (batch, 8, cache_len, 64)
-        training = self.training
-        self_attn_norm = self.self_attn_norm(x)  # (batch, 1, 512)
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (512, 512)
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (512, 512)
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (512, 512)
-        self_attn_qkv_weight = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (1536, 512)
-        self_attn_q_proj_bias = self.self_attn.q_proj.bias  # (512,)
-        self_attn_k_proj_bias = self.self_attn.k_proj.bias  # (512,)
-        self_attn_v_proj_bias = self.self_attn.v_proj.bias  # (512,)
-        cat = torch.cat((self_attn_q_proj_bias, self_attn_k_proj_bias, self_attn_v_proj_bias))  # (1536,)
-        self_attn_qkv = F.linear(self_attn_norm, self_attn_qkv_weight, cat)  # (batch, 1, 1536)
-        split = torch.split(self_attn_qkv, (512, 512, 512), -1)
-        getitem = split[0]  # (batch, 1, 512)
-        getitem_1 = split[1]  # (batch, 1, 512)
-        getitem_2 = split[2]  # (batch, 1, 512)
-        unflatten = torch.unflatten(getitem_1, -1, (8, 64))  # (batch, 1, 8, 64)
-        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 8, 1, 64)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 64))  # (batch, 1, 8, 64)
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, 1, 64)
-        self_attn_k = torch.cat((cache_0, transpose), 2)  # (batch, 8, cache_len + 1, 64)
-        self_attn_v = torch.cat((cache_1, transpose_1), 2)  # (batch, 8, cache_len + 1, 64)
-        unflatten_2 = torch.unflatten(getitem, -1, (8, 64))  # (batch, 1, 8, 64)
-        self_attn_q = torch.transpose(unflatten_2, 1, 2)  # (batch, 8, 1, 64)
-        dropout_p = ops.dropout_p(0.1, training)
-        self_attn_heads = F.scaled_dot_product_attention(self_attn_q, self_attn_k, self_attn_v, scale = 0.125, dropout_p = dropout_p)  # (batch, 8, 1, 64)
-        transpose_2 = torch.transpose(self_attn_heads, 1, 2)  # (batch, 1, 8, 64)
-        flatten = torch.flatten(transpose_2, -2)  # (batch, 1, 512)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, 1, 512)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, 1, 512)
-        add = torch.add(x, dropout)  # (batch, 1, 512)
-        ffn_norm = self.ffn_norm(add)  # (batch, 1, 512)
-        ffn_fc1 = self.ffn.fc1(ffn_norm)  # (batch, 1, 2048)
-        gelu = F.gelu(ffn_fc1)  # (batch, 1, 2048)
-        ffn_fc2 = self.ffn.fc2(gelu)  # (batch, 1, 512)
-        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, 1, 512)
-        add_1 = torch.add(add, dropout_1)  # (batch, 1, 512)
-        return (self_attn_k, self_attn_v, add_1)
+    def step(self, x, cache):
+        attended, k, v = self.self_attn.step(self.self_attn_norm(x), cache.self_attn.k, cache.self_attn.v)
+        x = x + F.dropout(attended, p=0.1, training=self.training)  # (batch, 1, 512)
+        fed = self.ffn(self.ffn_norm(x))  # (batch, 1, 512)
+        x = x + F.dropout(fed, p=0.1, training=self.training)  # (batch, 1, 512)
+        return x, LayerCache(KV(k, v), None)
+
+    def init_cache(self, like, batch):
+        k, v = self.self_attn.empty_cache(like, batch)
+        return LayerCache(KV(k, v), None)
 
 
 class Decoder(nn.Module):
-    """The parameters of `decoder`."""
+    """The decoder: 8 layers over the embedded target."""
 
     def __init__(self):
         super().__init__()
         self.pos = nn.Embedding(1024, 512)
         self.layers = nn.ModuleList(DecoderLayer() for _ in range(8))
-        self.norm = nn.LayerNorm((512,))
+        self.norm = nn.LayerNorm(512)
+
+    def forward(self, x):
+        x = x * math.sqrt(512)  # (batch, tgt_len, 512)
+        positions = torch.arange(0, x.size(1), device=x.device)  # (tgt_len,)
+        x = x + self.pos(positions)  # (batch, tgt_len, 512)
+        x = F.dropout(x, p=0.1, training=self.training)  # (batch, tgt_len, 512)
+        for layer in self.layers:
+            x = layer(x)  # (batch, tgt_len, 512)
+        return self.norm(x)
+
+    def step(self, x, caches, start):
+        x = x * math.sqrt(512)  # (batch, 1, 512)
+        end = start + x.size(1)
+        pe = self.pos(torch.arange(start, end, device=x.device))  # (1, 512)
+        x = x + pe  # (batch, 1, 512)
+        x = F.dropout(x, p=0.1, training=self.training)  # (batch, 1, 512)
+        stepped = []
+        for layer, cache in zip(self.layers, caches):
+            x, cache = layer.step(x, cache)
+            stepped.append(cache)
+        caches = tuple(stepped)
+        x = self.norm(x)  # (batch, 1, 512)
+        return x, caches
+
+    def init_cache(self, like, batch):
+        return tuple(layer.init_cache(like, batch) for layer in self.layers)
 
 
 class Model(nn.Module):
@@ -238,76 +158,19 @@ class Model(nn.Module):
         self.decoder = Decoder()
 
     def forward(self, tokens):
-        # tokens: (batch, tgt_len)
-        tgt_embed = self.tgt_embed(tokens)  # (batch, tgt_len, 512)
-        mul = torch.mul(tgt_embed, 22.627416997969522)  # (batch, tgt_len, 512)
-        size = tokens.size(1)
-        getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)  # (tgt_len,)
-        decoder_pos = self.decoder.pos(arange)  # (tgt_len, 512)
-        add = torch.add(mul, decoder_pos)  # (batch, tgt_len, 512)
-        training = self.training
-        dropout = F.dropout(add, p = 0.1, training = training)  # (batch, tgt_len, 512)
-        x = dropout
-        for i, layer in enumerate(self.decoder.layers):
-            x = layer(x)
-        decoder_out = x
-        decoder_norm = self.decoder.norm(decoder_out)  # (batch, tgt_len, 512)
-        tgt_embed_weight = self.tgt_embed.weight  # (32000, 512)
-        linear = F.linear(decoder_norm, tgt_embed_weight)  # (batch, tgt_len, 32000)
-        return linear
+        x = self.decoder(self.tgt_embed(tokens))  # (batch, tgt_len, 512)
+        return F.linear(x, self.tgt_embed.weight)
 
     def hidden(self, tokens):
-        # tokens: (batch, tgt_len)
-        tgt_embed = self.tgt_embed(tokens)  # (batch, tgt_len, 512)
-        mul = torch.mul(tgt_embed, 22.627416997969522)  # (batch, tgt_len, 512)
-        size = tokens.size(1)
-        getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)  # (tgt_len,)
-        decoder_pos = self.decoder.pos(arange)  # (tgt_len, 512)
-        add = torch.add(mul, decoder_pos)  # (batch, tgt_len, 512)
-        training = self.training
-        dropout = F.dropout(add, p = 0.1, training = training)  # (batch, tgt_len, 512)
-        x = dropout
-        for i, layer in enumerate(self.decoder.layers):
-            x = layer(x)
-        decoder_out = x
-        decoder_norm = self.decoder.norm(decoder_out)  # (batch, tgt_len, 512)
-        return decoder_norm
+        return self.decoder(self.tgt_embed(tokens))
 
     def init_cache(self, tokens):
-        # tokens: (batch, tgt_len)
-        size = tokens.size(0)
-        tgt_embed_weight = self.tgt_embed.weight  # (32000, 512)
-        repeated = tuple(tgt_embed_weight.new_zeros((size, 8, 0, 64)) for _ in range(16))
-        return repeated
+        caches = self.decoder.init_cache(self.tgt_embed.weight, tokens.size(0))
+        return DecodingCache(None, caches)
 
     def decode_step(self, tokens, cache):
-        # tokens: (batch, 1)
-        getitem = cache[0]  # (batch, 8, cache_len, 64)
-        size = getitem.size(2)
-        tgt_embed = self.tgt_embed(tokens)  # (batch, 1, 512)
-        mul = torch.mul(tgt_embed, 22.627416997969522)  # (batch, 1, 512)
-        size_1 = tokens.size(1)
-        getattr_1 = mul.device
-        add = size + size_1
-        arange = torch.arange(size, add, device = getattr_1)  # (1,)
-        decoder_pos = self.decoder.pos(arange)  # (1, 512)
-        add_1 = torch.add(mul, decoder_pos)  # (batch, 1, 512)
-        training = self.training
-        dropout = F.dropout(add_1, p = 0.1, training = training)  # (batch, 1, 512)
-        x = dropout
-        per_layer = ()
-        for i, layer in enumerate(self.decoder.layers):
-            cache_0 = cache[2 * i]
-            cache_1 = cache[1 + 2 * i]
-            cat, cat_1, x = layer.decode_step(x, cache_0, cache_1)
-            per_layer += (cat, cat_1)
-        decoder_out = x
-        decoder_per_layer = per_layer
-        decoder_norm = self.decoder.norm(decoder_out)  # (batch, 1, 512)
-        select = torch.select(decoder_norm, 1, -1)  # (batch, 512)
-        tgt_embed_weight = self.tgt_embed.weight  # (32000, 512)
-        linear = F.linear(select, tgt_embed_weight)  # (batch, 32000)
-        return (linear, decoder_per_layer)
+        cache_len = cache.layers[0].self_attn.k.size(2)
+        x, caches = self.decoder.step(self.tgt_embed(tokens), cache.layers, cache_len)
+        logits = F.linear(torch.select(x, 1, -1), self.tgt_embed.weight)  # (batch, 32000)
+        return logits, DecodingCache(None, caches)
 

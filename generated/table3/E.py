@@ -2,100 +2,27 @@
 # -*- coding: utf-8 -*-
 # attncomp 0.1.0, spec sha256 777eaa3c5c0e405c7f51ffdccc28664c22e8c866aff307a6129b9c027474d2e7
 # Spec file (as a Python string): 'specs/table3/E.attn'
-# Rebuild: `attncomp build SPEC` on that file. Passes: canonicalize, fuse_attention, fuse_qkv, eliminate_dead_code.
-#
-# The spec as written:
-#   # Table 3 (E): learned positional embeddings instead of sinusoids.
-#   extends "../base.attn"
-#   model { positions = learned(max_len = 1024) }
-#   train { checkpoint { average_last = 1 } }  # section 6.2: Table 3 used no checkpoint averaging
-#
-# Resolved, every default filled in (`attncomp show SPEC`):
-#   model E {
-#     vocab = shared(size = 37000)
-#     tie = all
-#     positions = learned(max_len = 1024)
-#     scale_embeddings = true
-#     bias {
-#       attention = false
-#       ffn = true
-#     }
-#     norm_eps = 1e-05
-#     encoder {
-#       layers = 6
-#       d_model = 512
-#       heads = 8
-#       d_k = 64
-#       d_v = 64
-#       d_ff = 2048
-#       attention = scaled_dot
-#       norm = post
-#       activation = relu
-#       normalization = layernorm
-#       final_norm = false
-#     }
-#     decoder {
-#       layers = 6
-#       d_model = 512
-#       heads = 8
-#       d_k = 64
-#       d_v = 64
-#       d_ff = 2048
-#       attention = scaled_dot
-#       norm = post
-#       activation = relu
-#       normalization = layernorm
-#       final_norm = false
-#       cross_attention = scaled_dot
-#     }
-#     dropout {
-#       residual = 0.1
-#       embedding = 0.1
-#       attention = 0.0
-#       activation = 0.0
-#     }
-#   }
-#   train {
-#     loss = cross_entropy(label_smoothing = 0.1)
-#     optimizer = adam(beta1 = 0.9, beta2 = 0.98, eps = 1e-09, weight_decay = 0.0)
-#     schedule = noam(warmup = 4000, scale = 1.0)
-#     batch = tokens(count = 25000)
-#     steps = 100000
-#     clip_norm = 0.0
-#     precision = bf16
-#     seed = 1
-#     checkpoint {
-#       every = 10min
-#       keep = 5
-#       average_last = 1
-#     }
-#   }
-#   decode {
-#     beam = 4
-#     length_penalty = 0.6
-#     max_len = src + 50
-#     stop = bound
-#   }
-#   expect {
-#     params = 65000000.0 +- 2600000.0
-#   }
+# Passes: canonicalize, fuse_attention, fuse_qkv, eliminate_dead_code; the spec resolved: `attncomp show SPEC`.
 """The `E` model: an encoder-decoder Transformer, standalone: imports only torch.
 
-Printed from the compiled program's optimised torch.fx graphs (after the passes named above): one
-class per module of the parameter tree, each layer class with one method per distinct layer body,
-and the model's entry points looping over the layers. Parameter names are the compiled model's, so
-one state dict loads into either. Entry points:
-    forward(src, tgt_in) -> logits        encode(src) -> memory
-    init_cache(src, memory) -> cache      decode_step(tokens, cache) -> (logits, cache)
-    hidden(src, tgt_in), hidden_dense(src, tgt_in) -> states before the output projection
+Printed from the compiled program's optimised graphs: a class per unit (attention, feed-forward net, layer,
+stack, model), the same parameter names, so one state dict loads into either. Entry points:
+    forward(src, tgt_in) -> logits              hidden(src, tgt_in) -> states
+    hidden_dense(src, tgt_in) -> states         encode(src) -> memory
+    init_cache(src, memory) -> cache            decode_step(tokens, cache) -> (logits, cache)
 """
 
 import math
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+
+KV = NamedTuple("KV", [("k", Tensor), ("v", Tensor)])
+LayerCache = NamedTuple("LayerCache", [("self_attn", KV), ("cross_attn", Optional[KV])])
+DecodingCache = NamedTuple("DecodingCache", [("padding_mask", Optional[Tensor]), ("layers", tuple)])
 
 
 class ops:
@@ -106,9 +33,14 @@ class ops:
         """(B, T) tokens -> (B, 1, 1, T) bool, True where the key is padding."""
         return torch.eq(tokens, pad).unsqueeze(1).unsqueeze(2)
 
+    @staticmethod
+    def attend(mask: Tensor | None) -> Tensor | None:
+        """SDPA's attn_mask from a True = hidden mask: True = attend; None stays None."""
+        return None if mask is None else torch.logical_not(mask)
+
 
 class SelfAttention(nn.Module):
-    """The parameters of `self_attn`."""
+    """Multi-head self-attention."""
 
     def __init__(self):
         super().__init__()
@@ -117,75 +49,69 @@ class SelfAttention(nn.Module):
         self.v_proj = nn.Linear(512, 512, bias=False)
         self.o_proj = nn.Linear(512, 512, bias=False)
 
+    def forward(self, x, padding_mask):
+        qkv = F.linear(x, torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)), None)
+        q, k, v = torch.split(qkv, (512, 512, 512), -1)
+        k = k.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, src_len, 64)
+        v = v.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, src_len, 64)
+        q = q.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, src_len, 64)
+        heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(64), attn_mask=ops.attend(padding_mask))
+        heads = heads.transpose(1, 2).flatten(-2)  # (batch, src_len, 512)
+        return self.o_proj(heads)
+
 
 class FeedForward(nn.Module):
-    """The parameters of `ffn`."""
+    """The position-wise feed-forward network."""
 
     def __init__(self):
         super().__init__()
         self.fc1 = nn.Linear(512, 2048)
         self.fc2 = nn.Linear(2048, 512)
 
+    def forward(self, x):
+        hidden = torch.relu(self.fc1(x))  # (batch, seq_len, 2048)
+        return self.fc2(hidden)
+
 
 class EncoderLayer(nn.Module):
-    """One of Encoder's 6 identical layers."""
+    """An encoder layer: self-attention, then the feed-forward net."""
 
     def __init__(self):
         super().__init__()
         self.self_attn = SelfAttention()
-        self.self_attn_norm = nn.LayerNorm((512,))
+        self.self_attn_norm = nn.LayerNorm(512)
         self.ffn = FeedForward()
-        self.ffn_norm = nn.LayerNorm((512,))
+        self.ffn_norm = nn.LayerNorm(512)
 
-    def forward(self, x, logical_not):
-        # x: (batch, src_len, 512), logical_not: (batch, 1, 1, src_len)
-        training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (512, 512)
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (512, 512)
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (512, 512)
-        self_attn_qkv_weight = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (1536, 512)
-        self_attn_qkv = F.linear(x, self_attn_qkv_weight, None)  # (batch, src_len, 1536)
-        split = torch.split(self_attn_qkv, (512, 512, 512), -1)
-        getitem = split[0]  # (batch, src_len, 512)
-        getitem_1 = split[1]  # (batch, src_len, 512)
-        getitem_2 = split[2]  # (batch, src_len, 512)
-        unflatten = torch.unflatten(getitem_1, -1, (8, 64))  # (batch, src_len, 8, 64)
-        self_attn_k = torch.transpose(unflatten, 1, 2)  # (batch, 8, src_len, 64)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 64))  # (batch, src_len, 8, 64)
-        self_attn_v = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, src_len, 64)
-        unflatten_2 = torch.unflatten(getitem, -1, (8, 64))  # (batch, src_len, 8, 64)
-        self_attn_q = torch.transpose(unflatten_2, 1, 2)  # (batch, 8, src_len, 64)
-        self_attn_heads = F.scaled_dot_product_attention(self_attn_q, self_attn_k, self_attn_v, scale = 0.125, attn_mask = logical_not)  # (batch, 8, src_len, 64)
-        transpose = torch.transpose(self_attn_heads, 1, 2)  # (batch, src_len, 8, 64)
-        flatten = torch.flatten(transpose, -2)  # (batch, src_len, 512)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, src_len, 512)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, src_len, 512)
-        add = torch.add(x, dropout)  # (batch, src_len, 512)
-        self_attn_norm = self.self_attn_norm(add)  # (batch, src_len, 512)
-        ffn_fc1 = self.ffn.fc1(self_attn_norm)  # (batch, src_len, 2048)
-        relu = torch.relu(ffn_fc1)  # (batch, src_len, 2048)
-        ffn_fc2 = self.ffn.fc2(relu)  # (batch, src_len, 512)
-        dropout_1 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, src_len, 512)
-        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, src_len, 512)
-        ffn_norm = self.ffn_norm(add_1)  # (batch, src_len, 512)
-        return ffn_norm
-
-    def hidden_dense(self, x):
-        # x: (batch, src_len, 512)
-        return self.forward(x, None)  # the same, with no attention mask
+    def forward(self, x, padding_mask):
+        attended = F.dropout(self.self_attn(x, padding_mask), p=0.1, training=self.training)  # (batch, src_len, 512)
+        x = x + attended  # (batch, src_len, 512)
+        x = self.self_attn_norm(x)  # (batch, src_len, 512)
+        fed = F.dropout(self.ffn(x), p=0.1, training=self.training)  # (batch, src_len, 512)
+        x = x + fed  # (batch, src_len, 512)
+        return self.ffn_norm(x)
 
 
 class Encoder(nn.Module):
-    """The parameters of `encoder`."""
+    """The encoder: 6 layers over the embedded source."""
 
     def __init__(self):
         super().__init__()
         self.pos = nn.Embedding(1024, 512)
         self.layers = nn.ModuleList(EncoderLayer() for _ in range(6))
 
+    def forward(self, x, padding_mask):
+        x = x * math.sqrt(512)  # (batch, src_len, 512)
+        positions = torch.arange(0, x.size(1), device=x.device)  # (src_len,)
+        x = x + self.pos(positions)  # (batch, src_len, 512)
+        x = F.dropout(x, p=0.1, training=self.training)  # (batch, src_len, 512)
+        for layer in self.layers:
+            x = layer(x, padding_mask)  # (batch, src_len, 512)
+        return x
 
-class CrossAttention(nn.Module):
-    """The parameters of `cross_attn`."""
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention over the keys up to each query (causal)."""
 
     def __init__(self):
         super().__init__()
@@ -194,150 +120,137 @@ class CrossAttention(nn.Module):
         self.v_proj = nn.Linear(512, 512, bias=False)
         self.o_proj = nn.Linear(512, 512, bias=False)
 
+    def forward(self, x):
+        qkv = F.linear(x, torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)), None)
+        q, k, v = torch.split(qkv, (512, 512, 512), -1)
+        k = k.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, tgt_len, 64)
+        v = v.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, tgt_len, 64)
+        q = q.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, tgt_len, 64)
+        heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(64), is_causal=True)
+        heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 512)
+        return self.o_proj(heads)
 
-class DecoderLayer(nn.Module):
-    """One of Decoder's 6 identical layers."""
+    def step(self, x, past_k, past_v):
+        k = self.k_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, 1, 64)
+        v = self.v_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, 1, 64)
+        k = torch.cat((past_k, k), 2)  # (batch, 8, cache_len + 1, 64)
+        v = torch.cat((past_v, v), 2)  # (batch, 8, cache_len + 1, 64)
+        q = self.q_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, 1, 64)
+        heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(64))  # (batch, 8, 1, 64)
+        heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 512)
+        return self.o_proj(heads), k, v
+
+    def empty_cache(self, like, batch):
+        k = like.new_zeros((batch, 8, 0, 64))  # (batch, 8, 0, 64)
+        return k, like.new_zeros((batch, 8, 0, 64))
+
+
+class CrossAttention(nn.Module):
+    """Encoder-decoder attention: queries from the decoder, keys and values from the encoder's output."""
 
     def __init__(self):
         super().__init__()
-        self.self_attn = SelfAttention()
-        self.self_attn_norm = nn.LayerNorm((512,))
+        self.q_proj = nn.Linear(512, 512, bias=False)
+        self.k_proj = nn.Linear(512, 512, bias=False)
+        self.v_proj = nn.Linear(512, 512, bias=False)
+        self.o_proj = nn.Linear(512, 512, bias=False)
+
+    def forward(self, x, memory, padding_mask):
+        kv = F.linear(memory, torch.cat((self.k_proj.weight, self.v_proj.weight)), None)  # (batch, src_len, 1024)
+        k, v = torch.split(kv, (512, 512), -1)
+        k = k.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, src_len, 64)
+        v = v.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, src_len, 64)
+        q = self.q_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, tgt_len, 64)
+        heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(64), attn_mask=ops.attend(padding_mask))
+        heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 512)
+        return self.o_proj(heads)
+
+    def kv(self, memory):
+        k = self.k_proj(memory).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, src_len, 64)
+        v = self.v_proj(memory).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, src_len, 64)
+        return k, v
+
+    def step(self, x, k, v, padding_mask):
+        q = self.q_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, 1, 64)
+        heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(64), attn_mask=ops.attend(padding_mask))
+        heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 512)
+        return self.o_proj(heads)
+
+
+class DecoderLayer(nn.Module):
+    """A decoder layer: causal self-attention, attention over the encoder's output, then the feed-forward net."""
+
+    def __init__(self):
+        super().__init__()
+        self.self_attn = CausalSelfAttention()
+        self.self_attn_norm = nn.LayerNorm(512)
         self.cross_attn = CrossAttention()
-        self.cross_attn_norm = nn.LayerNorm((512,))
+        self.cross_attn_norm = nn.LayerNorm(512)
         self.ffn = FeedForward()
-        self.ffn_norm = nn.LayerNorm((512,))
+        self.ffn_norm = nn.LayerNorm(512)
 
-    def forward(self, x, encoder_out, logical_not):
-        # x: (batch, tgt_len, 512), encoder_out: (batch, src_len, 512), logical_not: (batch, 1, 1, src_len)
-        training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (512, 512)
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (512, 512)
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (512, 512)
-        self_attn_qkv_weight = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (1536, 512)
-        self_attn_qkv = F.linear(x, self_attn_qkv_weight, None)  # (batch, tgt_len, 1536)
-        split = torch.split(self_attn_qkv, (512, 512, 512), -1)
-        getitem = split[0]  # (batch, tgt_len, 512)
-        getitem_1 = split[1]  # (batch, tgt_len, 512)
-        getitem_2 = split[2]  # (batch, tgt_len, 512)
-        unflatten = torch.unflatten(getitem_1, -1, (8, 64))  # (batch, tgt_len, 8, 64)
-        self_attn_k = torch.transpose(unflatten, 1, 2)  # (batch, 8, tgt_len, 64)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 64))  # (batch, tgt_len, 8, 64)
-        self_attn_v = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, tgt_len, 64)
-        unflatten_2 = torch.unflatten(getitem, -1, (8, 64))  # (batch, tgt_len, 8, 64)
-        self_attn_q = torch.transpose(unflatten_2, 1, 2)  # (batch, 8, tgt_len, 64)
-        self_attn_heads = F.scaled_dot_product_attention(self_attn_q, self_attn_k, self_attn_v, scale = 0.125, is_causal = True)  # (batch, 8, tgt_len, 64)
-        transpose = torch.transpose(self_attn_heads, 1, 2)  # (batch, tgt_len, 8, 64)
-        flatten = torch.flatten(transpose, -2)  # (batch, tgt_len, 512)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, tgt_len, 512)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, tgt_len, 512)
-        add = torch.add(x, dropout)  # (batch, tgt_len, 512)
-        self_attn_norm = self.self_attn_norm(add)  # (batch, tgt_len, 512)
-        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight  # (512, 512)
-        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight  # (512, 512)
-        cross_attn_kv_weight = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))  # (1024, 512)
-        cross_attn_kv = F.linear(encoder_out, cross_attn_kv_weight, None)  # (batch, src_len, 1024)
-        split_1 = torch.split(cross_attn_kv, (512, 512), -1)
-        getitem_3 = split_1[0]  # (batch, src_len, 512)
-        getitem_4 = split_1[1]  # (batch, src_len, 512)
-        unflatten_3 = torch.unflatten(getitem_3, -1, (8, 64))  # (batch, src_len, 8, 64)
-        cross_attn_k = torch.transpose(unflatten_3, 1, 2)  # (batch, 8, src_len, 64)
-        unflatten_4 = torch.unflatten(getitem_4, -1, (8, 64))  # (batch, src_len, 8, 64)
-        cross_attn_v = torch.transpose(unflatten_4, 1, 2)  # (batch, 8, src_len, 64)
-        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)  # (batch, tgt_len, 512)
-        unflatten_5 = torch.unflatten(cross_attn_q_proj, -1, (8, 64))  # (batch, tgt_len, 8, 64)
-        cross_attn_q = torch.transpose(unflatten_5, 1, 2)  # (batch, 8, tgt_len, 64)
-        cross_attn_heads = F.scaled_dot_product_attention(cross_attn_q, cross_attn_k, cross_attn_v, scale = 0.125, attn_mask = logical_not)  # (batch, 8, tgt_len, 64)
-        transpose_1 = torch.transpose(cross_attn_heads, 1, 2)  # (batch, tgt_len, 8, 64)
-        flatten_1 = torch.flatten(transpose_1, -2)  # (batch, tgt_len, 512)
-        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)  # (batch, tgt_len, 512)
-        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.1, training = training)  # (batch, tgt_len, 512)
-        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, tgt_len, 512)
-        cross_attn_norm = self.cross_attn_norm(add_1)  # (batch, tgt_len, 512)
-        ffn_fc1 = self.ffn.fc1(cross_attn_norm)  # (batch, tgt_len, 2048)
-        relu = torch.relu(ffn_fc1)  # (batch, tgt_len, 2048)
-        ffn_fc2 = self.ffn.fc2(relu)  # (batch, tgt_len, 512)
-        dropout_2 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, tgt_len, 512)
-        add_2 = torch.add(cross_attn_norm, dropout_2)  # (batch, tgt_len, 512)
-        ffn_norm = self.ffn_norm(add_2)  # (batch, tgt_len, 512)
-        return ffn_norm
+    def forward(self, x, memory, padding_mask):
+        attended = F.dropout(self.self_attn(x), p=0.1, training=self.training)  # (batch, tgt_len, 512)
+        x = x + attended  # (batch, tgt_len, 512)
+        x = self.self_attn_norm(x)  # (batch, tgt_len, 512)
+        attended = F.dropout(self.cross_attn(x, memory, padding_mask), p=0.1, training=self.training)
+        x = x + attended  # (batch, tgt_len, 512)
+        x = self.cross_attn_norm(x)  # (batch, tgt_len, 512)
+        fed = F.dropout(self.ffn(x), p=0.1, training=self.training)  # (batch, tgt_len, 512)
+        x = x + fed  # (batch, tgt_len, 512)
+        return self.ffn_norm(x)
 
-    def hidden_dense(self, x, encoder_out):
-        # x: (batch, tgt_len, 512), encoder_out: (batch, src_len, 512)
-        return self.forward(x, encoder_out, None)  # the same, with no attention mask
+    def step(self, x, cache, padding_mask):
+        attended, k, v = self.self_attn.step(x, cache.self_attn.k, cache.self_attn.v)
+        x = x + F.dropout(attended, p=0.1, training=self.training)  # (batch, 1, 512)
+        x = self.self_attn_norm(x)  # (batch, 1, 512)
+        attended = self.cross_attn.step(x, cache.cross_attn.k, cache.cross_attn.v, padding_mask)  # (batch, 1, 512)
+        attended = F.dropout(attended, p=0.1, training=self.training)  # (batch, 1, 512)
+        x = x + attended  # (batch, 1, 512)
+        x = self.cross_attn_norm(x)  # (batch, 1, 512)
+        fed = F.dropout(self.ffn(x), p=0.1, training=self.training)  # (batch, 1, 512)
+        x = x + fed  # (batch, 1, 512)
+        x = self.ffn_norm(x)  # (batch, 1, 512)
+        return x, LayerCache(KV(k, v), cache.cross_attn)
 
     def init_cache(self, memory):
-        # memory: (batch, src_len, 512)
-        cross_attn_k_proj_weight = self.cross_attn.k_proj.weight  # (512, 512)
-        cross_attn_v_proj_weight = self.cross_attn.v_proj.weight  # (512, 512)
-        cross_attn_kv_weight = torch.cat((cross_attn_k_proj_weight, cross_attn_v_proj_weight))  # (1024, 512)
-        cross_attn_kv = F.linear(memory, cross_attn_kv_weight, None)  # (batch, src_len, 1024)
-        split = torch.split(cross_attn_kv, (512, 512), -1)
-        getitem = split[0]  # (batch, src_len, 512)
-        getitem_1 = split[1]  # (batch, src_len, 512)
-        unflatten = torch.unflatten(getitem, -1, (8, 64))  # (batch, src_len, 8, 64)
-        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 8, src_len, 64)
-        unflatten_1 = torch.unflatten(getitem_1, -1, (8, 64))  # (batch, src_len, 8, 64)
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, src_len, 64)
-        return (transpose, transpose_1)
-
-    def decode_step(self, x, cache_1, cache_2, cache_3, cache_4, logical_not):
-        # x: (batch, 1, 512)
-        # cache_1: (batch, 8, cache_len, 64)
-        # cache_2: (batch, 8, cache_len, 64)
-        # cache_3: (batch, 8, src_len, 64)
-        # cache_4: (batch, 8, src_len, 64)
-        # logical_not: (batch, 1, 1, src_len)
-        training = self.training
-        self_attn_q_proj_weight = self.self_attn.q_proj.weight  # (512, 512)
-        self_attn_k_proj_weight = self.self_attn.k_proj.weight  # (512, 512)
-        self_attn_v_proj_weight = self.self_attn.v_proj.weight  # (512, 512)
-        self_attn_qkv_weight = torch.cat((self_attn_q_proj_weight, self_attn_k_proj_weight, self_attn_v_proj_weight))  # (1536, 512)
-        self_attn_qkv = F.linear(x, self_attn_qkv_weight, None)  # (batch, 1, 1536)
-        split = torch.split(self_attn_qkv, (512, 512, 512), -1)
-        getitem = split[0]  # (batch, 1, 512)
-        getitem_1 = split[1]  # (batch, 1, 512)
-        getitem_2 = split[2]  # (batch, 1, 512)
-        unflatten = torch.unflatten(getitem_1, -1, (8, 64))  # (batch, 1, 8, 64)
-        transpose = torch.transpose(unflatten, 1, 2)  # (batch, 8, 1, 64)
-        unflatten_1 = torch.unflatten(getitem_2, -1, (8, 64))  # (batch, 1, 8, 64)
-        transpose_1 = torch.transpose(unflatten_1, 1, 2)  # (batch, 8, 1, 64)
-        self_attn_k = torch.cat((cache_1, transpose), 2)  # (batch, 8, cache_len + 1, 64)
-        self_attn_v = torch.cat((cache_2, transpose_1), 2)  # (batch, 8, cache_len + 1, 64)
-        unflatten_2 = torch.unflatten(getitem, -1, (8, 64))  # (batch, 1, 8, 64)
-        self_attn_q = torch.transpose(unflatten_2, 1, 2)  # (batch, 8, 1, 64)
-        self_attn_heads = F.scaled_dot_product_attention(self_attn_q, self_attn_k, self_attn_v, scale = 0.125)  # (batch, 8, 1, 64)
-        transpose_2 = torch.transpose(self_attn_heads, 1, 2)  # (batch, 1, 8, 64)
-        flatten = torch.flatten(transpose_2, -2)  # (batch, 1, 512)
-        self_attn_o_proj = self.self_attn.o_proj(flatten)  # (batch, 1, 512)
-        dropout = F.dropout(self_attn_o_proj, p = 0.1, training = training)  # (batch, 1, 512)
-        add = torch.add(x, dropout)  # (batch, 1, 512)
-        self_attn_norm = self.self_attn_norm(add)  # (batch, 1, 512)
-        cross_attn_q_proj = self.cross_attn.q_proj(self_attn_norm)  # (batch, 1, 512)
-        unflatten_3 = torch.unflatten(cross_attn_q_proj, -1, (8, 64))  # (batch, 1, 8, 64)
-        cross_attn_q = torch.transpose(unflatten_3, 1, 2)  # (batch, 8, 1, 64)
-        cross_attn_heads = F.scaled_dot_product_attention(cross_attn_q, cache_3, cache_4, scale = 0.125, attn_mask = logical_not)  # (batch, 8, 1, 64)
-        transpose_3 = torch.transpose(cross_attn_heads, 1, 2)  # (batch, 1, 8, 64)
-        flatten_1 = torch.flatten(transpose_3, -2)  # (batch, 1, 512)
-        cross_attn_o_proj = self.cross_attn.o_proj(flatten_1)  # (batch, 1, 512)
-        dropout_1 = F.dropout(cross_attn_o_proj, p = 0.1, training = training)  # (batch, 1, 512)
-        add_1 = torch.add(self_attn_norm, dropout_1)  # (batch, 1, 512)
-        cross_attn_norm = self.cross_attn_norm(add_1)  # (batch, 1, 512)
-        ffn_fc1 = self.ffn.fc1(cross_attn_norm)  # (batch, 1, 2048)
-        relu = torch.relu(ffn_fc1)  # (batch, 1, 2048)
-        ffn_fc2 = self.ffn.fc2(relu)  # (batch, 1, 512)
-        dropout_2 = F.dropout(ffn_fc2, p = 0.1, training = training)  # (batch, 1, 512)
-        add_2 = torch.add(cross_attn_norm, dropout_2)  # (batch, 1, 512)
-        ffn_norm = self.ffn_norm(add_2)  # (batch, 1, 512)
-        return (self_attn_k, self_attn_v, ffn_norm)
+        k, v = self.self_attn.empty_cache(memory, memory.size(0))
+        k2, v2 = self.cross_attn.kv(memory)
+        return LayerCache(KV(k, v), KV(k2, v2))
 
 
 class Decoder(nn.Module):
-    """The parameters of `decoder`."""
+    """The decoder: 6 layers over the embedded target, attending to the encoder's output."""
 
     def __init__(self):
         super().__init__()
         self.pos = nn.Embedding(1024, 512)
         self.layers = nn.ModuleList(DecoderLayer() for _ in range(6))
+
+    def forward(self, x, memory, padding_mask):
+        x = x * math.sqrt(512)  # (batch, tgt_len, 512)
+        positions = torch.arange(0, x.size(1), device=x.device)  # (tgt_len,)
+        x = x + self.pos(positions)  # (batch, tgt_len, 512)
+        x = F.dropout(x, p=0.1, training=self.training)  # (batch, tgt_len, 512)
+        for layer in self.layers:
+            x = layer(x, memory, padding_mask)  # (batch, tgt_len, 512)
+        return x
+
+    def step(self, x, caches, padding_mask, start):
+        x = x * math.sqrt(512)  # (batch, 1, 512)
+        end = start + x.size(1)
+        pe = self.pos(torch.arange(start, end, device=x.device))  # (1, 512)
+        x = x + pe  # (batch, 1, 512)
+        x = F.dropout(x, p=0.1, training=self.training)  # (batch, 1, 512)
+        stepped = []
+        for layer, cache in zip(self.layers, caches):
+            x, cache = layer.step(x, cache, padding_mask)
+            stepped.append(cache)
+        caches = tuple(stepped)
+        return x, caches
+
+    def init_cache(self, memory):
+        return tuple(layer.init_cache(memory) for layer in self.layers)
 
 
 class Model(nn.Module):
@@ -350,159 +263,31 @@ class Model(nn.Module):
         self.decoder = Decoder()
 
     def forward(self, src, tgt_in):
-        # src: (batch, src_len), tgt_in: (batch, tgt_len)
         padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
-        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
-        embed = self.embed(src)  # (batch, src_len, 512)
-        mul = torch.mul(embed, 22.627416997969522)  # (batch, src_len, 512)
-        size = src.size(1)
-        getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
-        encoder_pos = self.encoder.pos(arange)  # (src_len, 512)
-        add = torch.add(mul, encoder_pos)  # (batch, src_len, 512)
-        training = self.training
-        dropout = F.dropout(add, p = 0.1, training = training)  # (batch, src_len, 512)
-        x = dropout
-        for i, layer in enumerate(self.encoder.layers):
-            x = layer(x, logical_not)
-        encoder_out = x
-        embed_1 = self.embed(tgt_in)  # (batch, tgt_len, 512)
-        mul_7 = torch.mul(embed_1, 22.627416997969522)  # (batch, tgt_len, 512)
-        size_1 = tgt_in.size(1)
-        getattr_2 = mul_7.device
-        arange_1 = torch.arange(0, size_1, device = getattr_2)  # (tgt_len,)
-        decoder_pos = self.decoder.pos(arange_1)  # (tgt_len, 512)
-        add_13 = torch.add(mul_7, decoder_pos)  # (batch, tgt_len, 512)
-        dropout_13 = F.dropout(add_13, p = 0.1, training = training)  # (batch, tgt_len, 512)
-        x = dropout_13
-        for i, layer in enumerate(self.decoder.layers):
-            x = layer(x, encoder_out, logical_not)
-        decoder_out = x
-        embed_weight = self.embed.weight  # (37000, 512)
-        linear = F.linear(decoder_out, embed_weight)  # (batch, tgt_len, 37000)
-        return linear
+        memory = self.encoder(self.embed(src), padding_mask)  # (batch, src_len, 512)
+        x = self.decoder(self.embed(tgt_in), memory, padding_mask)  # (batch, tgt_len, 512)
+        return F.linear(x, self.embed.weight)
 
     def hidden(self, src, tgt_in):
-        # src: (batch, src_len), tgt_in: (batch, tgt_len)
         padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
-        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
-        embed = self.embed(src)  # (batch, src_len, 512)
-        mul = torch.mul(embed, 22.627416997969522)  # (batch, src_len, 512)
-        size = src.size(1)
-        getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
-        encoder_pos = self.encoder.pos(arange)  # (src_len, 512)
-        add = torch.add(mul, encoder_pos)  # (batch, src_len, 512)
-        training = self.training
-        dropout = F.dropout(add, p = 0.1, training = training)  # (batch, src_len, 512)
-        x = dropout
-        for i, layer in enumerate(self.encoder.layers):
-            x = layer(x, logical_not)
-        encoder_out = x
-        embed_1 = self.embed(tgt_in)  # (batch, tgt_len, 512)
-        mul_7 = torch.mul(embed_1, 22.627416997969522)  # (batch, tgt_len, 512)
-        size_1 = tgt_in.size(1)
-        getattr_2 = mul_7.device
-        arange_1 = torch.arange(0, size_1, device = getattr_2)  # (tgt_len,)
-        decoder_pos = self.decoder.pos(arange_1)  # (tgt_len, 512)
-        add_13 = torch.add(mul_7, decoder_pos)  # (batch, tgt_len, 512)
-        dropout_13 = F.dropout(add_13, p = 0.1, training = training)  # (batch, tgt_len, 512)
-        x = dropout_13
-        for i, layer in enumerate(self.decoder.layers):
-            x = layer(x, encoder_out, logical_not)
-        decoder_out = x
-        return decoder_out
+        memory = self.encoder(self.embed(src), padding_mask)  # (batch, src_len, 512)
+        return self.decoder(self.embed(tgt_in), memory, padding_mask)
 
     def hidden_dense(self, src, tgt_in):
-        # src: (batch, src_len), tgt_in: (batch, tgt_len)
-        embed = self.embed(src)  # (batch, src_len, 512)
-        mul = torch.mul(embed, 22.627416997969522)  # (batch, src_len, 512)
-        size = src.size(1)
-        getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
-        encoder_pos = self.encoder.pos(arange)  # (src_len, 512)
-        add = torch.add(mul, encoder_pos)  # (batch, src_len, 512)
-        training = self.training
-        dropout = F.dropout(add, p = 0.1, training = training)  # (batch, src_len, 512)
-        x = dropout
-        for i, layer in enumerate(self.encoder.layers):
-            x = layer.hidden_dense(x)
-        encoder_out = x
-        embed_1 = self.embed(tgt_in)  # (batch, tgt_len, 512)
-        mul_7 = torch.mul(embed_1, 22.627416997969522)  # (batch, tgt_len, 512)
-        size_1 = tgt_in.size(1)
-        getattr_2 = mul_7.device
-        arange_1 = torch.arange(0, size_1, device = getattr_2)  # (tgt_len,)
-        decoder_pos = self.decoder.pos(arange_1)  # (tgt_len, 512)
-        add_13 = torch.add(mul_7, decoder_pos)  # (batch, tgt_len, 512)
-        dropout_13 = F.dropout(add_13, p = 0.1, training = training)  # (batch, tgt_len, 512)
-        x = dropout_13
-        for i, layer in enumerate(self.decoder.layers):
-            x = layer.hidden_dense(x, encoder_out)
-        decoder_out = x
-        return decoder_out
+        memory = self.encoder(self.embed(src), None)  # (batch, src_len, 512)
+        return self.decoder(self.embed(tgt_in), memory, None)
 
     def encode(self, src):
-        # src: (batch, src_len)
-        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
-        logical_not = torch.logical_not(padding_mask)  # (batch, 1, 1, src_len)
-        embed = self.embed(src)  # (batch, src_len, 512)
-        mul = torch.mul(embed, 22.627416997969522)  # (batch, src_len, 512)
-        size = src.size(1)
-        getattr_1 = mul.device
-        arange = torch.arange(0, size, device = getattr_1)  # (src_len,)
-        encoder_pos = self.encoder.pos(arange)  # (src_len, 512)
-        add = torch.add(mul, encoder_pos)  # (batch, src_len, 512)
-        training = self.training
-        dropout = F.dropout(add, p = 0.1, training = training)  # (batch, src_len, 512)
-        x = dropout
-        for i, layer in enumerate(self.encoder.layers):
-            x = layer(x, logical_not)
-        encoder_out = x
-        return encoder_out
+        x = self.embed(src)  # (batch, src_len, 512)
+        return self.encoder(x, ops.padding_mask(src, 0))
 
     def init_cache(self, src, memory):
-        # src: (batch, src_len), memory: (batch, src_len, 512)
-        padding_mask = ops.padding_mask(src, 0)  # (batch, 1, 1, src_len)
-        size = memory.size(0)
-        per_layer = ()
-        for i, layer in enumerate(self.decoder.layers):
-            transpose, transpose_1 = layer.init_cache(memory)
-            per_layer += (memory.new_zeros((size, 8, 0, 64)), memory.new_zeros((size, 8, 0, 64)), transpose, transpose_1)
-        decoder_per_layer = per_layer
-        add = (padding_mask,) + decoder_per_layer
-        return add
+        caches = self.decoder.init_cache(memory)
+        return DecodingCache(ops.padding_mask(src, 0), caches)
 
     def decode_step(self, tokens, cache):
-        # tokens: (batch, 1)
-        getitem = cache[1]  # (batch, 8, cache_len, 64)
-        size = getitem.size(2)
-        embed = self.embed(tokens)  # (batch, 1, 512)
-        mul = torch.mul(embed, 22.627416997969522)  # (batch, 1, 512)
-        size_1 = tokens.size(1)
-        getattr_1 = mul.device
-        add = size + size_1
-        arange = torch.arange(size, add, device = getattr_1)  # (1,)
-        decoder_pos = self.decoder.pos(arange)  # (1, 512)
-        add_1 = torch.add(mul, decoder_pos)  # (batch, 1, 512)
-        training = self.training
-        dropout = F.dropout(add_1, p = 0.1, training = training)  # (batch, 1, 512)
-        getitem_1 = cache[0]  # (batch, 1, 1, src_len)
-        logical_not = torch.logical_not(getitem_1)  # (batch, 1, 1, src_len)
-        x = dropout
-        per_layer = ()
-        for i, layer in enumerate(self.decoder.layers):
-            cache_1 = cache[1 + 4 * i]
-            cache_2 = cache[2 + 4 * i]
-            cache_3 = cache[3 + 4 * i]
-            cache_4 = cache[4 + 4 * i]
-            cat, cat_1, x = layer.decode_step(x, cache_1, cache_2, cache_3, cache_4, logical_not)
-            per_layer += (cat, cat_1, cache_3, cache_4)
-        decoder_out = x
-        decoder_per_layer = per_layer
-        select = torch.select(decoder_out, 1, -1)  # (batch, 512)
-        embed_weight = self.embed.weight  # (37000, 512)
-        linear = F.linear(select, embed_weight)  # (batch, 37000)
-        add_2 = (getitem_1,) + decoder_per_layer
-        return (linear, add_2)
+        cache_len = cache.layers[0].self_attn.k.size(2)
+        x, caches = self.decoder.step(self.embed(tokens), cache.layers, cache.padding_mask, cache_len)
+        logits = F.linear(torch.select(x, 1, -1), self.embed.weight)  # (batch, 37000)
+        return logits, DecodingCache(cache.padding_mask, caches)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ def load_module(path: Path, name: str):
 
 def rendered_module(spec, tmp_path: Path, name="gen", **options):
     path = tmp_path / f"{name}.py"
-    path.write_text(render(spec, "model m { }", "inline.attn", **options))
+    path.write_text(render(spec, "inline.attn", **options))
     return load_module(path, f"attncomp_test_{name}")
 
 
@@ -43,7 +44,7 @@ def compiled_on_meta(path: Path):
 @pytest.mark.parametrize("path", SPECS, ids=spec_id)
 def test_generated_file_is_up_to_date(path):
     relative = path.relative_to(ROOT)
-    expected = render(ir.load(path), path.read_text(), str(relative), model=compiled_on_meta(path))
+    expected = render(ir.load(path), str(relative), model=compiled_on_meta(path))
     target = output_path(path)
     assert target.resolve() == ROOT / "generated" / relative.relative_to("specs").with_suffix(".py")
     assert target.read_text() == expected, f"{target} is stale: run `attncomp build specs`"
@@ -55,7 +56,7 @@ def test_generated_file_imports_only_torch_and_loads_the_state_dict(path):
     tree = ast.parse(target.read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported <= {"math", "torch"}
+    assert imported <= {"math", "torch", "typing"}
     module = load_module(target, f"generated_{spec_id(path).replace('/', '_')}")
     with torch.device("meta"):
         generated = module.Model()
@@ -117,12 +118,12 @@ def test_generated_module_equals_the_compiled_graphs(name, tmp_path):
 @pytest.mark.parametrize("passes", [(), ("canonicalize", "fuse_attention")])
 def test_generated_module_is_the_program_the_chosen_passes_made(passes, tmp_path):
     spec = small(ir.load(ROOT / "specs/base.attn"))
-    text = render(spec, "model m { }", "inline.attn", passes=passes)
+    text = render(spec, "inline.attn", passes=passes)
     fused = "fuse_attention" in passes
     assert ("F.scaled_dot_product_attention(" in text) == fused
     assert ("torch.softmax(" in text) != fused
-    assert "torch.cat((self_attn_q_proj_weight" not in text  # fuse_qkv did not run
-    assert "torch.cat((self_attn_q_proj_weight" in render(spec, "model m { }", "inline.attn")
+    assert "torch.cat((self.q_proj.weight" not in text  # fuse_qkv did not run
+    assert "torch.cat((self.q_proj.weight" in render(spec, "inline.attn")
     compiled = attncomp.compile(spec, passes=passes, dtype=torch.float64).eval()
     generated = rendered_module(spec, tmp_path, f"p{len(passes)}", passes=passes).Model().double().eval()
     generated.load_state_dict(compiled.state_dict())
@@ -134,10 +135,11 @@ def test_layers_are_a_loop_not_copies():
     spec = small(ir.load(ROOT / "specs/base.attn"))
     texts = [render(spec.model_copy(update={"model": spec.model.model_copy(update={
         name: getattr(spec.model, name).model_copy(update={"layers": n}) for name in ("encoder", "decoder")})}),
-        "model m { }", "inline.attn") for n in (2, 3)]
+        "inline.attn") for n in (2, 3)]
     assert len(texts[0].splitlines()) == len(texts[1].splitlines())
-    assert "layers.1" not in texts[1] and "layers, \"1\"" not in texts[1]
-    assert "for i, layer in enumerate(self.encoder.layers):" in texts[1]
+    assert "layers.1" not in texts[1] and "layers[1]" not in texts[1]
+    assert "        for layer in self.layers:\n            x = layer(x, padding_mask)" in texts[1]
+    assert "self.layers = nn.ModuleList(EncoderLayer() for _ in range(3))" in texts[1]
     assert texts[1].count("class EncoderLayer(nn.Module):") == 1
 
 
@@ -172,7 +174,7 @@ def test_spec_text_cannot_inject_code(tmp_path):
     path = tmp_path / "hostile.attn"
     path.write_bytes(HOSTILE.encode())
     spec = ir.load(path)
-    text = render(spec, HOSTILE, str(path))
+    text = render(spec, str(path))
     tree = ast.parse(text)  # parses: nothing escaped its comment
     kinds = {type(node).__name__ for node in tree.body}
     assert kinds <= {"Expr", "Import", "ImportFrom", "Assign", "FunctionDef", "ClassDef"}
@@ -187,9 +189,9 @@ def test_build_writes_the_program_its_passes_made(passes, tmp_path, capsys):
     assert run(["build", str(ROOT / "specs/examples/tiny.attn"), "-o", str(tmp_path), "--passes", passes]) == 0
     capsys.readouterr()
     text = (tmp_path / "tiny.py").read_text()
-    assert f"Passes: {passes.replace(',', ', ') or 'none'}." in text
+    assert f"Passes: {passes.replace(',', ', ') or 'none'};" in text
     assert ("F.scaled_dot_product_attention(" in text) == bool(passes)
-    assert "torch.cat((self_attn_q_proj_weight" not in text
+    assert "torch.cat((self.q_proj.weight" not in text
 
 
 @pytest.mark.parametrize("path", SPECS, ids=spec_id)
@@ -205,42 +207,34 @@ def test_every_shipped_spec_renders_a_module_equal_to_its_compiled_model(path, t
     assert (generated(*inputs) - compiled(*inputs)).abs().max() < 1e-9
 
 
-def test_a_layer_method_that_only_drops_the_mask_calls_the_one_with_it():
-    """hidden_dense's layers are forward's without the padding mask: printed as a call, not a copy
-    (test_generated_module_equals_the_compiled_graphs runs both against the compiled graphs)."""
+FX_TEMPORARY = re.compile(r"\b(getitem|mul|add|cat|split|transpose|unflatten|flatten|matmul|softmax|dropout|linear|"
+                          r"logical_not|masked_fill|size|arange|unsqueeze|einsum|tanh|relu|gelu|silu|repeat_interleave|"
+                          r"scaled_dot_product_attention|_unnamed)_\d+\b")
+
+
+def test_generated_code_reads_like_a_model():
+    """No fx temporaries, no line over 120, constants as the paper writes them, base.py at most 300 lines
+    with a header of at most 20, and the values named after the paper (q, k, v, heads)."""
+    for path in sorted((ROOT / "generated").rglob("*.py")):
+        text = path.read_text()
+        assert not FX_TEMPORARY.findall(text), (path, FX_TEMPORARY.findall(text)[:3])
+        assert max(len(line) for line in text.splitlines()) <= 120, path
     text = (ROOT / "generated" / "base.py").read_text()
-    assert "        return self.forward(x, None)  # the same, with no attention mask\n" in text
-    assert "        return self.forward(x, encoder_out, None)  # the same, with no attention mask\n" in text
-    assert text.count("F.scaled_dot_product_attention(") == 1 + 2 + 2  # encoder forward; decoder forward, decode_step
+    assert len(text.splitlines()) <= 300
+    header = next(i for i, line in enumerate(text.splitlines()) if line.startswith('"""'))
+    assert header <= 20  # the header's comments: fixed lines, the spec's path and hash, the passes
+    assert "x = x * math.sqrt(512)" in text and "scale=1 / math.sqrt(64)" in text
+    assert "heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(64), is_causal=True)" in text
+    assert "q, k, v = torch.split(qkv, (512, 512, 512), -1)" in text
+    step = text[text.index("    def step(self, x, past_k, past_v):"):]
+    assert "torch.cat((self." not in step[:step.index("\n\n")]  # decoding never concatenates weights
 
 
-def test_a_mask_read_anywhere_but_sdpa_keeps_the_method_whole():
-    from attncomp.codegen.entry import _without_mask
-
-    sdpa = "    y = torch._C._nn.scaled_dot_product_attention(q, k, v, attn_mask = m, scale = 0.5)"
-    head = "    def forward(self, x, m):"
-    assert _without_mask(f"{head}\n{sdpa}", "m") == f"{head}\n" + sdpa.replace(", attn_mask = m", "")
-    assert _without_mask(f"{head}\n{sdpa}\n    z = torch.add(y, m)", "m") is None  # read elsewhere too
-    assert _without_mask(f"{head}\n    y = ops.other(q, attn_mask = m)", "m") is None  # not SDPA's default
-    assert _without_mask(f"{head}\n{sdpa}", "m_1") is None
-
-
-def test_layer_methods_equal_but_for_shapes_are_one_method():
-    """local.py's encoder layers run the same code in forward and hidden_dense with masks of other
-    shapes: one method, and no shape comment for the input on which the two disagree."""
-    text = (ROOT / "generated" / "examples" / "local.py").read_text()
-    encoder_layer = text[text.index("class EncoderLayer"):text.index("class Encoder(")]
-    assert encoder_layer.count("    def ") == 2  # __init__, forward
-    assert "        # x: (batch, src_len, 512)\n" in encoder_layer
-
-
-def test_attention_values_carry_the_papers_names():
+def test_one_class_per_unit_and_one_method_per_graph():
+    model = attncomp.compile(ROOT / "specs/base.attn", device="meta")
     text = (ROOT / "generated" / "base.py").read_text()
-    for line in ["self_attn_heads = F.scaled_dot_product_attention(self_attn_q, self_attn_k, self_attn_v, scale = 0.125, "
-                 "attn_mask = logical_not)",
-                 "cross_attn_heads = F.scaled_dot_product_attention(cross_attn_q, cross_attn_k, cross_attn_v, "
-                 "scale = 0.125, attn_mask = logical_not)",
-                 "self_attn_qkv = F.linear(x, self_attn_qkv_weight, None)",
-                 "cross_attn_kv = F.linear(encoder_out, cross_attn_kv_weight, None)",
-                 "self_attn_k = torch.cat((cache_1, transpose), 2)"]:
-        assert "        " + line in text, line
+    for unit in model.units():
+        name = "Model" if unit is model.program else unit.name
+        body = text[text.index(f"class {name}(nn.Module):"):]
+        body = body[:body.index("\n\n\nclass ")] if "\n\n\nclass " in body else body
+        assert sorted(re.findall(r"    def (\w+)\(self", body)) == sorted(["__init__", *unit.methods]), name

@@ -123,7 +123,8 @@ def test_cached_decoding_equals_hf_generation_in_float64(float64_hf):
         assert (got - manual).abs().max() < 1e-9, f"step {i}"
         assert (got - generated.double()).abs().max() < 1e-6, f"step {i}"  # float32 rounding of |logits| < 1
         assert torch.equal(got.argmax(-1), out.sequences[:, prompt.shape[1] + i]), f"step {i}"
-    assert cache[0].shape == (2, CONFIG["num_key_value_heads"], out.sequences.shape[1] - 1, 8)  # (B, kv_heads, T, d_k)
+    keys = cache.layers[0].self_attn.k
+    assert keys.shape == (2, CONFIG["num_key_value_heads"], out.sequences.shape[1] - 1, 8)  # (B, kv_heads, T, d_k)
 
 
 def test_full_forward_equals_unpatched_hf_in_float32():

@@ -62,7 +62,7 @@ def entry_outputs(model, spec) -> dict[str, torch.Tensor]:
             return out
         for t in range(3):
             out[f"decode_step.{t}"], cache = model.decode_step(tgt[:, t : t + 1], cache)
-        for i, leaf in enumerate(torch.utils._pytree.tree_leaves(cache)):
+        for i, leaf in enumerate(x for x in torch.utils._pytree.tree_leaves(cache) if x is not None):
             out[f"cache.{i}"] = leaf
     return out
 

@@ -76,9 +76,11 @@ def test_fused_equals_unfused_forward_and_gradients(name, spec):
 def test_each_pass_alone_preserves_numerics(pass_name):
     spec = small(ir.load(ROOT / "specs/examples/local.attn"))
     plain = lower(spec).double()
-    gm = plain.graph_module("forward")
+    gm = plain.flat("forward")
     before = gm.code
-    optimised, log = run_passes(gm, [pass_name])
+    needs = [n for n in PASSES[pass_name].needs]
+    optimised, log = run_passes(gm, [*needs, pass_name])
+    log = log[len(needs):]
     src, tgt = batch(spec)
     keep = real_positions(spec, src, tgt)
     assert (plain(src, tgt) - optimised(src, tgt))[keep].abs().max() < TOLERANCE
@@ -90,7 +92,7 @@ def test_each_pass_alone_preserves_numerics(pass_name):
 
 def test_dead_code_is_removed():
     spec = small(ir.load(ROOT / "specs/examples/tiny.attn"))
-    gm = lower(spec).graph_module("encode")
+    gm = lower(spec).flat("encode")
     src = next(n for n in gm.graph.nodes if n.op == "placeholder")
     with gm.graph.inserting_after(src):
         gm.graph.call_function(torch.mul, (src, 2))
@@ -117,7 +119,7 @@ def test_sdpa_count_of_every_shipped_spec(path):
 
     model = attncomp.compile(path, device="meta")
     spec = model.spec
-    for entry, graph in model.graphs.items():
+    for entry, graph in ((e, model.flat(e).graph) for e in model.entry_points):
         assert count_fused(graph) == _expected_sdpa(spec, entry), entry
         assert not any(n.target is torch.softmax for n in graph.nodes), entry
 
@@ -125,8 +127,8 @@ def test_sdpa_count_of_every_shipped_spec(path):
 def test_additive_attention_stays_explicit():
     spec = small(ir.load(ROOT / "specs/base.attn", EXTRA["additive"]))
     _, fused = pair(spec)
-    assert count_fused(fused.graphs["forward"]) == 0
-    assert sum(n.target is torch.softmax for n in fused.graphs["forward"].nodes) == 6  # 2 + 2 + 2 layers
+    assert count_fused(fused.flat("forward").graph) == 0
+    assert sum(n.target is torch.softmax for n in fused.flat("forward").graph.nodes) == 6  # 2 + 2 + 2 layers
 
 
 def test_is_causal_only_where_exact():
@@ -135,10 +137,10 @@ def test_is_causal_only_where_exact():
     spec = small(ir.load(ROOT / "specs/base.attn"))
     _, fused = pair(spec)
     sdpa = lambda g: [n for n in g.nodes if n.target is F.scaled_dot_product_attention]  # noqa: E731
-    causal = [n.kwargs.get("is_causal", False) for n in sdpa(fused.graphs["forward"])]
+    causal = [n.kwargs.get("is_causal", False) for n in sdpa(fused.flat("forward").graph)]
     assert causal.count(True) == spec.model.decoder.layers  # decoder self-attention only
-    assert not any(n.kwargs.get("is_causal", False) for n in sdpa(fused.graphs["decode_step"]))
-    for n in sdpa(fused.graphs["forward"]):
+    assert not any(n.kwargs.get("is_causal", False) for n in sdpa(fused.flat("decode_step").graph))
+    for n in sdpa(fused.flat("forward").graph):
         assert not (n.kwargs.get("is_causal") and n.kwargs.get("attn_mask") is not None)
 
 
@@ -157,7 +159,7 @@ def test_state_dict_names_do_not_change():
 def test_fuse_qkv_with_and_without_attention_biases(attention_bias):
     spec = small(ir.load(ROOT / "specs/base.attn", [f"model.bias.attention={str(attention_bias).lower()}"]))
     plain = lower(spec).double()
-    gm = plain.graph_module("forward")
+    gm = plain.flat("forward")
     optimised, log = run_passes(gm, ["fuse_qkv"])
     assert log == [("fuse_qkv", True)]
     code = optimised.code
@@ -195,7 +197,7 @@ def test_fused_equals_unfused_with_every_new_term_nonzero(name):
 def test_fuse_qkv_leaves_projections_with_mixed_biases_apart():
     """q with a bias, k without: one fused matmul would need a bias for part of it; the pass skips them."""
     spec = small(ir.load(ROOT / "specs/base.attn", ["model.bias.attention=true", "model.bias.k=false"]))
-    gm = lower(spec).double().graph_module("forward")
+    gm = lower(spec).double().flat("forward")
     optimised, log = run_passes(gm, ["fuse_qkv"])
     assert log == [("fuse_qkv", False)]
 
@@ -216,15 +218,15 @@ def test_grouped_query_attention_uses_enable_gqa_where_no_mask_rules_flash_out()
 
     spec = small(ir.load(ROOT / "specs/base.attn", EXTRA["gqa"]))
     _, fused = pair(spec)
-    sdpa, repeats = _sdpa_and_repeats(fused.graphs["forward"])
+    sdpa, repeats = _sdpa_and_repeats(fused.flat("forward").graph)
     gqa = [n.kwargs.get("enable_gqa", False) for n in sdpa]
     layers = spec.model.decoder.layers
     assert gqa.count(True) == layers and all(n.kwargs.get("is_causal") for n in sdpa if n.kwargs.get("enable_gqa"))
     assert len(repeats) == 2 * (len(sdpa) - layers)  # k and v of each encoder and cross-attention
-    widths = {n.args[1] for n in fused.graphs["forward"].nodes if n.target is torch.split}
+    widths = {n.args[1] for n in fused.flat("forward").graph.nodes if n.target is torch.split}
     d_k = spec.model.encoder.d_k
     assert widths == {(8 * d_k, 2 * d_k, 2 * d_k), (2 * d_k, 2 * d_k)}  # fuse_qkv: q wider than k, v; cross k, v
-    sdpa, repeats = _sdpa_and_repeats(fused.graphs["decode_step"])
+    sdpa, repeats = _sdpa_and_repeats(fused.flat("decode_step").graph)
     assert [n.kwargs.get("enable_gqa", False) for n in sdpa].count(True) == layers  # self-attention, no mask
     rows = {r.site: r.grouping for r in attention_report(attncomp.compile(spec, device="meta"))}
     assert rows["decoder self-attention"] == "grouped-query: 8 query heads over 2 key/value heads (4 per group, " \

@@ -127,7 +127,7 @@ def _causal_graph(length_q: int):
 def test_causal_mask_becomes_is_causal():
     gm = _causal_graph(T)
     expected = gm(*_inputs()[:3])
-    fused, _ = run_passes(gm, ["fuse_attention", "eliminate_dead_code"])
+    fused, _ = run_passes(gm, ["canonicalize", "fuse_attention", "eliminate_dead_code"])
     (node,) = [n for n in fused.graph.nodes if n.target is F.scaled_dot_product_attention]
     assert node.kwargs["is_causal"] is True and "attn_mask" not in node.kwargs
     assert not any(n.target is ops.causal_mask for n in fused.graph.nodes)
@@ -142,7 +142,7 @@ def test_dropout_only_in_training():
     training = graph.get_attr("training")
     w = graph.call_function(F.dropout, (w,), {"p": 0.5, "training": training})
     graph.output(graph.call_function(torch.matmul, (w, v)))
-    fused, _ = run_passes(fx.GraphModule(nn.Module(), graph), ["fuse_attention"])
+    fused, _ = run_passes(fx.GraphModule(nn.Module(), graph), ["canonicalize", "fuse_attention"])
     q, k, v, _ = _inputs()
     fused.eval()
     expected = torch.softmax(q @ k.transpose(-2, -1), -1) @ v
@@ -189,7 +189,7 @@ def test_a_bias_and_a_bool_mask_become_one_float_mask():
     q, k, v, attend = _inputs()
     gm = _biased_graph(2)
     expected = gm(q, k, v, ~attend)
-    fused, _ = run_passes(gm, ["fuse_attention", "eliminate_dead_code"])
+    fused, _ = run_passes(gm, ["canonicalize", "fuse_attention", "eliminate_dead_code"])
     sdpa = [n for n in fused.graph.nodes if n.target is F.scaled_dot_product_attention]
     combined = [n for n in fused.graph.nodes if n.target is ops.additive_mask]
     assert len(sdpa) == 2 and len(combined) == 1  # made once for the pair, shared by both
@@ -198,5 +198,5 @@ def test_a_bias_and_a_bool_mask_become_one_float_mask():
 
 
 def test_biased_scores_with_another_user_stay_explicit():
-    fused, _ = run_passes(_biased_graph(1, bias_reused=True), ["fuse_attention"])
+    fused, _ = run_passes(_biased_graph(1, bias_reused=True), ["canonicalize", "fuse_attention"])
     assert count_fused(fused.graph) == 0

@@ -1,0 +1,229 @@
+"""Attention units, written the paper's way: projections, q @ k^T, scale, mask, softmax, dropout, @ v.
+
+Every op has one spelling (the table below), so the passes can match it reliably; fuse_attention
+turns the middle of it into `scaled_dot_product_attention`.
+
+    linear layer          call_module(q_proj, x)
+    split heads           torch.unflatten(x, -1, (h, d)) -> torch.transpose(x, 1, 2)
+    merge heads           torch.transpose(x, 1, 2) -> torch.flatten(x, -2)
+    scores                torch.matmul(q, torch.transpose(k, -2, -1)) -> torch.mul(s, 1 / math.sqrt(d_k))
+    positional bias       torch.add(s, bias)  (ALiBi, relative positions; before the mask)
+    mask (True = hidden)  ops.hide(s, mask): -inf where hidden; a mask may be None (nothing hidden)
+    weights               torch.softmax(s, -1) -> ops.zero_rows(w, mask) where the mask has padding
+    dropout               F.dropout(x, p=p, training=self.training), only where p > 0
+    rotary positions      ops.rotate(q, rope), q and k after split_heads (the table comes from the stack)
+    grouped k/v heads     torch.repeat_interleave(k, heads // kv_heads, 1), right before the scores
+
+Three units: `SelfAttention` (an encoder's: padding mask, or a band for local attention),
+`CausalSelfAttention` (a decoder's; its `step` reads and extends the key/value cache) and
+`CrossAttention` (queries from the decoder, keys and values from the memory; `kv` projects them once
+for decoding, `step` attends to them). Positions that act on the scores or on q and k arrive from the
+stack as one tensor, `positions` (a rope table, an ALiBi bias or relative-position indices).
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+from torch import fx
+
+from attncomp.ir import nodes
+from attncomp.lower import ops
+from attncomp.lower.positions import bias_logits, decode_bias, position_input, relative_values
+from attncomp.lower.units import Builder, Param, Unit, inv_sqrt_const, linear
+
+Node = fx.Node
+NAMES = {"self": "SelfAttention", "causal": "CausalSelfAttention", "cross": "CrossAttention"}
+MEMBERS = ("q_proj", "k_proj", "v_proj", "o_proj", "energy", "relative_k", "relative_v")  # registration order
+
+
+def split_heads(b: Builder, x: Node, heads: int, dim: int, name: str) -> Node:
+    """(B, T, h * dim) -> (B, h, T, dim)."""
+    return b.call(torch.transpose, b.call(torch.unflatten, x, -1, (heads, dim), name=name), 1, 2, name=name)
+
+
+def merge_heads(b: Builder, x: Node) -> Node:
+    """(B, h, T, dim) -> (B, T, h * dim)."""
+    return b.call(torch.flatten, b.call(torch.transpose, x, 1, 2, name="heads"), -2, name="heads")
+
+
+def _project(b: Builder, role: str, x: Node, stack: nodes.Stack, heads: int, dim: int, d_in: int,
+             bias: nodes.Bias) -> Node:
+    """One of q, k, v: its projection, split into heads."""
+    out = b.leaf(f"{role}_proj", linear(d_in, heads * dim, bias.of(role)), x, name=role)
+    return split_heads(b, out, heads, dim, role)
+
+
+def project_kv(b: Builder, model: nodes.Model, stack: nodes.Stack, source: Node, d_in: int,
+               rope: Node | None = None) -> tuple[Node, Node]:
+    """Keys and values (B, kv_heads, T, d), keys rotated when the model has rotary positions."""
+    k = _project(b, "k", source, stack, stack.key_value_heads, stack.d_k, d_in, model.bias)
+    v = _project(b, "v", source, stack, stack.key_value_heads, stack.d_v, d_in, model.bias)
+    if rope is not None:
+        k = b.call(ops.rotate, k, rope, name="k")
+    return k, v
+
+
+def project_q(b: Builder, model: nodes.Model, stack: nodes.Stack, x: Node, rope: Node | None = None) -> Node:
+    q = _project(b, "q", x, stack, stack.heads, stack.d_k, stack.d_model, model.bias)
+    return q if rope is None else b.call(ops.rotate, q, rope, name="q")
+
+
+def repeat_kv(b: Builder, x: Node, stack: nodes.Stack) -> Node:
+    """Grouped-query attention (Ainslie et al. 2023): (B, kv_heads, T, d) -> (B, heads, T, d), query
+    head i reading key/value head i // (heads / kv_heads); nothing to do when kv_heads = heads."""
+    groups = stack.heads // stack.key_value_heads
+    return x if groups == 1 else b.call(torch.repeat_interleave, x, groups, 1, name=x.meta["var"])
+
+
+def scores(b: Builder, q: Node, k: Node, kind: str, d_k: int) -> Node:
+    """Attention logits (B, h, Tq, Tk): scaled dot products, or the additive score v^T tanh(q + k)."""
+    if kind == "additive":
+        summed = b.call(torch.add, b.call(torch.unsqueeze, q, 3, name="q"), b.call(torch.unsqueeze, k, 2, name="k"),
+                        name="energy")
+        energy = b.param("energy", Param((q.meta["shape"][1], d_k), "normal"))
+        return b.call(torch.einsum, "bhqkd,hd->bhqk", b.call(torch.tanh, summed, name="energy"), energy, name="scores")
+    logits = b.call(torch.matmul, q, b.call(torch.transpose, k, -2, -1, name="k_t"), name="scores")
+    return b.call(torch.mul, logits, inv_sqrt_const(d_k), name="scores")
+
+
+def attend(b: Builder, model: nodes.Model, stack: nodes.Stack, q: Node, k: Node, v: Node, kind: str,
+           mask: Node | None = None, padded: bool = False, positions: Node | None = None,
+           bias: Node | None = None) -> Node:
+    """softmax(hide(scores + bias, mask)) @ v, explicitly. `padded`: the mask may hide every key of a
+    query (it has padding), whose weights are then defined as 0. `positions`: relative-position indices
+    (their logit and value terms); `bias`: a float bias on the scores (ALiBi)."""
+    s = scores(b, q, k, kind, stack.d_k)
+    if isinstance(model.positions, nodes.Relative) and positions is not None:
+        s = b.call(torch.add, s, bias_logits(b, model, stack, q, positions), name="scores")
+    elif bias is not None:
+        s = b.call(torch.add, s, bias, name="scores")
+    if mask is not None:
+        s = b.call(ops.hide, s, mask, name="scores")
+    weights = b.call(torch.softmax, s, -1, name="weights")
+    if padded:
+        weights = b.call(ops.zero_rows, weights, mask, name="weights")
+    weights = b.dropout(weights, model.dropout.attention, name="weights")
+    out = b.call(torch.matmul, weights, v, name="heads")
+    if isinstance(model.positions, nodes.Relative) and positions is not None:
+        out = relative_values(b, model, stack, weights, out, positions)
+    return out
+
+
+def _output(b: Builder, model: nodes.Model, stack: nodes.Stack, heads: Node) -> Node:
+    proj = linear(stack.heads * stack.d_v, stack.d_model, model.bias.of("o"))
+    return b.leaf("o_proj", proj, merge_heads(b, heads), name="out")
+
+
+def _mask(b: Builder, stack: nodes.Stack, x: Node, padding: Node | None, causal: bool) -> Node | None:
+    """The keys a query may not see: padding, the future (causal), or beyond a local window."""
+    if isinstance(stack.attention, nodes.Local):
+        length = b.size(x, 1)
+        device = b.call(getattr, x, "device", name="device")
+        band = b.call(ops.band_mask, length, stack.attention.window, causal, device, name="mask")
+        return band if padding is None else b.call(ops.either, band, padding, name="mask")
+    if causal:
+        device = b.call(getattr, x, "device", name="device")
+        return b.call(ops.causal_mask, b.size(x, 1), device, name="mask")
+    return padding
+
+
+def _heads_shape(x: Node, heads: int, dim: int) -> tuple | None:
+    shape = x.meta.get("shape")
+    return None if shape is None else (shape[0], heads, shape[1], dim)
+
+
+def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
+    """An encoder's self-attention (`causal=False`: padding mask, or a band), or a decoder's (`step` too)."""
+    model = ctx.model
+    unit = Unit(NAMES["causal" if causal else "self"],
+                "Multi-head self-attention" + (" over the keys up to each query (causal)" if causal else ""))
+    kind, d = stack.attention.kind, stack.d_model
+    length = "tgt_len" if causal else "src_len"
+    b = Builder(unit, "forward")
+    x = b.input("x", ("batch", length, d))
+    padding = None if causal else b.input("padding_mask", ("batch", 1, 1, length))
+    positions = position_input(b, model, stack, length, length)
+    rope = positions if isinstance(model.positions, nodes.Rope) else None
+    k, v = project_kv(b, model, stack, x, d, rope)
+    q = project_q(b, model, stack, x, rope)
+    k, v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
+    mask = _mask(b, stack, x, padding, causal)
+    heads = attend(b, model, stack, q, k, v, kind, mask, padded=padding is not None, positions=positions,
+                   bias=positions if isinstance(model.positions, nodes.ALiBi) else None)
+    b.output(_output(b, model, stack, heads))
+    if causal:
+        _self_attention_step(ctx, unit, stack)
+        _empty_cache(unit, stack)
+    unit.reorder(MEMBERS)
+    return unit
+
+
+def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
+    """step(x, k, v[, rope]) -> (out, k, v): one new position per sentence; the keys and values of the
+    positions before it arrive as the cache's k and v, and go back extended by the new ones."""
+    model = ctx.model
+    d, kvh = stack.d_model, stack.key_value_heads
+    b = Builder(unit, "step", decoding=True)
+    x = b.input("x", ("batch", 1, d))
+    past_k = b.input("past_k", ("batch", kvh, "cache_len", stack.d_k))
+    past_v = b.input("past_v", ("batch", kvh, "cache_len", stack.d_v))
+    rope = b.input("rope", (2, 1, model.positions.dims(stack.d_k))) if isinstance(model.positions, nodes.Rope) \
+        else None
+    k_new, v_new = project_kv(b, model, stack, x, d, rope)
+    k = b.call(torch.cat, (past_k, k_new), 2, name="k")
+    v = b.call(torch.cat, (past_v, v_new), 2, name="v")
+    seen_k, seen_v = k, v
+    if isinstance(stack.attention, nodes.Local):  # only the last window + 1 keys are visible
+        keep = (slice(None), slice(None), slice(-(stack.attention.window + 1), None))
+        seen_k = b.call(operator.getitem, k, keep, name="k")
+        seen_v = b.call(operator.getitem, v, keep, name="v")
+    q = project_q(b, model, stack, x, rope)
+    seen_k, seen_v = repeat_kv(b, seen_k, stack), repeat_kv(b, seen_v, stack)
+    positions = decode_bias(b, model, stack, x, seen_k)
+    heads = attend(b, model, stack, q, seen_k, seen_v, stack.attention.kind, positions=positions,
+                   bias=positions if isinstance(model.positions, nodes.ALiBi) else None)
+    b.output((_output(b, model, stack, heads), k, v))
+
+
+def _empty_cache(unit: Unit, stack: nodes.Stack) -> None:
+    """empty_cache(like, batch) -> (k, v): no position yet, `batch` rows of like's dtype and device."""
+    b = Builder(unit, "empty_cache", decoding=True)
+    like, batch = b.input("like"), b.input("batch")
+    batch.meta["value"] = "batch"
+    kvh = stack.key_value_heads
+    k = b.method("new_zeros", like, (batch, kvh, 0, stack.d_k), name="k")
+    v = b.method("new_zeros", like, (batch, kvh, 0, stack.d_v), name="v")
+    b.output((k, v))
+
+
+def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
+    """Encoder-decoder attention: queries from the decoder, keys and values from the memory."""
+    model = ctx.model
+    unit = Unit(NAMES["cross"], "Encoder-decoder attention: queries from the decoder, keys and values from "
+                "the encoder's output")
+    kind = stack.cross_attention.kind
+    b = Builder(unit, "forward")
+    x = b.input("x", ("batch", "tgt_len", stack.d_model))
+    memory = b.input("memory", ("batch", "src_len", d_memory))
+    padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
+    k, v = project_kv(b, model, stack, memory, d_memory)
+    q = project_q(b, model, stack, x)
+    heads = attend(b, model, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
+    b.output(_output(b, model, stack, heads))
+
+    b = Builder(unit, "kv", decoding=True)  # once per sentence, at the start of decoding
+    memory = b.input("memory", ("batch", "src_len", d_memory))
+    b.output(project_kv(b, model, stack, memory, d_memory))
+
+    b = Builder(unit, "step", decoding=True)
+    x = b.input("x", ("batch", 1, stack.d_model))
+    k = b.input("k", ("batch", stack.key_value_heads, "src_len", stack.d_k))
+    v = b.input("v", ("batch", stack.key_value_heads, "src_len", stack.d_v))
+    padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
+    q = project_q(b, model, stack, x)
+    heads = attend(b, model, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
+    b.output(_output(b, model, stack, heads))
+    unit.reorder(MEMBERS)
+    return unit

@@ -1,0 +1,264 @@
+"""The model families, one table entry each: what every other stage asks about a model's family.
+
+    family            stacks              entry points                                   objective
+    encoder-decoder   encoder, decoder    forward(src, tgt_in) hidden hidden_dense       translation
+                                          encode(src) init_cache(src, memory) decode_step
+    decoder-only      decoder             forward(tokens) hidden init_cache(tokens)      language_model
+                                          decode_step
+    encoder-only      encoder             forward(src) hidden hidden_dense encode(src)   masked_lm
+
+`hidden` gives the states before the output projection (after the prediction head, if any) for a
+loss that fuses the projection; `hidden_dense` the same without a source padding mask, for batches
+without padding, so every attention can use the flash kernel. decode_step takes the newest token
+(B, 1) and a DecodingCache (attncomp.lower.cache) and returns the next token's logits (B, V) and the
+cache, extended; how decoding starts from a source (`source`): through the encoder ("encoded"), or
+fed to the decoder as a prompt ("prompt").
+
+Each family lowers its entry points into the model unit (`lower`), over the stacks, the embeddings and
+the output projection that every family shares; nothing outside this table asks which stacks a model
+has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import fx
+
+from attncomp.ir import nodes
+from attncomp.lower import ops
+from attncomp.lower.cache import DecodingCache
+from attncomp.lower.stack import decoder, encoder
+from attncomp.lower.units import Builder, Param, Unit, embedding, linear, norm
+
+Node = fx.Node
+MEMBERS = ("embed", "src_embed", "tgt_embed", "output", "output_bias", "head", "encoder", "decoder")
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    inputs: tuple[str, ...]
+    returns: str
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    title: str  # "an encoder-decoder Transformer"
+    stacks: tuple[str, ...]
+    entries: tuple[Entry, ...]
+    objective: str  # attncomp.data.batching: "translation", "language_model" or "masked_lm"
+    source: str  # how decoding reads a source: "encoded", "prompt", or "none" (no decoder)
+    lower: Callable[["object", Unit], None]
+
+    @property
+    def entry_names(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.entries)
+
+    @property
+    def decodes(self) -> bool:
+        return "decode_step" in self.entry_names
+
+    def forward_inputs(self, src: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """forward's arguments from a batch of sources and target inputs."""
+        by_name = {"src": src, "tgt_in": tgt, "tokens": tgt}
+        return tuple(by_name[name] for name in self.entries[0].inputs)
+
+
+SHAPES = {"src": ("batch", "src_len"), "tgt_in": ("batch", "tgt_len"), "tokens": ("batch", "tgt_len")}
+
+
+def embedding_names(model: nodes.Model) -> dict[str, str]:
+    """Which member embeds the source, embeds the target, and projects to the vocabulary."""
+    if model.tie == "all":
+        return {"src": "embed", "tgt": "embed", "output": "embed"}
+    names = {"src": "src_embed", "tgt": "tgt_embed", "output": "output"}
+    if model.tie == "decoder":
+        names["output"] = "tgt_embed"
+    if model.tie == "encoder":
+        names["output"] = "src_embed"
+    if model.decoder is None:  # encoder-only: the output reads the encoder
+        names["tgt"] = names["src"]
+    return names
+
+
+# --- what every family shares -------------------------------------------------------------------
+
+
+def _embed(b: Builder, ctx, side: str, tokens: Node) -> Node:
+    model = ctx.model
+    name = embedding_names(model)[side]
+    rows = model.src_vocab if name == "src_embed" else model.tgt_vocab
+    return b.leaf(name, embedding(rows, (model.encoder if name == "src_embed" else model.decoder or model.encoder)
+                                  .d_model), tokens, name="x")
+
+
+def _head(b: Builder, ctx, x: Node) -> Node:
+    model = ctx.model
+    if not isinstance(model.head, nodes.DenseHead):
+        return x
+    return b.sub("head", ctx.unit(prediction_head, model.head), "forward", x, name="x", shape=x.meta.get("shape"))
+
+
+def prediction_head(ctx, head: nodes.DenseHead) -> Unit:
+    """BERT's prediction-head transform before the output projection: LayerNorm(act(dense(x)))."""
+    d = ctx.model.d_model
+    unit = Unit("PredictionHead", "The prediction-head transform: LayerNorm(act(dense(x)))")
+    b = Builder(unit, "forward")
+    x = b.input("x", ("batch", "seq_len", d))
+    dense = b.leaf("dense", linear(d, d, head.bias), x, name="x")
+    act = b.call(torch.relu if head.activation == "relu" else F.gelu, dense, name="x")
+    b.output(b.leaf("norm", norm("layernorm", d, ctx.model.norm_eps), act, name="x"))
+    return unit
+
+
+def _logits(b: Builder, ctx, x: Node) -> Node:
+    """Hidden states -> vocabulary logits: the output projection or the tied embedding (+ output_bias)."""
+    model = ctx.model
+    target = embedding_names(model)["output"]
+    if target == "output":
+        out = b.leaf("output", linear(model.d_model, model.tgt_vocab, False), x, name="logits")
+    else:
+        out = b.call(F.linear, x, b.param(f"{target}.weight", name="embedding"), name="logits")
+    if model.bias.output:
+        out = b.add(out, b.param("output_bias", Param((model.tgt_vocab,), "zeros")), name="logits")
+    return out
+
+
+def _finish(b: Builder, ctx, x: Node, project: bool) -> None:
+    x = _head(b, ctx, x)
+    b.output(_logits(b, ctx, x) if project else x)
+
+
+def _inputs(b: Builder, names: tuple[str, ...]) -> list[Node]:
+    return [b.input(name, SHAPES[name]) for name in names]
+
+
+def _padding(b: Builder, src: Node) -> Node:
+    return b.call(ops.padding_mask, src, ops.PAD, name="padding_mask")
+
+
+# --- the families -------------------------------------------------------------------------------------
+
+
+def _encoder_decoder(ctx, unit: Unit) -> None:
+    model = ctx.model
+    enc, dec = ctx.unit(encoder, model.encoder), ctx.unit(decoder, model.decoder, model.encoder.d_model)
+    for name, project, padded in (("forward", True, True), ("hidden", False, True), ("hidden_dense", False, False)):
+        b = Builder(unit, name)
+        src, tgt = _inputs(b, ("src", "tgt_in"))
+        padding = _padding(b, src) if padded else None
+        memory = b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src), padding, name="memory",
+                       shape=("batch", "src_len", model.encoder.d_model))
+        x = b.sub("decoder", dec, "forward", _embed(b, ctx, "tgt", tgt), memory, padding, name="x",
+                  shape=("batch", "tgt_len", model.d_model))
+        _finish(b, ctx, x, project)
+
+    b = Builder(unit, "encode")
+    (src,) = _inputs(b, ("src",))
+    b.output(b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src), _padding(b, src), name="memory",
+                   shape=("batch", "src_len", model.encoder.d_model)))
+
+    b = Builder(unit, "init_cache", decoding=True)
+    (src,) = _inputs(b, ("src",))
+    memory = b.input("memory", ("batch", "src_len", model.encoder.d_model))
+    caches = b.sub("decoder", dec, "init_cache", memory, name="caches")
+    b.output(b.call(DecodingCache, _padding(b, src), caches, name="cache"))
+
+    b = Builder(unit, "decode_step", decoding=True)
+    tokens, cache = b.input("tokens", ("batch", 1)), b.input("cache")
+    padding = b.field(cache, "padding_mask", ("batch", 1, 1, "src_len"))
+    _step(b, ctx, dec, tokens, cache, padding)
+
+
+def _step(b: Builder, ctx, dec: Unit, tokens: Node, cache: Node, padding: Node | None) -> None:
+    """decode_step: the newest tokens through the decoder's step; the last position's logits."""
+    caches = b.field(cache, "layers")
+    first = b.field(b.item(caches, 0, "first"), "self_attn")
+    start = b.size(b.field(first, "k"), 2, "cache_len")
+    out = b.sub("decoder", dec, "step", _embed(b, ctx, "tgt", tokens), caches, *(() if padding is None else (padding,)),
+                start, name="stepped")
+    x = b.item(out, 0, "x", shape=("batch", 1, ctx.model.d_model))
+    last = b.call(torch.select, x, 1, -1, name="x")  # (B, d): the newest position
+    x = _head(b, ctx, last)
+    logits = _logits(b, ctx, x)
+    b.output((logits, b.call(DecodingCache, padding, b.item(out, 1, "caches"), name="cache")))
+
+
+def _decoder_only(ctx, unit: Unit) -> None:
+    model = ctx.model
+    dec = ctx.unit(decoder, model.decoder, None)
+    for name, project in (("forward", True), ("hidden", False)):
+        b = Builder(unit, name)
+        (tokens,) = _inputs(b, ("tokens",))
+        x = b.sub("decoder", dec, "forward", _embed(b, ctx, "tgt", tokens), name="x",
+                  shape=("batch", "tgt_len", model.d_model))
+        _finish(b, ctx, x, project)
+
+    b = Builder(unit, "init_cache", decoding=True)
+    (tokens,) = _inputs(b, ("tokens",))  # the prompt: only its batch size matters here
+    like = b.param(f"{embedding_names(model)['tgt']}.weight", name="like")  # the model's dtype and device
+    caches = b.sub("decoder", dec, "init_cache", like, b.size(tokens, 0, "batch"), name="caches")
+    b.output(b.call(DecodingCache, None, caches, name="cache"))
+
+    b = Builder(unit, "decode_step", decoding=True)
+    tokens, cache = b.input("tokens", ("batch", 1)), b.input("cache")
+    _step(b, ctx, dec, tokens, cache, None)
+
+
+def _encoder_only(ctx, unit: Unit) -> None:
+    model = ctx.model
+    enc = ctx.unit(encoder, model.encoder)
+    for name, project, padded in (("forward", True, True), ("hidden", False, True), ("hidden_dense", False, False),
+                                  ("encode", None, True)):
+        b = Builder(unit, name)
+        (src,) = _inputs(b, ("src",))
+        x = b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src), _padding(b, src) if padded else None,
+                  name="memory" if project is None else "x", shape=("batch", "src_len", model.d_model))
+        if project is None:
+            b.output(x)
+        else:
+            _finish(b, ctx, x, project)
+
+
+def _entries(*rows: tuple[str, tuple[str, ...], str]) -> tuple[Entry, ...]:
+    return tuple(Entry(*row) for row in rows)
+
+
+ENCODER_DECODER = Family(
+    "encoder-decoder", "an encoder-decoder Transformer", ("encoder", "decoder"),
+    _entries(("forward", ("src", "tgt_in"), "logits"), ("hidden", ("src", "tgt_in"), "states"),
+             ("hidden_dense", ("src", "tgt_in"), "states"), ("encode", ("src",), "memory"),
+             ("init_cache", ("src", "memory"), "cache"), ("decode_step", ("tokens", "cache"), "(logits, cache)")),
+    "translation", "encoded", _encoder_decoder)
+DECODER_ONLY = Family(
+    "decoder-only", "a decoder-only Transformer language model", ("decoder",),
+    _entries(("forward", ("tokens",), "logits"), ("hidden", ("tokens",), "states"),
+             ("init_cache", ("tokens",), "cache"), ("decode_step", ("tokens", "cache"), "(logits, cache)")),
+    "language_model", "prompt", _decoder_only)
+ENCODER_ONLY = Family(
+    "encoder-only", "an encoder-only Transformer", ("encoder",),
+    _entries(("forward", ("src",), "logits"), ("hidden", ("src",), "states"), ("hidden_dense", ("src",), "states"),
+             ("encode", ("src",), "memory")),
+    "masked_lm", "none", _encoder_only)
+FAMILIES = (ENCODER_DECODER, DECODER_ONLY, ENCODER_ONLY)
+
+
+def family_of(model: nodes.Model) -> Family:
+    """The family of a model: the one place that asks which stacks it has."""
+    if model.encoder is not None and model.decoder is not None:
+        return ENCODER_DECODER
+    return DECODER_ONLY if model.decoder is not None else ENCODER_ONLY
+
+
+def model_unit(ctx) -> Unit:
+    """The model: its embeddings, stacks and output projection, and its family's entry points."""
+    family = family_of(ctx.model)
+    unit = Unit("Model", f"The `{ctx.model.name}` model: {family.title}")
+    family.lower(ctx, unit)
+    unit.reorder(MEMBERS)
+    return unit

@@ -1,0 +1,99 @@
+"""Stack units: the encoder and the decoder. A stack takes embedded tokens, scales them by
+sqrt(d_model), adds positions (section 3.5), applies its embedding norm and dropout, runs its layers
+in a loop (attncomp.lower.loops) and closes with its final norm.
+
+    Encoder.forward(x, padding_mask) -> memory
+    Decoder.forward(x[, memory, padding_mask]) -> states
+    Decoder.step(x, caches[, padding_mask], start) -> (states, caches)   x: the newest token at `start`
+    Decoder.init_cache(memory) -> caches      (decoder-only: init_cache(like, batch))
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import fx
+
+from attncomp.ir import nodes
+from attncomp.lower import loops, positions
+from attncomp.lower.layer import decoder_layer, encoder_layer
+from attncomp.lower.units import Builder, Unit, norm, sqrt_const
+
+Node = fx.Node
+MEMBERS = ("pos", "embed_norm", "layers", "norm")
+
+
+def _embedded(b: Builder, ctx, stack: nodes.Stack, x: Node, start: Node | int = 0) -> Node:
+    """Dropout(Norm(x * sqrt(d_model) + PE)), the norm only with embedding_norm."""
+    model = ctx.model
+    if model.scale_embeddings:
+        x = b.call(torch.mul, x, sqrt_const(stack.d_model), name="x")
+    x = positions.add_to_embeddings(b, model, stack, x, start)
+    if model.embedding_norm:
+        x = b.leaf("embed_norm", norm(stack.normalization, stack.d_model, model.norm_eps), x, name="x")
+    return b.dropout(x, model.dropout.embedding, name="x")
+
+
+def _closed(b: Builder, ctx, stack: nodes.Stack, x: Node) -> Node:
+    if not stack.final_norm:
+        return x
+    return b.leaf("norm", norm(stack.normalization, stack.d_model, ctx.model.norm_eps), x, name="x")
+
+
+def _layer_list(ctx, stack: nodes.Stack, layer: Unit) -> list[Unit]:
+    return [layer] * stack.layers
+
+
+def encoder(ctx, stack: nodes.Stack) -> Unit:
+    unit = Unit("Encoder", f"The encoder: {stack.layers} layers over the embedded source")
+    layer = ctx.unit(encoder_layer, stack)
+    b = Builder(unit, "forward")
+    x = b.input("x", ("batch", "src_len", stack.d_model))
+    padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
+    x = _embedded(b, ctx, stack, x)
+    extra = positions.for_layers(b, ctx.model, stack, x, 0)
+    layers = b.layers("layers", _layer_list(ctx, stack, layer))
+    x = b.call(loops.each_layer, layers, x, padding, *(() if extra is None else (extra,)), name="x",
+               shape=x.meta.get("shape"))
+    b.output(_closed(b, ctx, stack, x))
+    unit.reorder(MEMBERS)
+    return unit
+
+
+def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
+    cross = d_memory is not None
+    unit = Unit("Decoder", f"The decoder: {stack.layers} layers over the embedded target" +
+                (", attending to the encoder's output" if cross else ""))
+    layer = ctx.unit(decoder_layer, stack, d_memory)
+    model = ctx.model
+
+    b = Builder(unit, "forward")
+    x = b.input("x", ("batch", "tgt_len", stack.d_model))
+    memory = (b.input("memory", ("batch", "src_len", d_memory)), b.input("padding_mask", ("batch", 1, 1, "src_len"))) \
+        if cross else ()
+    x = _embedded(b, ctx, stack, x)
+    extra = positions.for_layers(b, model, stack, x, 0)
+    layers = b.layers("layers", _layer_list(ctx, stack, layer))
+    x = b.call(loops.each_layer, layers, x, *memory, *(() if extra is None else (extra,)), name="x",
+               shape=x.meta.get("shape"))
+    b.output(_closed(b, ctx, stack, x))
+
+    b = Builder(unit, "step", decoding=True)
+    x = b.input("x", ("batch", 1, stack.d_model))
+    caches = b.input("caches")
+    padding = (b.input("padding_mask", ("batch", 1, 1, "src_len")),) if cross else ()
+    start = b.input("start")
+    start.meta["value"] = "cache_len"
+    x = _embedded(b, ctx, stack, x, start)
+    rope = positions.for_layers(b, model, stack, x, start) if isinstance(model.positions, nodes.Rope) else None
+    layers = b.layers("layers", _layer_list(ctx, stack, layer))
+    out = b.call(loops.each_layer_step, layers, x, caches, *padding, *(() if rope is None else (rope,)),
+                 name="stepped")
+    x = b.item(out, 0, "x", shape=x.meta.get("shape"))
+    b.output((_closed(b, ctx, stack, x), b.item(out, 1, "caches")))
+
+    b = Builder(unit, "init_cache", decoding=True)
+    inputs = (b.input("memory", ("batch", "src_len", d_memory)),) if cross else (b.input("like"), b.input("batch"))
+    layers = b.layers("layers", _layer_list(ctx, stack, layer))
+    b.output(b.call(loops.each_layer_cache, layers, *inputs, name="caches"))
+    unit.reorder(MEMBERS)
+    return unit

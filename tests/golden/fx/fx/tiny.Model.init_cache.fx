@@ -1,0 +1,7 @@
+def forward(self, src, memory):
+    decoder = self.decoder
+    init_cache = decoder.init_cache(memory);  decoder = memory = None
+    padding_mask = attncomp_lower_ops_padding_mask(src, 0);  src = None
+    cache = attncomp_lower_cache_DecodingCache(padding_mask, init_cache);  padding_mask = init_cache = None
+    return cache
+    
