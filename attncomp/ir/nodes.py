@@ -76,6 +76,10 @@ class Stack(Node):
     final_norm: bool = Field(False, description="a norm closes the stack (default: true unless norm = post)")
     kv_heads: Annotated[int, Field(ge=1, le=1024)] | None = Field(
         None, description="key/value heads (none: = heads; fewer: grouped-query attention, 1: multi-query)")
+    qk_norm: Literal["none", "head", "projection"] = Field(
+        "none", json_schema_extra=LATER,
+        description="RMSNorm of q and k before the scores: per head over d_k (Qwen3), or over the whole "
+                    "projection (OLMo 2)")
 
     @property
     def key_value_heads(self) -> int:

@@ -11,6 +11,8 @@ turns the middle of it into `scaled_dot_product_attention`.
     mask (True = hidden)  ops.hide(s, mask): -inf where hidden; a mask may be None (nothing hidden)
     weights               torch.softmax(s, -1) -> ops.zero_rows(w, mask) where the mask has padding
     dropout               F.dropout(x, p=p, training=self.training), only where p > 0
+    q/k norm              call_module(q_norm, q): RMSNorm before split_heads (qk_norm = projection) or
+                          after it, over d_k (qk_norm = head); then k_norm the same way
     rotary positions      ops.rotate(q, rope), q and k after split_heads (the table comes from the stack)
     grouped k/v heads     torch.repeat_interleave(k, heads // kv_heads, 1), right before the scores
 
@@ -31,11 +33,12 @@ from torch import fx
 from attncomp.ir import nodes
 from attncomp.lower import ops
 from attncomp.lower.positions import bias_logits, decode_bias, position_input, relative_values
-from attncomp.lower.units import Builder, Param, Unit, inv_sqrt_const, linear
+from attncomp.lower.units import Builder, Param, Unit, inv_sqrt_const, linear, norm
 
 Node = fx.Node
 NAMES = {"self": "SelfAttention", "causal": "CausalSelfAttention", "cross": "CrossAttention"}
-MEMBERS = ("q_proj", "k_proj", "v_proj", "o_proj", "energy", "relative_k", "relative_v")  # registration order
+MEMBERS = ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm", "energy", "relative_k",
+           "relative_v")  # registration order
 
 
 def split_heads(b: Builder, x: Node, heads: int, dim: int, name: str) -> Node:
@@ -49,24 +52,31 @@ def merge_heads(b: Builder, x: Node) -> Node:
 
 
 def _project(b: Builder, role: str, x: Node, stack: nodes.Stack, heads: int, dim: int, d_in: int,
-             bias: nodes.Bias) -> Node:
-    """One of q, k, v: its projection, split into heads."""
-    out = b.leaf(f"{role}_proj", linear(d_in, heads * dim, bias.of(role)), x, name=role)
-    return split_heads(b, out, heads, dim, role)
+             model: nodes.Model) -> Node:
+    """One of q, k, v: its projection, split into heads; q and k normalised where `qk_norm` says so
+    (RMSNorm over the whole projection, OLMo 2; or over each head's d_k, Qwen3)."""
+    out = b.leaf(f"{role}_proj", linear(d_in, heads * dim, model.bias.of(role)), x, name=role)
+    qk = role in ("q", "k")
+    if qk and stack.qk_norm == "projection":
+        out = b.leaf(f"{role}_norm", norm("rmsnorm", heads * dim, model.norm_eps), out, name=role)
+    out = split_heads(b, out, heads, dim, role)
+    if qk and stack.qk_norm == "head":
+        out = b.leaf(f"{role}_norm", norm("rmsnorm", dim, model.norm_eps), out, name=role)
+    return out
 
 
 def project_kv(b: Builder, model: nodes.Model, stack: nodes.Stack, source: Node, d_in: int,
                rope: Node | None = None) -> tuple[Node, Node]:
     """Keys and values (B, kv_heads, T, d), keys rotated when the model has rotary positions."""
-    k = _project(b, "k", source, stack, stack.key_value_heads, stack.d_k, d_in, model.bias)
-    v = _project(b, "v", source, stack, stack.key_value_heads, stack.d_v, d_in, model.bias)
+    k = _project(b, "k", source, stack, stack.key_value_heads, stack.d_k, d_in, model)
+    v = _project(b, "v", source, stack, stack.key_value_heads, stack.d_v, d_in, model)
     if rope is not None:
         k = b.call(ops.rotate, k, rope, name="k")
     return k, v
 
 
 def project_q(b: Builder, model: nodes.Model, stack: nodes.Stack, x: Node, rope: Node | None = None) -> Node:
-    q = _project(b, "q", x, stack, stack.heads, stack.d_k, stack.d_model, model.bias)
+    q = _project(b, "q", x, stack, stack.heads, stack.d_k, stack.d_model, model)
     return q if rope is None else b.call(ops.rotate, q, rope, name="q")
 
 

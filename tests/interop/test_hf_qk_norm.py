@@ -1,0 +1,128 @@
+"""q/k normalisation and the OLMo 2 norm placement as spec choices, equal to Hugging Face's models:
+
+    Qwen3ForCausalLM   LLaMA's block with RMSNorm of q and k per head (qk_norm = head)
+    Olmo2ForCausalLM   RMSNorm of the whole q and k projections (qk_norm = projection), and a norm on
+                       each sub-layer's output instead of its input (norm = output)
+
+in float64 (HF's deliberate float32 steps in RMSNorm and the rotary angles kept in float64), the
+full forward and cached decoding; the specs are written by hand, the weights renamed here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attncomp
+from attncomp import ir
+from attncomp.compiler import DEFAULT_PASSES
+
+transformers = pytest.importorskip("transformers")
+from transformers.models.olmo2 import modeling_olmo2  # noqa: E402
+from transformers.models.qwen3 import modeling_qwen3  # noqa: E402
+
+COMMON = dict(vocab_size=64, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+              num_hidden_layers=2, rms_norm_eps=1e-6, attention_bias=False, tie_word_embeddings=False,
+              max_position_embeddings=64, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+HEAD_DIM = 16  # Qwen3: wider than hidden_size / heads, as in the released models
+
+
+def _spec(qk_norm: str, norm: str, d_k: int) -> str:
+    return f"""model hf {{
+  d_model = 32  heads = 4  kv_heads = 2  d_k = {d_k}  d_v = {d_k}  d_ff = 48
+  vocab = shared(64)  tie = none  positions = rope(base = 10000.0)  scale_embeddings = false
+  bias = false  norm_eps = 1e-06
+  encoder = none
+  decoder {{ layers = 2  norm = {norm}  normalization = rmsnorm  activation = swiglu  qk_norm = {qk_norm} }}
+  dropout {{ residual = 0.0  embedding = 0.0 }}
+}}
+"""
+
+
+FAMILIES = {
+    "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM, modeling_qwen3, "Qwen3",
+              dict(head_dim=HEAD_DIM), _spec("head", "pre", HEAD_DIM),
+              {"input_layernorm": "self_attn_norm", "post_attention_layernorm": "ffn_norm"}),
+    "olmo2": (transformers.Olmo2Config, transformers.Olmo2ForCausalLM, modeling_olmo2, "Olmo2",
+              {}, _spec("projection", "output", 8),
+              {"post_attention_layernorm": "self_attn_norm", "post_feedforward_layernorm": "ffn_norm"}),
+}
+LAYER = {"self_attn.q_proj": "self_attn.q_proj", "self_attn.k_proj": "self_attn.k_proj",
+         "self_attn.v_proj": "self_attn.v_proj", "self_attn.o_proj": "self_attn.o_proj",
+         "self_attn.q_norm": "self_attn.q_norm", "self_attn.k_norm": "self_attn.k_norm",
+         "mlp.gate_proj": "ffn.gate", "mlp.up_proj": "ffn.fc1", "mlp.down_proj": "ffn.fc2"}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _float64_hf(family: str, monkeypatch):
+    config_class, model_class, module, prefix, extra, _, _ = FAMILIES[family]
+
+    def rms_norm(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
+
+    def rotary(self, x, position_ids):
+        dim = self.inv_freq.shape[0] * 2
+        base = self.config.rope_parameters["rope_theta"]
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+        emb = position_ids[..., None].to(torch.float64) * inv_freq
+        emb = torch.cat((emb, emb), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    monkeypatch.setattr(getattr(module, f"{prefix}RMSNorm"), "forward", rms_norm)
+    monkeypatch.setattr(getattr(module, f"{prefix}RotaryEmbedding"), "forward", rotary)
+    config = config_class(**COMMON, **extra)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    hf = model_class(config).double().eval()
+    with torch.no_grad():  # norms start at one: make every weight count
+        for name, p in hf.named_parameters():
+            if "norm" in name:
+                p.copy_(1 + 0.3 * torch.randn(p.shape, dtype=p.dtype))
+    return hf
+
+
+def _ours(family: str, hf) -> torch.nn.Module:
+    spec_text, norms = FAMILIES[family][5], FAMILIES[family][6]
+    layer = {**LAYER, **norms}
+    state = {}
+    for key, value in hf.state_dict().items():
+        if key.startswith("model.layers."):
+            index, rest = key.removeprefix("model.layers.").split(".", 1)
+            module, _, leaf = rest.rpartition(".")
+            state[f"decoder.layers.{index}.{layer[module]}.{leaf}"] = value
+        elif "rotary" not in key:
+            state[{"model.embed_tokens.weight": "tgt_embed.weight", "model.norm.weight": "decoder.norm.weight",
+                   "lm_head.weight": "output.weight"}[key]] = value
+    model = attncomp.compile(ir.load_flat(spec_text, f"<{family}>"), passes=DEFAULT_PASSES, dtype=torch.float64)
+    model.load_state_dict(state)
+    return model.eval()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_forward_and_cached_decoding_equal_hf_in_float64(family, monkeypatch):
+    hf = _float64_hf(family, monkeypatch)
+    ours = _ours(family, hf)
+    tokens = torch.randint(5, 64, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = hf(tokens).logits
+        assert (ours(tokens) - expected).abs().max() < 1e-9
+        unfused = attncomp.compile(ours.spec, passes=(), dtype=torch.float64).eval()
+        unfused.load_state_dict(ours.state_dict())
+        assert (unfused(tokens) - expected).abs().max() < 1e-9
+        cache = ours.init_cache(tokens)
+        for t in range(tokens.shape[1]):
+            logits, cache = ours.decode_step(tokens[:, t : t + 1], cache)
+            assert (logits - expected[:, t]).abs().max() < 1e-9, t
+
+
+def test_qk_norm_is_left_out_of_the_canonical_text_at_its_default():
+    """Specs without it keep their text and hash (checkpoints name the spec by hash)."""
+    base = ir.load_flat(_spec("none", "pre", 8), "<a>")
+    assert "qk_norm" not in ir.to_text(base)
+    assert "qk_norm = head" in ir.to_text(ir.load_flat(_spec("head", "pre", 8), "<b>"))
