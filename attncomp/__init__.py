@@ -9,11 +9,13 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """`attncomp.compile` (and submodules) on first use, so `import attncomp` stays light."""
+    """`attncomp.compile`, `attncomp.load` (and submodules) on first use, so `import attncomp` stays light."""
     import importlib
 
     if name == "compile":
         return importlib.import_module("attncomp.compiler").compile
+    if name == "load":
+        return importlib.import_module("attncomp.loading").load
     try:
         return importlib.import_module(f"attncomp.{name}")
     except ModuleNotFoundError:

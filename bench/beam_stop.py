@@ -32,7 +32,7 @@ def main(argv=None) -> dict[str, dict]:
     import torch
     from sacrebleu.metrics import BLEU
 
-    from attncomp.compiler import load_checkpoint
+    from attncomp.loading import load_checkpoint
     from attncomp.data.tokenizer import Tokenizer
     from attncomp.decode.translate import Translator
 

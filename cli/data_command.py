@@ -44,7 +44,7 @@ def _given_tokenizers(args: argparse.Namespace) -> tuple[bytes, bytes] | None:
     if args.separate_vocab or args.src_vocab_size or args.tgt_vocab_size:
         raise UsageError("--tokenizers takes the checkpoint's vocabularies; leave out --separate-vocab, "
                          "--src-vocab-size and --tgt-vocab-size")
-    from attncomp.compiler import read_trained
+    from attncomp.loading import read_trained
 
     found = read_trained(args.tokenizers)
     return tuple(found.header.tokenizers[side].numpy().tobytes() for side in ("src", "tgt"))

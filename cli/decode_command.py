@@ -61,7 +61,7 @@ def _read(path: str | None) -> list[str]:
 def _translator(args: argparse.Namespace):
     import torch
 
-    from attncomp.compiler import load_checkpoint
+    from attncomp.loading import load_checkpoint
     from attncomp.data.tokenizer import Tokenizer
     from attncomp.decode.translate import Translator
 

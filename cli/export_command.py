@@ -24,7 +24,7 @@ def _ctranslate2(found, out: Path, quantization: str) -> list[Path]:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from attncomp.compiler import read_trained
+    from attncomp.loading import read_trained
     from attncomp.errors import UsageError
     from attncomp.interop import safetensors_dir, torch_export
 

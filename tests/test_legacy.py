@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import torch
 
+import attncomp
 from attncomp import checkpoint as ckpt
-from attncomp.compiler import compile as compile_source, load_checkpoint
+from attncomp.loading import load_checkpoint
 from attncomp.decode.beam import CachedStepper, beam_search
 from attncomp.interop import torch_export
 from tests.conftest import ROOT
@@ -41,7 +42,7 @@ def test_a_checkpoint_file_loads_and_computes_what_it_did():
 
 
 def test_a_safetensors_export_loads_and_computes_what_it_did():
-    _check(compile_source(LEGACY / "safetensors"))
+    _check(attncomp.load(LEGACY / "safetensors"))
 
 
 def test_a_torch_export_directory_loads_and_decodes_as_it_did():

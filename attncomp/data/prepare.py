@@ -37,7 +37,8 @@ import numpy as np
 from attncomp import __version__
 from attncomp.data.encode import Encoding, SideWriter, encode_chunks
 from attncomp.data.sampling import write_sample
-from attncomp.data.text import Source, file_digest
+from attncomp.data.sources import Source
+from attncomp.data.text import file_digest
 from attncomp.data.tokenizer import Tokenizer, train_sentencepiece
 from attncomp.errors import DataError
 from attncomp.files import read_json

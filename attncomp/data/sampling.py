@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attncomp.data.text import Source
+from attncomp.data.sources import Source
 from attncomp.progress import Progress
 
 

@@ -140,7 +140,7 @@ def _train_all(todo: list[Planned], state: SweepState, train: TrainFn, parallel:
 
 
 def score_row(state: SweepState, row: Planned, seconds: float | None) -> dict:
-    from attncomp.compiler import load_checkpoint
+    from attncomp.loading import load_checkpoint
     from attncomp.sweep.evaluate import evaluate
     from attncomp import checkpoint as ckpt
 

@@ -69,7 +69,7 @@ def test_stream_from_stdin_takes_bytes_that_are_not_utf8(model, monkeypatch, cap
 
 
 def test_a_stream_leaves_the_translators_progress_as_it_was(model):
-    from attncomp.compiler import load_checkpoint
+    from attncomp.loading import load_checkpoint
     from attncomp.data.tokenizer import Tokenizer
     from attncomp.decode.translate import Translator
 

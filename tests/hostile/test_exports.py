@@ -110,7 +110,7 @@ def test_the_size_limit_holds_for_a_spec_stored_in_an_export(tmp_path, sandbox):
 
 
 def test_an_empty_tokenizer_model_is_one_error(tmp_path):
-    from attncomp.compiler import load_checkpoint
+    from attncomp.loading import load_checkpoint
 
     directory = copy("safetensors", tmp_path / "exp")
     (directory / "src.model").write_bytes(b"")

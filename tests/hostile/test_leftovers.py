@@ -35,7 +35,7 @@ def test_the_source_cap_defaults_to_the_longest_pair_that_data_prepare_keeps():
 def test_decoding_steps_are_bounded_by_the_source_cap(tiny_artifacts):
     import torch
 
-    from attncomp.compiler import load_checkpoint
+    from attncomp.loading import load_checkpoint
     from attncomp.decode.translate import Translator
     from attncomp.ir import nodes
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attncomp.cli.main import run
-from attncomp.compiler import load_checkpoint
+from attncomp.loading import load_checkpoint
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.beam import CachedStepper, beam_search
 from attncomp import ir

@@ -31,9 +31,9 @@ def test_loads_without_pickle(exported, random_tiny, monkeypatch):
     monkeypatch.setattr(pickle, "load", refuse)
     monkeypatch.setattr(pickle, "loads", refuse)
     monkeypatch.setattr(torch, "load", refuse)
-    model = attncomp.compile(exported)
+    model = attncomp.load(exported)
     monkeypatch.undo()
-    reference, _ = attncomp.compiler.load_checkpoint(random_tiny)
+    reference, _ = attncomp.loading.load_checkpoint(random_tiny)
     assert not model.training
     expected = reference.state_dict()
     assert set(model.state_dict()) == set(expected)
@@ -79,3 +79,10 @@ def test_an_export_exports_again(exported, tmp_path):
     assert run(["export", str(exported), "--format", "safetensors", "--out", str(again)]) == 0
     for name in ("model.safetensors", "spec.attn", "src.model", "tgt.model"):
         assert (again / name).read_bytes() == (exported / name).read_bytes()
+
+
+def test_compiling_an_export_directory_points_to_attncomp_load(exported):
+    from attncomp.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"attncomp.load\(path\) loads a trained model"):
+        attncomp.compile(exported)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from attncomp.cli.main import run
-from attncomp.compiler import load_checkpoint
+from attncomp.loading import load_checkpoint
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.translate import Translator
 from attncomp.interop import torch_export

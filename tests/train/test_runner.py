@@ -191,7 +191,7 @@ def test_fsdp_computes_the_same_updates_as_ddp_and_resumes(sample_data, tmp_path
 def test_fsdp_validation_bleu_decodes_the_gathered_weights(sample_data, trained_tiny, tmp_path):
     # under FSDP no worker holds the model: rank 0 decodes with the weights gathered from both workers, and
     # scores what one process scores from the checkpoint saved at the same step
-    from attncomp.compiler import load_checkpoint
+    from attncomp.loading import load_checkpoint
     from attncomp.data.dataset import PreparedData
     from attncomp.decode.bleu import bleu
 
@@ -245,7 +245,7 @@ def test_health_keeps_the_first_bad_update_without_a_sync():
 def test_relative_positions_example_trains_and_decodes_with_the_cache(sample_data, tmp_path):
     """specs/examples/relative.attn, narrowed: a few steps on the sample corpus, then beam search with the
     key/value cache finds what decoding without it finds."""
-    from attncomp.compiler import load_checkpoint
+    from attncomp.loading import load_checkpoint
     from attncomp.decode.beam import CachedStepper, FullStepper, beam_search
 
     assert run(["train", str(ROOT / "specs/examples/relative.attn"), "--data", str(sample_data), "--out",
@@ -267,7 +267,7 @@ def test_relative_positions_example_trains_and_decodes_with_the_cache(sample_dat
 def test_llama_spec_trains_and_its_cache_decodes_the_trained_model(sample_data, tmp_path):
     """specs/examples/llama.attn as shipped (RMSNorm, SwiGLU, RoPE, GQA) trains on the sample corpus;
     the trained model's cached decoding equals its full forward."""
-    from attncomp.compiler import load_checkpoint
+    from attncomp.loading import load_checkpoint
 
     assert run(["train", str(ROOT / "specs/examples/llama.attn"), "--data", str(sample_data), "--out",
                 str(tmp_path / "llama"), "--procs", "1", "--set", "train.steps=4", "--set", "train.checkpoint.every=4",

@@ -1,0 +1,61 @@
+"""Trained models from what training and export write: a checkpoint file, a sharded checkpoint
+directory, or a safetensors export directory (read without unpickling anything). `attncomp.load(path)`
+is `load` here; the compiler itself (attncomp.compiler) knows nothing of checkpoints or exports.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import torch
+
+from attncomp import checkpoint, ir
+from attncomp.compiler import DEFAULT_PASSES, compile_spec
+from attncomp.interop import safetensors_dir
+from attncomp.lower import CompiledModel
+from attncomp.lower.size import load_stored
+
+
+def _is_export(path) -> bool:
+    return isinstance(path, (str, os.PathLike)) and safetensors_dir.is_export(path)
+
+
+def read_trained(path, gathered: bool = True) -> checkpoint.Checkpoint:
+    """A checked checkpoint file, sharded directory (gathered into one with `gathered`) or safetensors
+    export (read without unpickling anything): every field checked, the spec parsed alone, its hash verified."""
+    if _is_export(path):
+        return safetensors_dir.read(path)
+    return checkpoint.read(path) if gathered else checkpoint.load(path)
+
+
+def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | str | None = None,
+                    expect_spec: str | os.PathLike | None = None,
+                    passes: Sequence[str] = DEFAULT_PASSES) -> tuple[CompiledModel, checkpoint.Checkpoint]:
+    """A trained model from a checkpoint (file, sharded directory or safetensors export), compiled from
+    the spec stored in it (+ overrides). With `expect_spec`, the checkpoint must have been trained with exactly that spec.
+    """
+    found = read_trained(path, gathered=False)
+    stored = checkpoint.stored_spec(found)
+    if expect_spec is not None:
+        wanted = ir.load(expect_spec)
+        if ir.spec_hash(wanted) != ir.spec_hash(stored):  # both in today's canonical form
+            changed = ", ".join(key for key, _, _ in ir.diff(stored, wanted)[:6])
+            raise checkpoint.CheckpointError(f"{path} was trained with another spec than {expect_spec} "
+                                             f"(they differ in: {changed})")
+    spec = load_stored(found.header.spec, f"{path} (its stored spec)", overrides) if overrides else stored
+    model = compile_spec(spec, passes, device=device)
+    try:
+        model.load_state_dict(found.model)
+    except RuntimeError as err:
+        first = str(err).splitlines()[1].strip() if len(str(err).splitlines()) > 1 else str(err)
+        raise checkpoint.CheckpointError(f"{path} does not fit the model of its spec with these --set options: "
+                                         f"{first}") from None
+    return model.eval(), found
+
+
+def load(path: str | os.PathLike, overrides: Sequence[str] = (),
+         device: torch.device | str | None = None) -> CompiledModel:
+    """The trained model of a checkpoint file, sharded checkpoint directory or safetensors export, compiled
+    from its stored spec (+ overrides), its weights loaded, in eval mode."""
+    return load_checkpoint(path, overrides, device=device)[0]
