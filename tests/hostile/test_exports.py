@@ -77,7 +77,8 @@ def replace_with(path: Path, kind: str) -> None:
 def test_a_pipe_or_device_in_a_torch_export_is_refused_unread(tmp_path, name, kind):
     directory = copy("torch-export", tmp_path / "exp")
     replace_with(directory / name, kind)
-    with pytest.raises(CheckpointError, match="not a regular file"):
+    # a link to a device leads outside the directory, which is refused before the file's kind is asked
+    with pytest.raises(CheckpointError, match="not a regular file|leads outside"):
         torch_export.load(directory, trusted=True)
 
 

@@ -51,7 +51,7 @@ def test_ctrl_c_while_the_workers_start_is_exit_130_without_a_traceback(tmp_path
 def test_ctrl_c_while_a_sweep_scores_a_row_stops_it_and_keeps_the_trained_row(tmp_path, tiny_artifacts):
     out = tmp_path / "sweep"
     argv = ["sweep", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]), "--steps", "1",
-            "--bleu-sentences", "20", "--out", str(out)]
+            "--bleu-sentences", "1000", "--out", str(out)]  # scoring: seconds, for the signal to land in
     code, output = interrupted_at(argv, "done: ", 0.2, tmp_path)  # train's last line: scoring starts
     assert code == 130 and output.rstrip().endswith("interrupted"), output
     assert "Traceback" not in output and "internal error" not in output and "not a readable" not in output, output
