@@ -30,7 +30,26 @@ def check_golden(path: Path, actual: str) -> None:
     assert actual == expected, f"{path} differs (ATTNCOMP_UPDATE_GOLDEN=1 rewrites it after review)"
 
 
+# Files whose tests train, launch workers or run whole commands in subprocesses (seconds to minutes
+# each): the `slow` tier. `pytest -m "not slow"` is the edit loop's fast tier; CI runs everything.
+SLOW_FILES = {
+    "tests/train/test_runner.py", "tests/train/test_distributed.py", "tests/train/test_checkpoint_sharded.py",
+    "tests/train/test_checkpoint_average.py", "tests/train/test_choices_train.py", "tests/train/test_objectives.py",
+    "tests/train/test_compile_dynamic.py", "tests/train/test_validation.py", "tests/sweep/test_sweep.py",
+    "tests/hostile/test_property.py", "tests/hostile/test_interrupts.py", "tests/hostile/test_workers.py",
+    "tests/hostile/test_checkpoints.py", "tests/hostile/test_cli_values.py", "tests/hostile/test_state_files.py",
+    "tests/hostile/test_sharded.py", "tests/hostile/test_exports.py", "tests/hostile/test_leftovers.py",
+    "tests/hostile/test_sweep.py", "tests/hostile/test_decode_options.py", "tests/interop/test_ctranslate2.py",
+    "tests/interop/test_marian_import.py", "tests/interop/test_torch_export.py", "tests/decode/test_translate.py",
+    "tests/decode/test_stream.py", "tests/test_legacy.py", "tests/data/test_streaming.py",
+}
+
+
 def pytest_collection_modifyitems(config, items):
+    slow = pytest.mark.slow
+    for item in items:
+        if item.nodeid.split("::")[0] in SLOW_FILES or item.nodeid.startswith("tests/bench/"):
+            item.add_marker(slow)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")
