@@ -19,6 +19,7 @@ from torch import fx, nn
 
 from attncomp.ir import nodes
 from attncomp.lower.family import embedding_names
+from attncomp.lower.inline import inline
 from attncomp.lower.units import Leaf, Param, Unit, UnitList
 
 _counter = itertools.count()
@@ -130,8 +131,6 @@ class CompiledModel(UnitModule):
 
     def flat(self, entry: str) -> fx.GraphModule:
         """The entry point as one flat graph (attncomp.lower.inline): every layer unrolled."""
-        from attncomp.lower.inline import inline
-
         module = fx.GraphModule(self, inline(self.program, entry), class_name=entry)
         module.graph.eliminate_dead_code()
         module.recompile()
