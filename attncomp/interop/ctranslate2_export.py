@@ -32,8 +32,8 @@ def _llama_choices(model: nodes.Model) -> list[str]:
     for name, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
         if stack is None:
             continue
-        if stack.normalization != "layernorm":
-            problems.append(f"model.{name}: only normalization = layernorm")
+        if stack.normalization != nodes.LayerNorm():
+            problems.append(f"model.{name}: only normalization = layernorm (with its gain and bias)")
         if stack.activation not in ("relu", "gelu"):
             problems.append(f"model.{name}: only relu or gelu activations")
         if stack.key_value_heads != stack.heads:

@@ -108,6 +108,13 @@ def _repair(data: dict, stack: dict) -> dict:
                 s["kv_heads"] = math.gcd(s["kv_heads"], s["heads"])  # key/value heads divide the query heads
             if positions["kind"] == "rope":  # rope rotates pairs: an even number of dims
                 positions["fraction"], s["d_k"] = 1.0, s["d_k"] + s["d_k"] % 2
+            norm = s["normalization"]
+            if not norm["gain"]:  # nothing to bias or offset without a gain
+                norm["bias" if norm["kind"] == "layernorm" else "offset"] = False if norm["kind"] == "layernorm" else 0
+            if s["block"]["kind"] == "parallel":  # norms before the sub-layers; no cross-attention
+                s["norm"] = "pre" if s["norm"] == "post" else s["norm"]
+                if s is decoder and model["encoder"] is not None:
+                    s["block"] = {"kind": "sequential"}
     if positions["kind"] == "learned" and data["decode"]["max_len"]["kind"] == "fixed":
         data["decode"]["max_len"]["length"] = min(data["decode"]["max_len"]["length"], positions["max_len"])
     for tolerance in data["expect"].values():
