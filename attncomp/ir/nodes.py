@@ -175,13 +175,20 @@ class Sinusoidal(Node):
 
     `layout` orders the dimensions: `interleaved` is the paper's (sin, cos per pair of dimensions);
     `halves` is Marian's (all sines, then all cosines, the same frequencies), which fairseq and
-    tensor2tensor also write (with frequencies 10000^(-i/(d/2 - 1)) instead)."""
+    tensor2tensor also write, with frequencies 10000^(-i/(d/2 - 1)) (`timescales = tensor2tensor`) and
+    fairseq with positions from padding_idx + 1 (`offset`)."""
 
     kind: Literal["sinusoidal"] = "sinusoidal"
     layout: Literal["interleaved", "halves"] = Field(
         "interleaved",
         description="interleaved (the paper: sin, cos per dimension pair) or halves (Marian: sines, then cosines)",
     )
+    timescales: Literal["paper", "tensor2tensor"] = Field(
+        "paper", json_schema_extra=LATER,
+        description="frequencies 10000^(-2i/d_model) (the paper), or 10000^(-i/(d_model/2 - 1)) (tensor2tensor's "
+                    "get_timing_signal_1d, fairseq, M2M100; with layout = halves)")
+    offset: Annotated[int, Field(ge=0, le=1 << 16)] = Field(
+        0, json_schema_extra=LATER, description="the first position's index (fairseq: padding_idx + 1 = 2)")
 
 
 class Learned(Node):

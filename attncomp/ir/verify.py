@@ -63,6 +63,13 @@ def _attention(spec: nodes.Spec) -> None:
 
 def _positions(spec: nodes.Spec) -> None:
     m = spec.model
+    if isinstance(m.positions, nodes.Sinusoidal) and m.positions.timescales == "tensor2tensor":
+        if m.positions.layout != "halves":
+            raise SpecError("sinusoidal(timescales = tensor2tensor) writes sines then cosines: it needs "
+                            "layout = halves", spec.span("model", "positions"))
+        if min(s.d_model for s in m.stacks) < 4:
+            raise SpecError("sinusoidal(timescales = tensor2tensor) needs d_model of at least 4",
+                            spec.span("model", "positions"))
     if isinstance(m.positions, nodes.Learned) and isinstance(spec.decode.max_len, nodes.Fixed):
         if spec.decode.max_len.length > m.positions.max_len:
             raise SpecError(
