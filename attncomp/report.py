@@ -48,6 +48,7 @@ class BuildReport:
     flops_per_token: float
     fused_attention: int
     attention: list[AttentionReport]
+    layer_kinds: list[dict]  # {"stack", "kind" (the stack's own layers: its name), "layers"}
     expect: list[dict]
     expect_ok: bool
 
@@ -177,23 +178,37 @@ def grouping(heads: int, kv_heads: int, attention: fx.Node) -> str:
            f"({heads // kv_heads} per group, {how})"
 
 
-def _attention_sites(model: CompiledModel) -> list[tuple[str, str, Unit, int]]:
-    """(stack, role, attention unit, how many layers use it) for every attention of the model's stacks."""
+def _attention_sites(model: CompiledModel) -> list[tuple[str, str, Unit, int, nodes.Stack]]:
+    """(stack, role, attention unit, how many layers use it, the stack as those layers see it) for every
+    attention of the model's stacks."""
     sites = []
     for stack_name in family_of(model.spec.model).stacks:
         layers = model.program.members[stack_name].members["layers"].units
+        plan = getattr(model.spec.model, stack_name).layer_plan()
         for role in ("self_attn", "cross_attn"):
-            used = Counter(layer.members[role] for layer in layers if role in layer.members)
-            sites += [(stack_name, role, unit, count) for unit, count in used.items()]
+            used: Counter[Unit] = Counter()
+            seen: dict[Unit, nodes.Stack] = {}
+            for layer, (_, view) in zip(layers, plan):
+                if role in layer.members:
+                    used[layer.members[role]] += 1
+                    seen.setdefault(layer.members[role], view)
+            sites += [(stack_name, role, unit, count, seen[unit]) for unit, count in used.items()]
     return sites
+
+
+def layer_kinds(spec: nodes.Spec) -> list[dict]:
+    """Per stack, its layer kinds in order of first use and how many layers each has ("" is the stack's own)."""
+    rows = []
+    for stack_name in family_of(spec.model).stacks:
+        counts = Counter(kind for kind, _ in getattr(spec.model, stack_name).layer_plan())
+        rows += [{"stack": stack_name, "kind": kind or stack_name, "layers": n} for kind, n in counts.items()]
+    return rows
 
 
 def attention_report(model: CompiledModel) -> list[AttentionReport]:
     """One row per attention unit of each stack, read from its training graph (`forward`)."""
-    m = model.spec.model
     rows = []
-    for stack_name, role, unit, layers in _attention_sites(model):
-        stack = getattr(m, stack_name)
+    for stack_name, role, unit, layers, stack in _attention_sites(model):
         kind = stack.attention.kind if role == "self_attn" else stack.cross_attention.kind
         graph = unit.methods["forward"].graph
         fused = [n for n in graph.nodes if n.op == "call_function" and n.target is F.scaled_dot_product_attention]
@@ -231,7 +246,8 @@ def build_report(model: CompiledModel) -> BuildReport:
     return BuildReport(
         name=model.spec.model.name, hash=ir.spec_hash(model.spec), params=params, params_by_component=by,
         flops_per_token=flops, fused_attention=sum(a.layers for a in attention if a.fused),
-        attention=attention, expect=expect, expect_ok=all(r["ok"] for r in expect),
+        attention=attention, layer_kinds=layer_kinds(model.spec), expect=expect,
+        expect_ok=all(r["ok"] for r in expect),
     )
 
 
@@ -246,6 +262,9 @@ def format_report(report: BuildReport) -> str:
         lines.append(f"    {part:<13} {_millions(n)}")
     lines.append(f"  training FLOPs  {report.flops_per_token / 1e9:.3f} GFLOP per target token "
                  f"(forward + backward, {FLOP_LENGTH}-token sentences)")
+    if any(row["kind"] != row["stack"] for row in report.layer_kinds):  # a stack of several layer kinds
+        lines.append("  layer kinds     " + ", ".join(f"{r['stack']}: {r['layers']} x {r['kind']}"
+                                                        for r in report.layer_kinds))
     lines.append(f"  fused attention {report.fused_attention} scaled_dot_product_attention calls in forward")
     for a in report.attention:
         state = "fused" if a.fused else "explicit"

@@ -85,6 +85,8 @@ class _Builder:
 
     def block_item(self, cls, block: ast.Block, path: Path_, out: dict) -> None:
         kind = self._lookup(cls, block.name, block.span, path)
+        if kind.what == "named":
+            return self.named_block(cls, kind, block, path, out)
         if kind.what != "block":
             raise SpecError(f'"{block.name}" is a value, not a block; write {block.name} = ...', block.span)
         (inner,) = kind.members
@@ -103,10 +105,42 @@ class _Builder:
         for item in block.items:
             self.item(inner, item, here, target)
 
+    def named_block(self, cls, kind: Kind, block: ast.Block, path: Path_, out: dict) -> None:
+        """`layer NAME { ... }`: one of a stack's layer kinds, kept by name until validation."""
+        if cls is nodes.Model:
+            raise SpecError(f"{block.name} kinds belong to a stack: write them in encoder {{ }} or decoder {{ }}",
+                            block.span)
+        if block.label is None:
+            raise SpecError(f'a {block.name} block needs a name: {block.name} NAME {{ ... }}', block.span)
+        (inner,) = kind.members
+        here = path + (block.name, block.label)
+        named = out.get(block.name)
+        if not isinstance(named, dict):
+            named = out[block.name] = {}
+        target = named.setdefault(block.label, {})
+        self.doc.spans.setdefault(path + (block.name,), block.span)
+        self.doc.spans.setdefault(here, block.label_span or block.span)
+        for item in block.items:
+            self.item(inner, item, here, target)
+
     def assign(self, cls, item: ast.Assign, path: Path_, out: dict) -> None:
         *parents, last = item.key
-        for name in parents:  # dotted keys: dropout.residual = 0.2
+        parents = list(parents)
+        while parents:  # dotted keys: dropout.residual = 0.2, layer.global.every = 3
+            name = parents.pop(0)
             kind = self._lookup(cls, name, item.span, path)
+            if kind.what == "named" and cls is nodes.Model:
+                raise SpecError(f"{name} kinds belong to a stack: write model.decoder.{name}.NAME.KEY = ...", item.span)
+            if kind.what == "named" and parents:
+                label = parents.pop(0)
+                (cls,) = kind.members
+                named = out.get(name)
+                if not isinstance(named, dict):
+                    named = out[name] = {}
+                path = path + (name, label)
+                out = named.setdefault(label, {})
+                self.doc.spans.setdefault(path, item.span)
+                continue
             if kind.what != "block":
                 raise SpecError(f'"{name}" is a value, not a block, so "{name}.…" means nothing', item.span)
             (cls,) = kind.members
@@ -116,6 +150,8 @@ class _Builder:
             out = out[name]
             self.doc.spans.setdefault(path, item.span)
         kind = self._lookup(cls, last, item.span, path)
+        if kind.what == "named":
+            raise SpecError(f'"{last}" takes named blocks: write {last} NAME {{ ... }}', item.span)
         slot, slot_path = self._slot(cls, last, path, out)
         here = slot_path + (last,)
         if last in slot and here in self.doc.spans:
@@ -130,7 +166,8 @@ class _Builder:
     # values ------------------------------------------------------------------------------
 
     def value(self, kind: Kind, raw: ast.Value, path: Path_, key: str) -> Any:
-        if kind.optional and isinstance(raw, ast.Name) and raw.id == "none" and not self._kind_named(kind, "none"):
+        if kind.optional and isinstance(raw, ast.Name) and raw.id == "none" and not self._kind_named(kind, "none") \
+                and not (kind.what == "literal" and "none" in kind.members):  # a layer kind's qk_norm = none
             return None
         if kind.what == "choice":
             return self.choice(kind.members, raw, path, key)
@@ -272,6 +309,8 @@ def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
                 doc.spans.setdefault(("model", stack_name, key), doc.spans[("model", STACK_DEFAULTS, key)])
         _fill_head_dims(doc, stack, ("model", stack_name))
         _fill_stack_choices(stack)
+        if isinstance(stack.get("layer"), dict):  # named layer kinds, in the order first written
+            stack["layer"] = tuple({"name": label, **body} for label, body in stack["layer"].items())
     if "cross_attention" in shared and "decoder" not in present:
         raise SpecError("cross_attention needs a decoder", doc.spans[("model", STACK_DEFAULTS, "cross_attention")])
     if "tie" not in model:
@@ -321,6 +360,9 @@ def _data_path(data: Any, loc: tuple) -> Path_:
         if isinstance(data, dict) and part in data:
             data = data[part]
             path.append(str(part))
+        elif isinstance(data, (list, tuple)) and isinstance(part, int) and part < len(data):  # a named block
+            data = data[part]
+            path.append(str(data.get("name")) if isinstance(data, dict) else str(part))
     return tuple(path)
 
 

@@ -87,7 +87,10 @@ def _block(name: str, node: BaseModel, depth: int, label: str | None = None) -> 
         value = getattr(node, key)
         if value is None or _omitted(node, key, value):
             continue
-        if _is_block(value):
+        if isinstance(value, tuple):  # named blocks: a stack's layer kinds
+            for named in value:
+                lines += _block(key, named, depth + 1, label=named.name)
+        elif _is_block(value):
             lines += _block(key, value, depth + 1)
         else:
             lines.append(f"{pad}{INDENT}{key} = {_value(value)}")

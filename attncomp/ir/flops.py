@@ -56,11 +56,11 @@ def training_flops(spec: nodes.Spec, batch: int = FLOP_BATCH, length: int = FLOP
     m = spec.model
     enc, dec = m.encoder, m.decoder
     total = 0
-    if enc is not None:
-        total += enc.layers * _layer(enc, batch, length, None, m.positions)
+    if enc is not None:  # each layer as its kind sees the stack (nodes.Stack.layer_plan)
+        total += sum(_layer(seen, batch, length, None, m.positions) for _, seen in enc.layer_plan())
     if dec is not None:
         d_memory = enc.d_model if enc is not None else None
-        total += dec.layers * _layer(dec, batch, length, d_memory, m.positions)
+        total += sum(_layer(seen, batch, length, d_memory, m.positions) for _, seen in dec.layer_plan())
     top = dec if dec is not None else enc
     if isinstance(m.head, nodes.DenseHead):
         total += _projection(batch * length, top.d_model, top.d_model)  # the head's dense layer

@@ -98,6 +98,56 @@ Block = Annotated[Union[Sequential, Parallel], Field(discriminator="kind")]
 
 # --- stacks -----------------------------------------------------------------------------------
 
+Activation = Literal["relu", "gelu", "silu", "swiglu", "geglu", "gelu_tanh", "geglu_tanh", "relu2"]
+NormPlace = Literal["post", "pre", "output", "sandwich"]
+QKNorm = Literal["none", "head", "projection"]
+KIND_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+class LayerKind(Node):
+    """Layers of a stack that differ from it (Gemma 2's global layers among local ones, ModernBERT's
+    global layer every third): where they are, layer indices start, start + every, ... (count of them,
+    or as many as the stack has), and what they change; a key left unset is the stack's. Written
+    `layer NAME { ... }` inside the stack; NAME names the layer kind (and its class in generated code)."""
+
+    name: str = Field(description="the layer kind's name: lower-case letters, digits and _")
+    every: Annotated[int, Field(ge=1, le=1024)] = Field(1, description="one layer of this kind every so many")
+    start: Annotated[int, Field(ge=0, le=1023)] = Field(0, description="the index of the first (from 0)")
+    count: Annotated[int, Field(ge=1, le=1024)] | None = Field(None, description="how many (unset: to the end)")
+    attention: Attention | None = Field(None, description="self-attention kind (unset: the stack's)")
+    d_ff: Dim | None = Field(None, description="feed-forward inner width (unset: the stack's)")
+    activation: Activation | None = Field(None, description="feed-forward activation (unset: the stack's)")
+    norm: NormPlace | None = Field(None, description="where the norms go (unset: the stack's)")
+    normalization: Normalization | None = Field(None, description="which norm (unset: the stack's)")
+    block: Block | None = Field(None, description="sequential or parallel sub-layers (unset: the stack's)")
+    qk_norm: QKNorm | None = Field(None, description="q/k normalisation (unset: the stack's)")
+
+    @field_validator("name")
+    @classmethod
+    def _kind_name(cls, name: str) -> str:
+        if not KIND_NAME.fullmatch(name):  # generated code reads it only as a class name's prefix: GlobalDecoderLayer
+            raise ValueError(f"{name!r} is not a layer kind name (lower-case ASCII letters, digits and _, "
+                             "starting with a letter, at most 32)")
+        return name
+
+    @property
+    def class_prefix(self) -> str:
+        """`global_attn` -> `GlobalAttn`: what generated code puts before EncoderLayer / DecoderLayer."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+    def indices(self, layers: int) -> list[int]:
+        """The layer indices of this kind in a stack of `layers`."""
+        found = list(range(self.start, layers, self.every))
+        return found if self.count is None else found[: self.count]
+
+    def changes(self) -> dict:
+        """The stack keys this kind sets."""
+        return {k: getattr(self, k) for k in LAYER_KEYS if getattr(self, k) is not None}
+
+
+LAYER_KEYS = ("attention", "d_ff", "activation", "norm", "normalization", "block", "qk_norm")
+
+
 
 class Stack(Node):
     """N identical layers: self-attention (and, in a decoder, cross-attention), then a feed-forward net."""
@@ -109,10 +159,10 @@ class Stack(Node):
     d_v: Dim = Field(64, description="value width per head (default d_model / heads)")
     d_ff: Dim = Field(2048, description="inner width of the feed-forward net")
     attention: Attention = Field(ScaledDot(), description="self-attention kind")
-    norm: Literal["post", "pre", "output", "sandwich"] = Field(
+    norm: NormPlace = Field(
         "post", description="where each sub-layer's norm goes: post Norm(x + F(x)) (the paper), pre x + F(Norm(x)), "
                             "output x + Norm(F(x)) (OLMo 2), sandwich x + Norm(F(Norm(x))) (Gemma 2)")
-    activation: Literal["relu", "gelu", "silu", "swiglu", "geglu", "gelu_tanh", "geglu_tanh", "relu2"] = Field(
+    activation: Activation = Field(
         "relu", description="feed-forward activation: relu, gelu (erf), gelu_tanh (the tanh approximation, GPT-2's "
                             "gelu_new), silu, relu2 (ReLU squared); gated: swiglu, geglu, geglu_tanh, "
                             "W2(act(W_gate x) * (W_up x))")
@@ -121,19 +171,32 @@ class Stack(Node):
     final_norm: bool = Field(False, description="a norm closes the stack (default: true unless norm = post)")
     kv_heads: Annotated[int, Field(ge=1, le=1024)] | None = Field(
         None, description="key/value heads (none: = heads; fewer: grouped-query attention, 1: multi-query)")
-    qk_norm: Literal["none", "head", "projection"] = Field(
+    qk_norm: QKNorm = Field(
         "none", json_schema_extra=LATER,
         description="RMSNorm of q and k before the scores: per head over d_k (Qwen3), or over the whole "
                     "projection (OLMo 2)")
     block: Block = Field(Sequential(), json_schema_extra=LATER,
                          description="sequential sub-layers (the paper), or parallel(norms = 1|2): attention "
                                      "and feed-forward net reading one input")
+    layer: tuple[LayerKind, ...] = Field(
+        (), json_schema_extra=LATER,
+        description="layer kinds that differ from the stack's own keys, each `layer NAME { ... }`")
 
     @property
     def key_value_heads(self) -> int:
         """kv_heads, or heads when unset: left unset (and out of the canonical text), it follows heads,
         so `--set model.heads=...` on a stored spec keeps plain multi-head attention."""
         return self.heads if self.kv_heads is None else self.kv_heads
+
+    def layer_plan(self) -> list[tuple[str, "Stack"]]:
+        """For each layer index, its kind's name ("" for the stack's own) and the stack as that layer
+        sees it (the kind's keys applied, no kinds of its own): the one place per-layer keys resolve."""
+        plan: list[tuple[str, Stack]] = [("", self.model_copy(update={"layer": ()}))] * self.layers
+        for kind in self.layer:
+            layer = self.model_copy(update={**kind.changes(), "layer": ()})
+            for i in kind.indices(self.layers):
+                plan[i] = (kind.name, layer)
+        return plan
 
     @property
     def gated(self) -> bool:

@@ -19,10 +19,11 @@ from attncomp.ir import nodes
 
 @dataclass(frozen=True)
 class Kind:
-    """What a field accepts: 'block', 'choice' (a kinded union), 'literal', 'bool', 'int', 'float', 'str'."""
+    """What a field accepts: 'block', 'choice' (a kinded union), 'literal', 'bool', 'int', 'float', 'str',
+    or 'named' (blocks written `key NAME { ... }`, any number of them: a stack's layer kinds)."""
 
     what: str
-    members: tuple = ()  # block: (cls,); choice: member classes; literal: allowed strings
+    members: tuple = ()  # block, named: (cls,); choice: member classes; literal: allowed strings
     optional: bool = False
 
 
@@ -52,6 +53,8 @@ def classify(annotation: Any) -> Kind:
         raise TypeError(f"unsupported annotation {annotation!r}")
     if origin is Literal:
         return Kind("literal", typing.get_args(annotation), optional)
+    if origin is tuple and is_node(typing.get_args(annotation)[0]):
+        return Kind("named", (typing.get_args(annotation)[0],), optional)
     if is_node(annotation):
         return Kind("choice" if has_kind(annotation) else "block", (annotation,), optional)
     names = {bool: "bool", int: "int", float: "float", str: "str"}
@@ -76,7 +79,12 @@ def _model_keys() -> Mapping[str, Kind]:
 
 
 def keys_of(cls: type[BaseModel]) -> Mapping[str, Kind]:
-    return _model_keys() if cls is nodes.Model else fields_of(cls)
+    """The keys a block of `cls` accepts (a named block's name is its label, not a key)."""
+    if cls is nodes.Model:
+        return _model_keys()
+    if cls is nodes.LayerKind:
+        return types.MappingProxyType({k: v for k, v in fields_of(cls).items() if k != "name"})
+    return fields_of(cls)
 
 
 def kind_name(cls: type[BaseModel]) -> str:

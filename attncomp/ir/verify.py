@@ -195,8 +195,37 @@ def _block(spec: nodes.Spec) -> None:
                             "encoder-decoder model stays sequential", spec.span("model", name, "block"))
 
 
+def _layer_kinds(spec: nodes.Spec) -> None:
+    """Each layer kind names at least one layer, no layer has two kinds, and every layer, as its kind
+    changes it, keeps the stack rules (checked with the stack's own rules on each kind's view)."""
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is None or not stack.layer:
+            continue
+        owner: dict[int, str] = {}
+        for kind in stack.layer:
+            where = spec.span("model", name, "layer", kind.name)
+            found = kind.indices(stack.layers)
+            if not found:
+                raise SpecError(f"layer {kind.name} starts at index {kind.start}, but the {name} has "
+                                f"{stack.layers} layers (0 to {stack.layers - 1})", where)
+            for i in found:
+                if i in owner:
+                    raise SpecError(f"layer {i} of the {name} is both {owner[i]} and {kind.name}", where,
+                                    hint="give the kinds start, every and count that do not overlap")
+                owner[i] = kind.name
+            view = spec.model.model_copy(update={name: stack.model_copy(update={**kind.changes(), "layer": ()})})
+            seen = spec.model_copy(update={"model": view})
+            seen._spans = {k: v for k, v in spec._spans.items() if k[:2] != ("model", name)} | {
+                k[:2] + k[4:]: v for k, v in spec._spans.items() if k[:4] == ("model", name, "layer", kind.name)}
+            seen._spans.setdefault(("model", name), where)
+            for rule in STACK_RULES:
+                rule(seen)
+
+
 RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
-         _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block)
+         _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block, _layer_kinds)
+# the rules a layer kind's view of its stack must keep too
+STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:

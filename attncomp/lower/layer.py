@@ -77,10 +77,18 @@ def _joined(stack: nodes.Stack) -> str:
     return " beside the feed-forward net" if isinstance(stack.block, nodes.Parallel) else ", then the feed-forward net"
 
 
-def encoder_layer(ctx, stack: nodes.Stack) -> Unit:
+def _kind(stack: nodes.Stack, kind: str) -> tuple[str, str]:
+    """(class-name prefix, doc prefix) of a layer kind ("" is the stack's own layers)."""
+    if not kind:
+        return "", ""
+    return nodes.LayerKind(name=kind).class_prefix, f"A {kind} layer: "
+
+
+def encoder_layer(ctx, stack: nodes.Stack, kind: str = "") -> Unit:
     """forward(x, padding_mask[, positions])."""
     model, length = ctx.model, "src_len"
-    unit = Unit("EncoderLayer", "An encoder layer: self-attention" + _joined(stack))
+    prefix, doc = _kind(stack, kind)
+    unit = Unit(f"{prefix}EncoderLayer", (doc or "An encoder layer: ") + "self-attention" + _joined(stack))
     attn, ffn = ctx.unit(self_attention, stack, False), ctx.unit(feed_forward, stack)
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", length, stack.d_model))
@@ -96,12 +104,13 @@ def encoder_layer(ctx, stack: nodes.Stack) -> Unit:
     return unit
 
 
-def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
+def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "") -> Unit:
     """forward(x[, memory, padding_mask][, positions]), step(x, cache[, padding_mask][, rope]) and
     init_cache(memory) (decoder-only: init_cache(like, batch): a tensor of the model's dtype and device)."""
     model = ctx.model
     cross = d_memory is not None
-    unit = Unit("DecoderLayer", "A decoder layer: causal self-attention" +
+    prefix, doc = _kind(stack, kind)
+    unit = Unit(f"{prefix}DecoderLayer", (doc or "A decoder layer: ") + "causal self-attention" +
                 (", attention over the encoder's output" if cross else "") + _joined(stack))
     attn, ffn = ctx.unit(self_attention, stack, True), ctx.unit(feed_forward, stack)
     cross_attn = ctx.unit(cross_attention, stack, d_memory) if cross else None

@@ -40,19 +40,19 @@ def _closed(b: Builder, ctx, stack: nodes.Stack, x: Node) -> Node:
     return apply_norm(b, ctx, "norm", stack.normalization, stack.d_model, x, name="x")
 
 
-def _layer_list(ctx, stack: nodes.Stack, layer: Unit) -> list[Unit]:
-    return [layer] * stack.layers
+def _layer_list(ctx, stack: nodes.Stack, rule, *args) -> list[Unit]:
+    """One unit per layer kind (nodes.Stack.layer_plan), listed per layer: a kind is lowered once."""
+    return [ctx.unit(rule, seen, *args, kind) for kind, seen in stack.layer_plan()]
 
 
 def encoder(ctx, stack: nodes.Stack) -> Unit:
     unit = Unit("Encoder", f"The encoder: {stack.layers} layers over the embedded source")
-    layer = ctx.unit(encoder_layer, stack)
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", "src_len", stack.d_model))
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
     x = _embedded(b, ctx, stack, x)
     extra = positions.for_layers(b, ctx.model, stack, x, 0)
-    layers = b.layers("layers", _layer_list(ctx, stack, layer))
+    layers = b.layers("layers", _layer_list(ctx, stack, encoder_layer))
     x = b.call(loops.each_layer, layers, x, padding, *(() if extra is None else (extra,)), name="x",
                shape=x.meta.get("shape"))
     b.output(_closed(b, ctx, stack, x))
@@ -64,7 +64,6 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     cross = d_memory is not None
     unit = Unit("Decoder", f"The decoder: {stack.layers} layers over the embedded target" +
                 (", attending to the encoder's output" if cross else ""))
-    layer = ctx.unit(decoder_layer, stack, d_memory)
     model = ctx.model
 
     b = Builder(unit, "forward")
@@ -73,7 +72,7 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
         if cross else ()
     x = _embedded(b, ctx, stack, x)
     extra = positions.for_layers(b, model, stack, x, 0)
-    layers = b.layers("layers", _layer_list(ctx, stack, layer))
+    layers = b.layers("layers", _layer_list(ctx, stack, decoder_layer, d_memory))
     x = b.call(loops.each_layer, layers, x, *memory, *(() if extra is None else (extra,)), name="x",
                shape=x.meta.get("shape"))
     b.output(_closed(b, ctx, stack, x))
@@ -86,7 +85,7 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     start.meta["value"] = "cache_len"
     x = _embedded(b, ctx, stack, x, start)
     rope = positions.for_layers(b, model, stack, x, start) if isinstance(model.positions, nodes.Rope) else None
-    layers = b.layers("layers", _layer_list(ctx, stack, layer))
+    layers = b.layers("layers", _layer_list(ctx, stack, decoder_layer, d_memory))
     out = b.call(loops.each_layer_step, layers, x, caches, *padding, *(() if rope is None else (rope,)),
                  name="stepped")
     x = b.item(out, 0, "x", shape=x.meta.get("shape"))
@@ -94,7 +93,7 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
 
     b = Builder(unit, "init_cache", decoding=True)
     inputs = (b.input("memory", ("batch", "src_len", d_memory)),) if cross else (b.input("like"), b.input("batch"))
-    layers = b.layers("layers", _layer_list(ctx, stack, layer))
+    layers = b.layers("layers", _layer_list(ctx, stack, decoder_layer, d_memory))
     b.output(b.call(loops.each_layer_cache, layers, *inputs, name="caches"))
     unit.reorder(MEMBERS)
     return unit

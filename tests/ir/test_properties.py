@@ -31,7 +31,10 @@ def _bounds(metadata) -> dict:
 
 
 def _metadata(annotation) -> list:
-    return list(typing.get_args(annotation)[1:]) if typing.get_origin(annotation) is typing.Annotated else []
+    if typing.get_origin(annotation) in (typing.Union, __import__("types").UnionType):  # Dim | None
+        return [m for a in typing.get_args(annotation) for m in _metadata(a)]
+    found = list(typing.get_args(annotation)[1:]) if typing.get_origin(annotation) is typing.Annotated else []
+    return [x for m in found for x in (getattr(m, "metadata", None) or [m])]  # Field(ge=...) holds Ge(...)
 
 
 def _scalar(what: str, b: dict):
@@ -49,6 +52,9 @@ def node_data(cls: type[BaseModel]) -> st.SearchStrategy[dict]:
     """Random field values for a node, each within the field's own bounds."""
     parts = {}
     for name, field in cls.model_fields.items():
+        if name == "name" and cls is nodes.LayerKind:
+            parts[name] = st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True)
+            continue
         if name == "name":
             parts[name] = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True).filter(
                 lambda s: not __import__("keyword").iskeyword(s))
@@ -67,6 +73,8 @@ def value_for(annotation, bounds: dict, optional_default=False):
         strategy = st.one_of([node_data(m) for m in kind.members])
     elif kind.what == "block":
         strategy = node_data(kind.members[0])
+    elif kind.what == "named":
+        strategy = st.lists(node_data(kind.members[0]), max_size=2).map(tuple)
     elif kind.what == "literal":
         strategy = st.sampled_from(kind.members)
     elif kind.what == "bool":
@@ -112,6 +120,11 @@ def _repair(data: dict, stack: dict) -> dict:
                 positions["fraction"], s["d_k"] = 1.0, s["d_k"] + s["d_k"] % 2
             if positions["kind"] == "sinusoidal" and positions["timescales"] == "tensor2tensor":
                 s["d_model"] = max(s["d_model"], 4)
+            kinds = list({k["name"]: k for k in s["layer"]}.values())[: s["layers"]]
+            for i, k in enumerate(kinds):  # disjoint placements; keys whose rules need the whole stack unset
+                k.update(start=i, every=len(kinds), count=None, attention=None, block=None, normalization=None,
+                         norm=None)
+            s["layer"] = tuple(kinds)
             norm = s["normalization"]
             if not norm["gain"]:  # nothing to bias or offset without a gain
                 norm["bias" if norm["kind"] == "layernorm" else "offset"] = False if norm["kind"] == "layernorm" else 0

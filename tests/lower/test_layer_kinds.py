@@ -1,0 +1,117 @@
+"""Layers that differ within a stack: `layer NAME { every, start, count, keys }` in a stack block.
+
+The spec's text, its canonical form and errors; one unit per layer kind in the lowered program, listed
+per layer; explicit == fused and cached decoding == forward in float64; FLOPs from the IR equal the
+counter's; the build report and the generated module name the kinds."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attncomp
+from attncomp import ir
+from attncomp.compiler import DEFAULT_PASSES, compile_spec
+from attncomp.errors import SpecError
+from attncomp.ir.flops import training_flops
+from attncomp.report import build_report, count_flops, format_report
+from tests.conftest import ROOT
+
+SPEC = """model kinds {
+  d_model = 32  heads = 4  d_ff = 48  vocab = shared(64)  tie = decoder  positions = rope
+  encoder = none
+  decoder {
+    layers = 5  norm = pre  attention = local(window = 2)
+    layer global { every = 2  start = 1  attention = scaled_dot  d_ff = 80 }
+    layer first { count = 1  block = parallel  activation = relu2 }
+  }
+  dropout { residual = 0.0  embedding = 0.0 }
+}
+"""
+
+
+def _load(text: str = SPEC, *overrides: str):
+    return ir.load_flat(text, "<kinds>", list(overrides))
+
+
+def test_each_layer_gets_its_kinds_keys_and_the_stack_keeps_its_own():
+    plan = _load().model.decoder.layer_plan()
+    assert [kind for kind, _ in plan] == ["first", "global", "", "global", ""]
+    first, glob, own = plan[0][1], plan[1][1], plan[2][1]
+    assert first.block.kind == "parallel" and first.activation == "relu2" and first.d_ff == 48
+    assert glob.attention.kind == "scaled_dot" and glob.d_ff == 80 and glob.block.kind == "sequential"
+    assert own.attention.kind == "local" and own.d_ff == 48 and not own.layer
+
+
+def test_canonical_text_round_trips_and_omits_kinds_when_there_are_none():
+    spec = _load()
+    text = ir.to_text(spec)
+    assert "    layer global {\n      every = 2\n      start = 1\n      attention = scaled_dot\n      d_ff = 80\n" in text
+    assert ir.load_flat(text, "<again>") == spec
+    assert "layer " not in ir.to_text(ir.load(ROOT / "specs/base.attn"))
+
+
+def test_overrides_reach_a_kind_by_name():
+    spec = _load(SPEC, "model.decoder.layer.global.every=3", "model.decoder.layer.late.start=2",
+                 "model.decoder.layer.late.count=1", "model.decoder.layer.late.d_ff=16")
+    plan = spec.model.decoder.layer_plan()
+    assert [kind for kind, _ in plan] == ["first", "global", "late", "", "global"] and plan[2][1].d_ff == 16
+
+
+@pytest.mark.parametrize("change, message", [
+    ('layer global { every = 2  start = 1', "layer global { every = 2  start = 7"),
+    ("layer first { count = 1", "layer first { start = 1  count = 1"),
+])
+def test_bad_placements_are_located_errors(change, message):
+    text = SPEC.replace(change, message)
+    with pytest.raises(SpecError) as err:
+        _load(text)
+    text_err = str(err.value)
+    assert ("starts at index 7" in text_err or "is both global and first" in text_err), text_err
+    assert err.value.span is not None and err.value.span.line in (6, 7)
+
+
+@pytest.mark.parametrize("text, needle", [
+    (SPEC.replace("layer global {", "layer Global {"), "is not a layer kind name"),
+    (SPEC.replace("layer global {", "layer {"), "needs a name"),
+    (SPEC.replace("layer first { count = 1  block = parallel", "layer first { count = 1  block = parallel  norm = post"),
+     "parallel block"),
+    (SPEC.replace("d_ff = 80", "d_model = 80"), 'unknown key "d_model"'),
+    (SPEC.replace("  encoder = none\n", "  encoder = none\n  layer x { }\n"), "belong to a stack"),
+])
+def test_bad_kinds_are_located_errors(text, needle):
+    with pytest.raises(SpecError) as err:
+        _load(text)
+    assert needle in str(err.value) and err.value.span is not None
+
+
+def test_one_unit_per_kind_explicit_equals_fused_and_decoding_equals_forward():
+    spec = _load()
+    torch.manual_seed(0)
+    fused = attncomp.compile(spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
+    layers = fused.program.members["decoder"].members["layers"].units
+    assert [u.name for u in layers] == ["FirstDecoderLayer", "GlobalDecoderLayer", "DecoderLayer",
+                                        "GlobalDecoderLayer", "DecoderLayer"]
+    assert layers[1] is layers[3] and layers[2] is layers[4]
+    explicit = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
+    explicit.load_state_dict(fused.state_dict())
+    tokens = torch.randint(5, 64, (2, 7), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = explicit(tokens)
+        assert (fused(tokens) - expected).abs().max() < 1e-12
+        cache = fused.init_cache(tokens)
+        for t in range(tokens.shape[1]):
+            logits, cache = fused.decode_step(tokens[:, t : t + 1], cache)
+            assert (logits - expected[:, t]).abs().max() < 1e-12, t
+    assert fused.state_dict()["decoder.layers.1.ffn.fc1.weight"].shape == (80, 32)
+
+
+def test_flops_and_the_report_follow_the_kinds():
+    spec = _load()
+    model = compile_spec(spec, device="meta")
+    assert training_flops(spec) == count_flops(model)
+    report = build_report(model)
+    assert report.layer_kinds == [{"stack": "decoder", "kind": "first", "layers": 1},
+                                  {"stack": "decoder", "kind": "global", "layers": 2},
+                                  {"stack": "decoder", "kind": "decoder", "layers": 2}]
+    assert "layer kinds     decoder: 1 x first, decoder: 2 x global, decoder: 2 x decoder" in format_report(report)
