@@ -372,4 +372,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if __package__ in (None, ""):  # `python bench/hostile.py`: the repository root, for `bench.` imports
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     sys.exit(main())
