@@ -43,7 +43,8 @@ def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | 
             changed = ", ".join(key for key, _, _ in ir.diff(stored, wanted)[:6])
             raise checkpoint.CheckpointError(f"{path} was trained with another spec than {expect_spec} "
                                              f"(they differ in: {changed})")
-    spec = load_stored(found.header.spec, f"{path} (its stored spec)", overrides) if overrides else stored
+    spec = load_stored(found.header.spec, f"{path} (its stored spec)", overrides,
+                       stored=found.stored_elements()) if overrides else stored
     model = compile_spec(spec, passes, device=device)
     try:
         model.load_state_dict(found.model)

@@ -40,9 +40,12 @@ MEMORY_LIMIT = 3 << 30  # bytes of address space per case (torch alone maps abou
 ERROR_LINE = re.compile(r"^(?:.*:\d+:\d+: |attncomp[\w -]*: )?error: \S")  # located, plain or argparse's
 TRACEBACK = re.compile(r"^Traceback \(most recent call last\)|^  File \"", re.M)
 INTERNAL = re.compile(r"internal error")
+# imported once by the fork server, not by every case: the commands, and what `train` and `sweep` import
+# before they read anything (the runner and launcher, with sympy through torch: about 6 s a case otherwise)
 PRELOAD = ["torch", "attncomp.cli.main", "attncomp.cli.spec_commands", "attncomp.cli.build_command",
            "attncomp.cli.data_command", "attncomp.cli.train_command", "attncomp.cli.decode_command",
-           "attncomp.cli.demo_command", "attncomp.compiler"]
+           "attncomp.cli.demo_command", "attncomp.cli.sweep_command", "attncomp.cli.export_command",
+           "attncomp.compiler", "attncomp.loading", "attncomp.train.worker", "attncomp.sweep.run"]
 
 
 @dataclass
@@ -369,4 +372,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if __package__ in (None, ""):  # `python bench/hostile.py`: the repository root, for `bench.` imports
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     sys.exit(main())

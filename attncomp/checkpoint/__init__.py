@@ -39,7 +39,7 @@ __all__ = ["AVERAGE", "BEST", "FORMAT", "KNOWN_VERSIONS", "VERSION", "Checkpoint
            "average", "checkpoint_path", "is_checkpoint_dir", "last_readable", "latest_readable", "listed", "load", "prune", "read", "readable",
            "remove_stale", "save", "sharded", "stored_spec", "write_file"]
 
-_specs: dict[str, Any] = {}  # canonical text -> Spec, so a run's checkpoints parse their spec once
+_specs: dict[tuple[str, int | None], Any] = {}  # (text, weights stored) -> Spec: a run's checkpoints parse it once
 
 
 def checkpoint_path(directory: Path, step: int, sharded_dir: bool = False) -> Path:
@@ -79,9 +79,10 @@ def stored_spec(checkpoint: Checkpoint):
     text = checkpoint.header.spec
     if hashlib.sha256(text.encode("utf-8")).hexdigest() != checkpoint.header.spec_hash:
         raise CheckpointError(f"{checkpoint.path}: field 'spec_hash' does not match its stored spec")
-    if text not in _specs:
-        _specs[text] = load_stored(text, f"{checkpoint.path} (its stored spec)")
-    return _specs[text]
+    key = (text, checkpoint.stored_elements())  # a spec over the size limit is read only with its weights
+    if key not in _specs:
+        _specs[key] = load_stored(text, f"{checkpoint.path} (its stored spec)", stored=key[1])
+    return _specs[key]
 
 
 def load(path: str | Path, *, model: bool = True) -> Checkpoint:
@@ -99,7 +100,7 @@ def load(path: str | Path, *, model: bool = True) -> Checkpoint:
         found = from_payload(path, _torch_load(header), model=False)
         if not found.header.sharded:
             raise CheckpointError(f"{path}: field 'sharded' is false in a sharded checkpoint's header")
-        sharded.check_metadata(path)
+        found.stored = sharded.check_metadata(path)
         if model:
             found.model = check_model(path, sharded.read_full(path, {"model"}).get("model"))
     elif path.is_file():

@@ -65,6 +65,14 @@ class Checkpoint:
     scheduler: dict | None = None
     rng: list[dict] | None = None  # one RNG state per worker that wrote it
     path: Path | None = None
+    stored: int | None = None  # elements of the model's tensors on disk, from their shapes (none read)
+
+    def stored_elements(self) -> int | None:
+        """How many weights the checkpoint holds, known without reading them: `stored`, else counted
+        from `model` (None when neither is known)."""
+        if self.stored is not None:
+            return self.stored
+        return sum(t.numel() for t in self.model.values()) if self.model else None
 
     def payload(self) -> dict[str, Any]:
         """What `torch.save` writes (single-file form)."""
@@ -194,4 +202,5 @@ def from_payload(path: Path, payload: Any, *, model: bool = True) -> Checkpoint:
     if not header.sharded:
         checked = check_model(path, payload.get("model"), values=model)
         found.model = checked if model else {}
+        found.stored = sum(t.numel() for t in checked.values())  # shapes only (memory-mapped, unread)
     return found

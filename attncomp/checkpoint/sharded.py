@@ -20,6 +20,7 @@ byte items are read with `weights_only=True` before DCP sees them. Tensors DCP r
 from __future__ import annotations
 
 import io
+import math
 import os
 import pickle
 import shutil
@@ -139,9 +140,9 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def check_metadata(path: Path) -> None:
+def check_metadata(path: Path) -> int:
     """The DCP index of a sharded checkpoint is readable and every shard file it names is whole (present
-    and long enough), without reading the shards."""
+    and long enough), without reading the shards. Returns the number of model weights it indexes."""
     if not (path / METADATA).exists():
         raise CheckpointError(f"{path}: its shard index {METADATA} is missing")
     try:
@@ -161,6 +162,10 @@ def check_metadata(path: Path) -> None:
         if have < size:
             what = "is missing" if have < 0 else f"has {have} bytes of {size}"
             raise CheckpointError(f"{path}: shard {name} {what}")
+    entries = metadata.state_dict_metadata if isinstance(metadata.state_dict_metadata, dict) else {}
+    return sum(max(0, math.prod(entry.size)) for key, entry in entries.items()
+               if isinstance(key, str) and key.startswith("model.")
+               and isinstance(getattr(entry, "size", None), torch.Size))
 
 
 def read_full(path: Path, keys: set[str]) -> dict[str, Any]:

@@ -83,11 +83,11 @@ def _weights(path: Path, model: bool) -> dict:
     st = require("safetensors.torch", f"reading {path}")
     check_regular(path, what="safetensors file", error=CheckpointError)  # safetensors maps it by name
     try:
-        if not model:  # names only, so the header's check sees a non-empty dict
+        if not model:  # names and shapes only: the header's check sees a non-empty dict, the size guard counts
             from safetensors import safe_open
 
             with safe_open(str(path), framework="pt") as f:
-                return {name: torch.empty(0) for name in f.keys()}
+                return {name: torch.empty(f.get_slice(name).get_shape(), device="meta") for name in f.keys()}
         return st.load_file(str(path))
     except Exception as err:  # missing, truncated or not safetensors
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -116,4 +116,5 @@ def read(directory: str | Path, *, model: bool = True) -> Checkpoint:
                "metrics": meta.get("metrics", {}), "sharded": False, "averaged": meta.get("averaged", [])}
     header: Header = header_from(directory, payload)
     weights = check_model(directory / WEIGHTS, _weights(directory / WEIGHTS, model), values=model)
-    return Checkpoint(header, model=weights if model else {}, path=directory)
+    return Checkpoint(header, model=weights if model else {}, path=directory,
+                      stored=sum(t.numel() for t in weights.values()))

@@ -285,7 +285,6 @@ def load(directory: str | Path, *, trusted: bool = False) -> ExportedModel:
                                      error=CheckpointError) for side, name in TOKENIZER_FILES.items()}
     if hashlib.sha256(spec_text.encode("utf-8")).hexdigest() != meta.spec_hash:
         raise CheckpointError(f"{directory / SPEC} does not match the spec hash in {directory / META}")
-    spec = load_stored(spec_text, f"{directory / SPEC}")
     programs = {}
     for name, file in meta.programs.items():
         if (directory / file).resolve().parent != directory.resolve():  # a link to a file elsewhere
@@ -297,5 +296,7 @@ def load(directory: str | Path, *, trusted: bool = False) -> ExportedModel:
         except Exception as err:
             first = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise CheckpointError(f"{directory / file} is not a readable torch.export program ({first[:160]})") from None
+    weights = {name: t for program in programs.values() for name, t in program.state_dict.items()}
+    spec = load_stored(spec_text, f"{directory / SPEC}", stored=sum(t.numel() for t in weights.values()))
     entries = {name: _no_grad(program.module()) for name, program in programs.items()}
     return ExportedModel(spec, entries, tokenizers, programs)

@@ -35,7 +35,8 @@ def load(source: str | os.PathLike, overrides: Sequence[str] = (), directory: st
 def load_flat(text: str, origin: str, overrides: Sequence[str] = ()) -> Spec:
     """Canonical spec text stored in an artifact (a checkpoint, an export) -> a Spec, reading no other
     file: `extends` is refused. `origin` names the artifact in errors. Readers of artifacts use
-    attncomp.lower.size.load_stored, which also holds the spec to the size limit."""
+    attncomp.lower.size.load_stored, which also holds the spec to the size limit (unless its weights
+    are stored with it)."""
     from attncomp.ir.build import build
     from attncomp.syntax import load_flat as parse_flat, parse_override
 

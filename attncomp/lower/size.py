@@ -86,15 +86,30 @@ def refuse_if_too_large(spec: nodes.Spec, origin: str | None = None, limit: int 
     limit = MAX_PARAM_BYTES if limit is None else limit
     size = estimate(spec)
     if size.bytes > limit:
-        where = f"{origin}: " if origin else ""
-        raise SpecError(f"{where}model {spec.model.name} has {size.describe()}, over the limit of {_bytes(limit)} "
-                        f"(building it would take very long and very much memory); {remedy}")
+        _refuse(spec, size, origin, limit, remedy)
     return size
 
 
-def load_stored(text: str, origin: str, overrides: Sequence[str] = ()) -> nodes.Spec:
+def _refuse(spec: nodes.Spec, size: Size, origin: str | None, limit: int, remedy: str) -> None:
+    where = f"{origin}: " if origin else ""
+    raise SpecError(f"{where}model {spec.model.name} has {size.describe()}, over the limit of {_bytes(limit)} "
+                    f"(building it would take very long and very much memory); {remedy}")
+
+
+STORED = ("a spec stored in a checkpoint or export is read over the limit only with all its weights "
+          "(this one may be damaged or crafted)")
+
+
+def load_stored(text: str, origin: str, overrides: Sequence[str] = (), stored: int | None = None) -> nodes.Spec:
     """The spec stored in an artifact (a checkpoint, an export), read by ir.load_flat and held to the size
-    limit without exception, since its hash is no proof of its origin."""
+    limit unless the artifact holds its weights: `stored` is the number of elements of the tensors it
+    stores (counted from their shapes, nothing read). Its hash is no proof of its origin, so a stored
+    spec that describes more parameters than are stored with it (a damaged or crafted one, or `--set`
+    overrides that grow it) is refused like a spec file; a model trained with `--force`, or imported,
+    whose weights are all there, is not: it is as large as what is already on disk."""
     spec = ir.load_flat(text, origin, overrides)
-    refuse_if_too_large(spec, origin, remedy="a model stored in a checkpoint or export is held to that limit")
+    size = estimate(spec)
+    if size.bytes > MAX_PARAM_BYTES and (stored is None or stored < size.params):
+        held = "none of its weights read" if stored is None else f"only {stored:,} weights stored with it"
+        _refuse(spec, size, origin, MAX_PARAM_BYTES, f"{held}; {STORED}")
     return spec

@@ -130,18 +130,25 @@ class RunRecord(pydantic.BaseModel):
 
 def read_run_record(out: Path) -> dict:
     """run.json of the run directory `out` ({} when there is none), checked by RunRecord; a damaged one is
-    one UsageError line (it is the record of the run's extensions, not to be overwritten unread)."""
+    one UsageError line saying what to do (it is the record of the run's extensions: kept, never overwritten
+    unread; nothing else reads it, so moving it away loses only that record)."""
     path = out / RUN_RECORD
     if not path.exists() and not path.is_symlink():
         return {}
-    refused = f"{files.shown_path(path)} is not a run record"
-    data = files.read_json(path, what="run record", error=lambda reason: UsageError(f"{refused} ({reason})"))
+    shown = files.shown_path(path)
+    remedy = ("it is kept as it is: move it away (rename or delete it) and run again; the checkpoints do not "
+              "depend on it, only its record of what earlier --resume runs changed is lost")
+
+    def refused(reason: str) -> UsageError:
+        return UsageError(f"{shown} is not a run record ({reason}); {remedy}")
+
+    data = files.read_json(path, what="run record", error=refused)
     try:
         RunRecord.model_validate(data)
     except pydantic.ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(part) for part in first["loc"])[:80] or "the top level"
-        raise UsageError(f"{refused} ({where}: {first['msg'][:160]}); move it away to start a new one") from None
+        raise refused(f"{where}: {first['msg'][:160]}") from None
     return data
 
 

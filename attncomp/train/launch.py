@@ -14,9 +14,10 @@ which save a checkpoint at the next sync point and stop; the command then exits 
 A second signal ends the workers at once.
 
 Ctrl-C (SIGINT, sent to the terminal's whole process group) ends the run with INTERRUPTED: torch
-elastic's handler in the launcher ends the workers. Workers start with SIGINT ignored (the disposition
-a spawned process inherits), so a worker still importing torch never prints a KeyboardInterrupt
-traceback; its entry point turns SIGINT back into KeyboardInterrupt, which ends it quietly. The
+elastic's handler in the launcher ends the workers. Workers start with SIGINT blocked (a spawned process
+inherits its parent's signal mask), so a worker still importing torch never prints a KeyboardInterrupt
+traceback; its entry point unblocks it, and a Ctrl-C pending or arriving then is a KeyboardInterrupt,
+which ends it quietly. The
 launcher's handlers (and torch elastic's, for SIGINT, SIGHUP and SIGQUIT) are those of before `launch`
 once it returns, so a command that goes on in the same process (a sweep scoring a row) sees Ctrl-C as
 KeyboardInterrupt again.
@@ -31,7 +32,6 @@ import os
 import re
 import signal
 import sys
-import threading
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -235,24 +235,29 @@ class _SignalForwarder:
 
 
 @contextmanager
-def _spawned_ignoring_sigint():
-    """Processes that multiprocessing spawns meanwhile (the workers) start with SIGINT ignored: torch
-    elastic installs its SIGINT handler just before it spawns them, and a process inherits an ignored
-    signal but not a handler. Only the instant of each spawn ignores SIGINT here."""
-    import multiprocessing.util as mp_util
+def _spawned_with_sigint_blocked():
+    """Processes that multiprocessing spawns meanwhile (the workers) start with SIGINT blocked, and the
+    worker's entry point unblocks it (attncomp.train.worker): a Ctrl-C while a worker imports torch stays
+    pending until then, and ends it there quietly instead of printing a KeyboardInterrupt traceback.
+
+    A spawned process inherits its parent's signal mask across exec (a handler it does not inherit), so
+    SIGINT is blocked in the spawning thread only for the instant of each spawn. A Ctrl-C in that instant
+    is not lost: it is delivered here (to torch elastic's handler) as soon as the mask is restored.
+    CPython's resource tracker starts its process the same way (multiprocessing.resource_tracker).
+    multiprocessing has no option for this, so its one spawning function is wrapped, for this block only.
+    """
+    import multiprocessing.util as mp_util  # popen_spawn_posix calls util.spawnv_passfds by attribute
 
     spawn = mp_util.spawnv_passfds
 
-    def spawn_ignoring_sigint(*args):
-        if threading.current_thread() is not threading.main_thread():  # only the main thread sets handlers
-            return spawn(*args)
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    def spawn_with_sigint_blocked(*args):
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             return spawn(*args)
         finally:
-            signal.signal(signal.SIGINT, previous)
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
-    mp_util.spawnv_passfds = spawn_ignoring_sigint
+    mp_util.spawnv_passfds = spawn_with_sigint_blocked
     try:
         yield
     finally:
@@ -297,7 +302,7 @@ def launch(entrypoint: Callable[..., Any], args: tuple, nproc: int, run_dir: Pat
         sys.warnoptions.append(QUIET_TRACKER)
     forwarder = _SignalForwarder()
     try:
-        with forwarder, _spawned_ignoring_sigint():
+        with forwarder, _spawned_with_sigint_blocked():
             values = elastic_launch(_config(nproc, nodes), entrypoint)(*args)
     except ChildFailedError as failure:
         explained = explain_failure(run_dir, failure.failures)

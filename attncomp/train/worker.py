@@ -30,7 +30,9 @@ def worker(cfg: RunConfig) -> dict | None:
     if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0:
         cfg = replace(cfg, resume=True)
     try:
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored since spawn (attncomp.train.launch)
+        # blocked since spawn (attncomp.train.launch): a Ctrl-C pending since then is a KeyboardInterrupt here
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         if world > 1:
             if cfg.device == "cuda":
                 torch.cuda.set_device(local_rank)

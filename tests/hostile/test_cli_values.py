@@ -15,6 +15,7 @@ import torch
 from attncomp.cli import args as types
 from attncomp.cli.main import run
 from attncomp.errors import UsageError
+from tests.conftest import ROOT
 
 TRAIN = ["train", "spec.attn", "--data", "data"]
 TRANSLATE = ["translate", "model.pt"]
@@ -169,18 +170,21 @@ def test_atomic_write_leaves_the_old_file_whole(tmp_path, monkeypatch):
     assert target.read_text() == "new\n"
 
 
-def test_nbest_beyond_the_beam_is_refused(trained_tiny, tmp_path, capsys):
+# a checkpoint of tiny.attn kept with the tests (what a trained one would show here, without training one)
+CHECKPOINT = str(ROOT / "tests/fixtures/legacy/checkpoint.pt")
+
+
+def test_nbest_beyond_the_beam_is_refused(tmp_path, capsys):
     (tmp_path / "in.txt").write_text("the dog sees a cat\n")
-    model = str(trained_tiny / "checkpoint_avg.pt")
-    assert run(["translate", model, "--input", str(tmp_path / "in.txt"), "--nbest", "5", "--beam", "2"]) == 2
+    assert run(["translate", CHECKPOINT, "--input", str(tmp_path / "in.txt"), "--nbest", "5", "--beam", "2"]) == 2
     err = capsys.readouterr().err
     assert "--nbest 5 asks for more hypotheses than the beam keeps (2)" in err and "Traceback" not in err
 
 
-def test_translate_logs_sentences_and_rate_without_a_terminal(trained_tiny, sample_data, tmp_path, capsys):
-    lines = (sample_data / "text/test.src").read_text().splitlines()[:5]
+def test_translate_logs_sentences_and_rate_without_a_terminal(tmp_path, capsys):
+    lines = ["the dog sees a cat", "a cat", "the house is red", "we go home", "it rains"]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
-    assert run(["translate", str(trained_tiny / "checkpoint_avg.pt"), "--input", str(tmp_path / "in.txt"),
+    assert run(["translate", CHECKPOINT, "--input", str(tmp_path / "in.txt"),
                 "--output", str(tmp_path / "out.txt"), "--device", "cpu"]) == 0
     err = capsys.readouterr().err  # captured: not a terminal, so no bar but a line with the count and the rate
     assert re.search(r"^translate: 5 sent in [\d.]+s \([\d,.]+ sent/s\)$", err, re.M), err

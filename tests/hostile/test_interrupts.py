@@ -67,3 +67,43 @@ def test_the_launchers_signal_handlers_do_not_outlive_an_in_process_run(tmp_path
                 str(tmp_path / "run"), "--procs", "1"]) == 0
     assert {sig: signal.getsignal(sig) for sig in ELASTIC_AND_STOP} == before
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
+
+def _report_sigint(queue) -> None:
+    """A spawned child: is SIGINT blocked as it starts, and is the Ctrl-C sent while it was spawned pending?"""
+    queue.put((signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set()), signal.SIGINT in signal.sigpending()))
+
+
+def test_a_spawn_blocks_sigint_for_its_instant_only_and_loses_no_ctrl_c(monkeypatch):
+    """The launcher's wrapper of multiprocessing's spawn (attncomp.train.launch): the child starts with SIGINT
+    blocked (the worker's entry point unblocks it); a Ctrl-C that arrives during the spawn reaches the parent's
+    handler right after it, not never (ignoring it there for the instant, as before, dropped it)."""
+    import multiprocessing
+    import multiprocessing.util as mp_util
+
+    from attncomp.train.launch import _spawned_with_sigint_blocked
+
+    spawn = mp_util.spawnv_passfds
+
+    def ctrl_c_during_spawn(*args):  # the test's own stand-in for a terminal's Ctrl-C at that instant
+        os.kill(os.getpid(), signal.SIGINT)
+        return spawn(*args)
+
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()  # starts the resource tracker (a spawn of its own) before the stand-in is in place
+    monkeypatch.setattr(mp_util, "spawnv_passfds", ctrl_c_during_spawn)
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda *_: received.append(time.monotonic()))
+    try:
+        with _spawned_with_sigint_blocked():
+            child = context.Process(target=_report_sigint, args=(queue,))
+            child.start()
+            started = time.monotonic()
+        blocked, _ = queue.get(timeout=120)
+        child.join(timeout=60)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert blocked and child.exitcode == 0
+    assert len(received) == 1 and received[0] <= started  # delivered as the spawn returned
+    assert mp_util.spawnv_passfds is ctrl_c_during_spawn  # the wrapper is gone after the block
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())

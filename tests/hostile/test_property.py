@@ -276,7 +276,8 @@ READERS = {"consolidate": ["consolidate", "{dir}", "-o", "{new}"],
            "train --init": ["train", "{spec}", "--data", "{data}", "--init", "{dir}", "--out", "{new}", "--procs", "1"],
            "train --resume": ["train", "{spec}", "--data", "{data}", "--out", "{dir}", "--resume", "--procs", "1",
                               "--set", "train.steps=1"],
-           "sweep --out": ["sweep", "{spec}", "--data", "{data}", "--steps", "1", "--out", "{dir}"],
+           "sweep --out": ["sweep", "{spec}", "--data", "{data}", "--steps", "1", "--bleu-sentences", "0", "--out",
+                           "{dir}"],  # a row it accepts trains one update, and is not scored (seconds)
            "data prepare --tokenizers": ["data", "prepare", "--train", "{prefix}", "--tokenizers", "{dir}", "--out",
                                          "{new}"]}
 

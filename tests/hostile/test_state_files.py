@@ -13,6 +13,7 @@ import torch
 
 from attncomp import checkpoint as ckpt
 from attncomp.errors import SpecError, UsageError
+from attncomp.train.cluster import read_run_record
 from bench.hostile_corpus import copy_run
 from tests.conftest import ROOT
 from tests.train.test_checkpoint import train_checkpoint
@@ -42,11 +43,15 @@ RUN_RECORDS = {"nested": DEEP, "a list": "[]", "extended a string": '{"extended"
 def test_a_hostile_run_record_is_refused_before_training(case, tmp_path, sandbox, tiny_artifacts):
     run = copy_run(tiny_artifacts, tmp_path / "run")
     (run / "run.json").write_text(RUN_RECORDS[case])
-    outcome = sandbox.run(["train", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]),
-                           "--out", str(run), "--resume", "--procs", "1"], timeout=120)
+    argv = ["train", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]), "--out", str(run),
+            "--resume", "--procs", "1"]
+    outcome = sandbox.run(argv, timeout=120)
     assert outcome.code == 2 and "is not a run record" in outcome.stderr, outcome.summary()
+    assert "move it away (rename or delete it) and run again" in outcome.stderr, outcome.summary()  # what to do
     assert not outcome.problems(bad_value=True), outcome.summary()
     assert (run / "run.json").read_text() == RUN_RECORDS[case]  # kept for a person to look at
+    (run / "run.json").rename(run / "run.json.damaged")  # doing what the line says: nothing else reads it
+    assert read_run_record(run) == {}  # so --resume goes on (resuming itself is tests/train's)
 
 
 @pytest.fixture(scope="module")
