@@ -65,11 +65,11 @@ _PRE_NORMS = (
 _ROTARY = (r".*rotary_emb\.inv_freq", r".*\.masked_bias", r"transformer\.h\.\d+\.attn\.bias")
 
 
-def _lm_embeddings(embed: str):
+def _lm_embeddings(embed: str, heads: tuple[str, ...] = ("lm_head.weight",)):
     def embeddings(config) -> dict[str, tuple[str, ...]]:
         if _tie(config):
-            return {"tgt_embed.weight": (embed, "lm_head.weight")}
-        return {"tgt_embed.weight": (embed,), "output.weight": ("lm_head.weight",)}
+            return {"tgt_embed.weight": (embed, *heads)}
+        return {"tgt_embed.weight": (embed,), "output.weight": heads}
     return embeddings
 
 
@@ -163,7 +163,7 @@ GPT_NEOX = Family(
      (r"gpt_neox\.layers\.(\d+)\.mlp\.dense_h_to_4h\.(weight|bias)", r"decoder.layers.\1.ffn.fc1.\2"),
      (r"gpt_neox\.layers\.(\d+)\.mlp\.dense_4h_to_h\.(weight|bias)", r"decoder.layers.\1.ffn.fc2.\2"),
      (r"gpt_neox\.final_layer_norm\.(weight|bias)", r"decoder.norm.\1")),
-    _lm_embeddings("gpt_neox.embed_in.weight"), _ROTARY, (split_qkv("per_head"),),
+    _lm_embeddings("gpt_neox.embed_in.weight", ("embed_out.weight", "lm_head.weight")), _ROTARY, (split_qkv("per_head"),),
     refuse=(ROPE_SCALING, _bad_activation("hidden_act"),
             (lambda c: c.use_parallel_residual, "use_parallel_residual (attention and feed-forward in parallel)")),
     folded="query_key_value split into q, k, v (per-head layout)")
@@ -233,7 +233,8 @@ BERT = Family(
 def _roberta(model_type: str, config: str, model: str) -> Family:
     return Family(
         model_type, config, model,
-        _encoder_only(positions=lambda c: f"learned(max_len = {c.max_position_embeddings - _roberta_offset(c)})"),
+        _encoder_only(positions=lambda c: f"learned(max_len = {c.max_position_embeddings - _roberta_offset(c)})",
+                      head="dense(activation = gelu)"),  # RobertaLMHead's gelu, whatever hidden_act says
         _bert_layer("roberta") + ((r"lm_head\.dense\.(weight|bias)", r"head.dense.\1"),
                                   (r"lm_head\.layer_norm\.(weight|bias)", r"head.norm.\1")),
         _masked_lm_embeddings("roberta.embeddings.word_embeddings.weight", "lm_head.decoder.weight",
