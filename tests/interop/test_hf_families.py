@@ -97,3 +97,21 @@ def test_encoder_decoder_logits_equal_transformers(family, tmp_path, monkeypatch
         for t in range(tgt.shape[1]):
             step, cache = ours.decode_step(_ids(imported, tgt[:, t : t + 1]), cache)
             assert (step - expected[:, t]).abs().max() < TOLERANCE, t
+
+
+def test_distilbert_sinusoidal_positions_are_computed(tmp_path, monkeypatch):
+    """sinusoidal_pos_embds: DistilBERT stores the paper's interleaved table (rounded to float32 when it is
+    made); attncomp computes it (`positions = sinusoidal`). With the stored table written in float64 the
+    logits agree to 1e-12."""
+    from attncomp.lower import ops
+
+    hf = hf_models.model("distilbert", sinusoidal_pos_embds=True)
+    with torch.no_grad():
+        hf.distilbert.embeddings.position_embeddings.weight.copy_(ops.sinusoidal(torch.arange(40), 32, torch.float64))
+    imported = hf_import.import_directory(hf_models.save(hf, tmp_path / "distilbert"))
+    assert "positions = sinusoidal" in imported.spec_text and "encoder.pos.weight" not in imported.weights
+    ours = attncomp.compile(imported.spec, dtype=torch.float64).eval()
+    ours.load_state_dict(imported.weights)
+    tokens = _tokens(2, 11)
+    with torch.no_grad():
+        assert (ours(tokens) - hf(tokens).logits).abs().max() < TOLERANCE
