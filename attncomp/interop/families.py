@@ -192,6 +192,10 @@ def _masked_lm_embeddings(word: str, decoder: str, biases: tuple[str, ...]):
     return embeddings
 
 
+def _type_rows(config) -> int:
+    return config.type_vocab_size
+
+
 def _roberta_offset(config) -> int:
     return config.pad_token_id + 1
 
@@ -225,7 +229,7 @@ BERT = Family(
                            (r"cls\.predictions\.transform\.LayerNorm\.(weight|bias)", r"head.norm.\1")),
     _masked_lm_embeddings("bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight",
                           ("cls.predictions.bias", "cls.predictions.decoder.bias")),
-    _BERT_DROPPED + (r"cls\.seq_relationship\..*",), (add_row("encoder.pos.weight", "token_type.weight"),),
+    _BERT_DROPPED + (r"cls\.seq_relationship\..*",), (add_row("encoder.pos.weight", "token_type.weight", _type_rows),),
     refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True,
     folded="token type 0's embedding added to every position's")
 
@@ -239,7 +243,7 @@ def _roberta(model_type: str, config: str, model: str) -> Family:
                                   (r"lm_head\.layer_norm\.(weight|bias)", r"head.norm.\1")),
         _masked_lm_embeddings("roberta.embeddings.word_embeddings.weight", "lm_head.decoder.weight",
                               ("lm_head.bias", "lm_head.decoder.bias")),
-        _BERT_DROPPED, (add_row("encoder.pos.weight", "token_type.weight"),
+        _BERT_DROPPED, (add_row("encoder.pos.weight", "token_type.weight", _type_rows),
                         slice_rows("encoder.pos.weight", _roberta_offset)),
         refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True,
         folded="token type 0's embedding added to every position's; the position table starts at padding_idx + 1")
@@ -247,6 +251,13 @@ def _roberta(model_type: str, config: str, model: str) -> Family:
 
 ROBERTA = _roberta("roberta", "RobertaConfig", "RobertaForMaskedLM")
 XLM_ROBERTA = _roberta("xlm-roberta", "XLMRobertaConfig", "XLMRobertaForMaskedLM")
+
+def _distil_table(config):
+    from attncomp.lower import ops
+    import torch
+
+    return ops.sinusoidal(torch.arange(config.max_position_embeddings), config.dim, torch.float32)
+
 
 _DISTIL = r"distilbert\.transformer\.layer\.(\d+)\."
 DISTILBERT = Family(
@@ -268,7 +279,7 @@ DISTILBERT = Family(
         (r"vocab_transform\.(weight|bias)", r"head.dense.\1"), (r"vocab_layer_norm\.(weight|bias)", r"head.norm.\1")),
     _masked_lm_embeddings("distilbert.embeddings.word_embeddings.weight", "vocab_projector.weight",
                           ("vocab_projector.bias",)),
-    _BERT_DROPPED, (drop("encoder.pos.weight", lambda c: c.sinusoidal_pos_embds),),
+    _BERT_DROPPED, (drop("encoder.pos.weight", lambda c: c.sinusoidal_pos_embds, _distil_table),),
     refuse=((lambda c: c.activation not in ("relu", "gelu"), lambda c: f"activation {c.activation!r}"),),
     pad_first=True)
 # DistilBERT's sinusoidal_pos_embds table is the paper's interleaved one, computed rather than copied

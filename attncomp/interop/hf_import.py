@@ -208,7 +208,8 @@ def import_directory(directory: str | Path, allow_pickle: bool = False) -> Impor
     weights, rows = convert(family, config, read_weights(directory, allow_pickle))
     check_weights(spec, weights, family.label)
     manifest = {"family": family.model_type, "tokenizer": TOKENIZER,
-                "ids": "Hugging Face's" if rows is None else f"Hugging Face's, with 0 and {rows[0]} exchanged"}
+                "ids": "Hugging Face's" if rows is None else f"Hugging Face's, with 0 and {rows[0]} exchanged",
+                "config": read_json(directory / "config.json", what="JSON file", error=UsageError)}
     return Imported(text, spec, weights, {"src": tokenizer, "tgt": tokenizer}, rows, family.model_type, manifest)
 
 

@@ -44,12 +44,18 @@ class Key:
 Value = Union[Key, Callable[[Any], Any], str, int, float, bool]
 
 
+def _unchanged(state: State, config) -> State:
+    return state
+
+
 @dataclass(frozen=True)
 class Transform:
-    """A named weight transform: `apply(state, config)` -> state; `name` is what docs/interop.md lists."""
+    """A named weight transform: `apply(state, config)` -> state, and `invert` for the export back; `name`
+    is what docs/interop.md lists."""
 
     name: str
     apply: Callable[[State, Any], State]
+    invert: Callable[[State, Any], State] = _unchanged
 
 
 @dataclass(frozen=True)
@@ -184,7 +190,7 @@ def transpose(pattern: str) -> Transform:
     """GPT-2's Conv1D stores (in, out): nn.Linear's weight is its transpose."""
     def apply(state: State, config) -> State:
         return {k: (v.t().contiguous() if re.fullmatch(pattern, k) else v) for k, v in state.items()}
-    return Transform(f"transpose {pattern}", apply)
+    return Transform(f"transpose {pattern}", apply, apply)
 
 
 def split_qkv(layout: str) -> Transform:
@@ -206,7 +212,25 @@ def split_qkv(layout: str) -> Transform:
             for name, part in zip("qkv", parts):
                 out[f"{head}.{name}_proj.{leaf}"] = part.contiguous()
         return out
-    return Transform(f"split fused QKV ({layout})", apply)
+
+    def invert(state: State, config) -> State:
+        out = {}
+        for key, tensor in state.items():
+            head, sep, leaf = key.rpartition(".self_attn.q_proj.")
+            if sep:
+                head = head + ".self_attn"
+                parts = [state[f"{head}.{name}_proj.{leaf}"] for name in "qkv"]
+                if layout == "concat":
+                    fused = torch.cat(parts, dim=0)
+                else:
+                    heads = config.num_attention_heads
+                    fused = torch.stack([p.reshape(heads, -1, *p.shape[1:]) for p in parts], dim=1)
+                    fused = fused.reshape(-1, *parts[0].shape[1:])
+                out[f"{head}.qkv_proj.{leaf}"] = fused.contiguous()
+            elif not re.search(r"\.self_attn\.[kv]_proj\.", key):
+                out[key] = tensor
+        return out
+    return Transform(f"split fused QKV ({layout})", apply, invert)
 
 
 def slice_rows(name: str, offset: Callable[[Any], int]) -> Transform:
@@ -215,26 +239,42 @@ def slice_rows(name: str, offset: Callable[[Any], int]) -> Transform:
         if name in state:
             state[name] = state[name][offset(config):]
         return state
-    return Transform(f"slice position offset of {name}", apply)
+
+    def invert(state: State, config) -> State:  # the rows import dropped come back as zeros
+        if name in state:
+            table = state[name]
+            state[name] = torch.cat([table.new_zeros(offset(config), *table.shape[1:]), table])
+        return state
+    return Transform(f"slice position offset of {name}", apply, invert)
 
 
-def add_row(target: str, source: str, row: int = 0) -> Transform:
+def add_row(target: str, source: str, rows: Callable[[Any], int], row: int = 0) -> Transform:
     """Fold row `row` of `source` into every row of `target` and drop `source` (BERT's token type 0)."""
     def apply(state: State, config) -> State:
         table, extra = state[target], state.pop(source)
         dtype = _wide(table, extra)
         state[target] = (table.to(dtype) + extra[row].to(dtype))
         return state
-    return Transform(f"fold {source} row {row} into {target}", apply)
+
+    def invert(state: State, config) -> State:  # the folded table stays; the other table is zero
+        table = state[target]
+        state[source] = table.new_zeros(rows(config), table.shape[-1])
+        return state
+    return Transform(f"fold {source} row {row} into {target}", apply, invert)
 
 
-def drop(name: str, when: Callable[[Any], bool]) -> Transform:
+def drop(name: str, when: Callable[[Any], bool], compute: Callable[[Any], torch.Tensor] | None = None) -> Transform:
     """A tensor attncomp computes instead where the config says so (DistilBERT's sinusoidal table)."""
     def apply(state: State, config) -> State:
         if when(config):
             state.pop(name, None)
         return state
-    return Transform(f"drop {name} where computed", apply)
+
+    def invert(state: State, config) -> State:
+        if when(config) and compute is not None:
+            state[name] = compute(config)
+        return state
+    return Transform(f"drop {name} where computed", apply, invert)
 
 
 def flatten(name: str) -> Transform:
@@ -243,7 +283,12 @@ def flatten(name: str) -> Transform:
         if name in state:
             state[name] = state[name].reshape(-1)
         return state
-    return Transform(f"flatten {name}", apply)
+
+    def invert(state: State, config) -> State:
+        if name in state:
+            state[name] = state[name].reshape(1, -1)
+        return state
+    return Transform(f"flatten {name}", apply, invert)
 
 
 def fill(names: Callable[[Any], dict[str, tuple[float, int]]]) -> Transform:
@@ -253,7 +298,12 @@ def fill(names: Callable[[Any], dict[str, tuple[float, int]]]) -> Transform:
         for name, (value, width) in names(config).items():
             state[name] = torch.full((width,), value, dtype=dtype)
         return state
-    return Transform("fold constants", apply)
+
+    def invert(state: State, config) -> State:
+        for name in names(config):
+            state.pop(name, None)
+        return state
+    return Transform("fold constants", apply, invert)
 
 
 def pad_rows(config) -> list[int] | None:
@@ -276,4 +326,31 @@ def regather(state: State, rows: list[int], names: tuple[str, ...] = BY_VOCABULA
     for name in names:
         if name in state and state[name].shape[0] == len(rows):
             state[name] = state[name].index_select(0, index)
+    return state
+
+
+# --- the way back (export) ---------------------------------------------------------------------------
+
+
+def origins(family: Family, config, hf_names: list[str]) -> dict[str, list[str]]:
+    """attncomp's name before the transforms -> the HF names it comes from (several for a tied group):
+    the renames and aliases of `convert`, read backwards over the names a transformers model has."""
+    out: dict[str, list[str]] = {}
+    taken: set[str] = set()
+    for ours, candidates in family.embeddings(config).items():
+        out[ours] = [name for name in candidates if name in hf_names]
+        taken.update(candidates)
+    for key in hf_names:
+        if key not in taken:
+            name = _rename(family, key)
+            if name is not None:
+                out.setdefault(name, []).append(key)
+    return out
+
+
+def revert(family: Family, config, state: State) -> State:
+    """attncomp's state dict -> names before the transforms (each transform inverted, last first)."""
+    state = dict(state)
+    for transform in reversed(family.transforms):
+        state = transform.invert(state, config)
     return state
