@@ -99,7 +99,8 @@ _SILU = (lambda c: c.hidden_act != "silu", lambda c: f"hidden_act {c.hidden_act!
 def _llama_like(model_type: str, config: str, model: str, spec: dict | None = None, renames=_PRE_NORMS,
                 refuse=()) -> Family:
     return Family(model_type, config, model, _decoder_only(**(spec or {})), _LLAMA_LAYER + renames,
-                  _lm_embeddings("model.embed_tokens.weight"), _ROTARY, refuse=(ROPE_SCALING, _SILU, *refuse))
+                  _lm_embeddings("model.embed_tokens.weight"), _ROTARY, refuse=(ROPE_SCALING, _SILU, *refuse),
+                  prefix="model")
 
 
 LLAMA = _llama_like("llama", "LlamaConfig", "LlamaForCausalLM", refuse=(MIXED_LAYERS,))
@@ -146,7 +147,7 @@ GPT2 = Family(
             (lambda c: not c.scale_attn_weights, "scale_attn_weights = false (unscaled dot products)"),
             (lambda c: c.scale_attn_by_inverse_layer_idx, "scale_attn_by_inverse_layer_idx (a per-layer score scale)"),
             (lambda c: c.add_cross_attention, "add_cross_attention")),
-    folded="Conv1D weights transposed; c_attn split into q, k, v")
+    folded="Conv1D weights transposed; c_attn split into q, k, v", prefix="transformer")
 
 GPT_NEOX = Family(
     "gpt_neox", "GPTNeoXConfig", "GPTNeoXForCausalLM",
@@ -163,10 +164,11 @@ GPT_NEOX = Family(
      (r"gpt_neox\.layers\.(\d+)\.mlp\.dense_h_to_4h\.(weight|bias)", r"decoder.layers.\1.ffn.fc1.\2"),
      (r"gpt_neox\.layers\.(\d+)\.mlp\.dense_4h_to_h\.(weight|bias)", r"decoder.layers.\1.ffn.fc2.\2"),
      (r"gpt_neox\.final_layer_norm\.(weight|bias)", r"decoder.norm.\1")),
-    _lm_embeddings("gpt_neox.embed_in.weight", ("embed_out.weight", "lm_head.weight")), _ROTARY, (split_qkv("per_head"),),
+    _lm_embeddings("gpt_neox.embed_in.weight", ("embed_out.weight", "lm_head.weight")),
+    _ROTARY + (r"gpt_neox\.layers\.\d+\.attention\.bias",), (split_qkv("per_head"),),
     refuse=(ROPE_SCALING, _bad_activation("hidden_act"),
             (lambda c: c.use_parallel_residual, "use_parallel_residual (attention and feed-forward in parallel)")),
-    folded="query_key_value split into q, k, v (per-head layout)")
+    folded="query_key_value split into q, k, v (per-head layout)", prefix="gpt_neox")
 
 # --- encoder-only: BERT and its relatives ------------------------------------------------------------
 
@@ -230,7 +232,7 @@ BERT = Family(
     _masked_lm_embeddings("bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight",
                           ("cls.predictions.bias", "cls.predictions.decoder.bias")),
     _BERT_DROPPED + (r"cls\.seq_relationship\..*",), (add_row("encoder.pos.weight", "token_type.weight", _type_rows),),
-    refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True,
+    refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="bert",
     folded="token type 0's embedding added to every position's")
 
 
@@ -245,7 +247,7 @@ def _roberta(model_type: str, config: str, model: str) -> Family:
                               ("lm_head.bias", "lm_head.decoder.bias")),
         _BERT_DROPPED, (add_row("encoder.pos.weight", "token_type.weight", _type_rows),
                         slice_rows("encoder.pos.weight", _roberta_offset)),
-        refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True,
+        refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="roberta",
         folded="token type 0's embedding added to every position's; the position table starts at padding_idx + 1")
 
 
@@ -281,7 +283,7 @@ DISTILBERT = Family(
                           ("vocab_projector.bias",)),
     _BERT_DROPPED, (drop("encoder.pos.weight", lambda c: c.sinusoidal_pos_embds, _distil_table),),
     refuse=((lambda c: c.activation not in ("relu", "gelu"), lambda c: f"activation {c.activation!r}"),),
-    pad_first=True)
+    pad_first=True, prefix="distilbert")
 # DistilBERT's sinusoidal_pos_embds table is the paper's interleaved one, computed rather than copied
 
 # --- encoder-decoder: Marian, BART, mBART ----------------------------------------------------------
@@ -354,11 +356,11 @@ BART = Family(
     "bart", "BartConfig", "BartForConditionalGeneration", _seq2seq("post"), _seq2seq_layer(), _seq2seq_embeddings,
     (), (slice_rows("encoder.pos.weight", lambda c: _BART_OFFSET), slice_rows("decoder.pos.weight", lambda c: _BART_OFFSET),
          flatten("output_bias")),
-    refuse=(_bad_activation("activation_function"),), pad_first=True,
+    refuse=(_bad_activation("activation_function"),), pad_first=True, prefix="model",
     folded="position tables start at row 2 (BART's offset)")
 MBART = Family(
     "mbart", "MBartConfig", "MBartForConditionalGeneration", _seq2seq("pre"), _seq2seq_layer(), _seq2seq_embeddings,
-    (), BART.transforms, refuse=BART.refuse, pad_first=True, folded=BART.folded)
+    (), BART.transforms, refuse=BART.refuse, pad_first=True, folded=BART.folded, prefix="model")
 MARIAN = Family(
     "marian", "MarianConfig", "MarianMTModel",
     _seq2seq("post", **{"vocab": lambda c: f"shared({c.vocab_size})" if _marian_shared(c)

@@ -70,6 +70,7 @@ class Family:
     transforms: tuple[Transform, ...] = ()
     refuse: tuple[tuple[Callable[[Any], bool], str], ...] = ()
     pad_first: bool = False  # attncomp masks id 0 as padding: move the pad row there (see `pad_rows`)
+    prefix: str = ""  # transformers' base_model_prefix: a checkpoint of the bare model leaves it out
     folded: str = ""  # what import folds into other weights, for docs/interop.md
     notes: dict[str, str] = field(default_factory=dict)
 
@@ -159,8 +160,27 @@ def _rename(family: Family, key: str) -> str | None:
     raise UsageError(f"attncomp does not know the {family.label} tensor {key[:120]!r}")
 
 
+def _known(family: Family, key: str, aliases: set[str]) -> bool:
+    return key in aliases or any(re.fullmatch(p, key) for p in family.dropped) or \
+        any(re.fullmatch(p, key) for p, _ in family.renames)
+
+
+def normalized(family: Family, config, hf: State) -> State:
+    """Names as transformers loads them: TF-era `gamma`/`beta` are weight/bias, and a checkpoint of the bare
+    model (GPT-2's `h.0...`, no `transformer.`) gets the base-model prefix back."""
+    aliases = {name for names in family.embeddings(config).values() for name in names}
+    out = {}
+    for key, tensor in hf.items():
+        key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))
+        if family.prefix and not _known(family, key, aliases) and _known(family, f"{family.prefix}.{key}", aliases):
+            key = f"{family.prefix}.{key}"
+        out[key] = tensor
+    return out
+
+
 def convert(family: Family, config, hf: State) -> State:
     """An HF state dict -> attncomp's canonical names: embeddings, renames, then the transforms."""
+    hf = normalized(family, config, hf)
     out: State = {}
     taken: set[str] = set()
     for ours, candidates in family.embeddings(config).items():

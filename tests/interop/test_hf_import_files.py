@@ -204,3 +204,28 @@ def test_the_size_guard_does_not_refuse_weights_that_are_there(monkeypatch, tmp_
     monkeypatch.setattr(size, "MAX_PARAM_BYTES", 1024)
     directory = hf_models.save(hf_models.model("llama", torch.float32), tmp_path / "llama")
     assert run(["import", str(directory), "--out", str(tmp_path / "out")]) == 0
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert", "gpt_neox"])
+def test_older_checkpoint_names_import_as_transformers_loads_them(family, tmp_path):
+    """Hub checkpoints predate today's names: GPT-2's without the `transformer.` prefix and with its
+    causal-mask buffers, BERT's with TF-era LayerNorm gamma/beta and the pre-training heads, Pythia's with
+    attention mask buffers. They import to the same weights."""
+    from safetensors.torch import load_file, save_file
+
+    directory = hf_models.save(hf_models.model(family, torch.float32), tmp_path / family)
+    expected = hf_import.import_directory(directory).weights
+    state = load_file(directory / "model.safetensors")
+    if family == "gpt2":
+        state = {k.removeprefix("transformer."): v for k, v in state.items()}
+        state["h.0.attn.bias"] = torch.ones(1, 1, 40, 40)
+    elif family == "bert":
+        state = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+                 for k, v in state.items()}
+        state.update({"bert.pooler.dense.weight": torch.zeros(32, 32), "cls.seq_relationship.bias": torch.zeros(2)})
+    else:
+        state["gpt_neox.layers.0.attention.bias"] = torch.ones(1, 1, 8, 8)
+        state["gpt_neox.layers.0.attention.masked_bias"] = torch.tensor(-1e9)
+    save_file(state, directory / "model.safetensors")
+    got = hf_import.import_directory(directory).weights
+    assert set(got) == set(expected) and all(torch.equal(got[k], expected[k]) for k in expected)
