@@ -7,8 +7,8 @@ constant; dropout is the config's own where it has one. docs/interop.md prints t
 
 from __future__ import annotations
 
-from attncomp.interop.mapping import (Family, Key, add_row, attention, drop, flatten, head_dim, layer_kinds, rope,
-                                      rope_kind, slice_rows, split_qkv, transpose)
+from attncomp.interop.mapping import (Family, Key, add_one, add_row, attention, drop, fill, flatten, head_dim,
+                                      layer_kinds, rope, rope_kind, slice_rows, split_qkv, transpose)
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # HF's name -> attncomp's
 
@@ -97,10 +97,10 @@ _SILU = (lambda c: c.hidden_act != "silu", lambda c: f"hidden_act {c.hidden_act!
 
 
 def _llama_like(model_type: str, config: str, model: str, spec: dict | None = None, renames=_PRE_NORMS,
-                refuse=()) -> Family:
+                refuse=(), activation=_SILU, transforms=(), folded: str = "") -> Family:
     return Family(model_type, config, model, _decoder_only(**(spec or {})), _LLAMA_LAYER + renames,
-                  _lm_embeddings("model.embed_tokens.weight"), _ROTARY, refuse=(ROPE_SCALING, _SILU, *refuse),
-                  prefix="model")
+                  _lm_embeddings("model.embed_tokens.weight"), _ROTARY, transforms,
+                  refuse=(ROPE_SCALING, activation, *refuse), prefix="model", folded=folded)
 
 
 LLAMA = _llama_like("llama", "LlamaConfig", "LlamaForCausalLM", refuse=(MIXED_LAYERS,))
@@ -121,6 +121,31 @@ STABLELM = _llama_like(
           "dropout.attention": _rate("attention_dropout")},
     refuse=((lambda c: c.use_parallel_residual, "use_parallel_residual (attention and feed-forward in parallel)"),
             (lambda c: c.qk_layernorm, "qk_layernorm (a LayerNorm of q and k per head; attncomp's qk_norm is RMSNorm)")))
+
+_GATED = {"silu": "swiglu", "gelu": "geglu"}  # transformers' GemmaConfig reads "gelu" as the tanh form
+GEMMA = _llama_like(
+    "gemma", "GemmaConfig", "GemmaForCausalLM",
+    spec={"decoder.activation": lambda c: _GATED.get(c.hidden_act), "scale_embeddings": True},
+    activation=(lambda c: c.hidden_act not in _GATED,
+                lambda c: f"hidden_act {c.hidden_act!r}" + (" (GELU's tanh approximation: Gemma's default, and what "
+                                                            "its config's 'gelu' means)" if "tanh" in str(c.hidden_act)
+                                                            else "")),
+    transforms=(add_one(r".*norm\.weight"),), folded="RMSNorm gains 1 + w (Gemma's norms multiply by 1 + w)")
+
+
+def _olmo_norms(config) -> dict[str, tuple[float, int]]:
+    """OLMo's LayerNorms have no parameters: weight 1, bias 0 in attncomp's."""
+    names = [f"decoder.layers.{i}.{norm}" for i in range(config.num_hidden_layers)
+             for norm in ("self_attn_norm", "ffn_norm")] + ["decoder.norm"]
+    return {f"{name}.{leaf}": (value, config.hidden_size) for name in names
+            for leaf, value in (("weight", 1.0), ("bias", 0.0))}
+
+
+OLMO = _llama_like(
+    "olmo", "OlmoConfig", "OlmoForCausalLM",
+    spec={"decoder.normalization": "layernorm", "norm_eps": 1e-5, "decoder.attention": "scaled_dot"},
+    refuse=((lambda c: c.clip_qkv is not None, "clip_qkv (queries, keys and values clipped)"),),
+    transforms=(fill(_olmo_norms),), folded="its parameter-free LayerNorms as weight 1, bias 0")
 
 # --- GPT-2 and GPT-NeoX: fused QKV ---------------------------------------------------------------
 
@@ -261,6 +286,19 @@ def _distil_table(config):
     return ops.sinusoidal(torch.arange(config.max_position_embeddings), config.dim, torch.float32)
 
 
+ELECTRA = Family(
+    "electra", "ElectraConfig", "ElectraForMaskedLM",
+    _encoder_only(head="dense(activation = gelu)"),  # ElectraGeneratorPredictions' gelu
+    _bert_layer("electra") + ((r"generator_predictions\.dense\.(weight|bias)", r"head.dense.\1"),
+                              (r"generator_predictions\.LayerNorm\.(weight|bias)", r"head.norm.\1")),
+    _masked_lm_embeddings("electra.embeddings.word_embeddings.weight", "generator_lm_head.weight",
+                          ("generator_lm_head.bias",)),
+    _BERT_DROPPED, (add_row("encoder.pos.weight", "token_type.weight", _type_rows),),
+    refuse=(_HEAD_ACTIVATION, _ABSOLUTE,
+            (lambda c: c.embedding_size != c.hidden_size,
+             lambda c: f"embedding_size {c.embedding_size} != hidden_size {c.hidden_size} (embeddings_project)")),
+    pad_first=True, prefix="electra", folded="token type 0's embedding added to every position's")
+
 _DISTIL = r"distilbert\.transformer\.layer\.(\d+)\."
 DISTILBERT = Family(
     "distilbert", "DistilBertConfig", "DistilBertForMaskedLM",
@@ -370,25 +408,22 @@ MARIAN = Family(
     (flatten("output_bias"),), refuse=(_bad_activation("activation_function"),),
     folded="sinusoid tables computed, not copied; vocabulary rows renumbered with the tokenizers")
 
-IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO2, STABLELM, GPT2,
-                                      GPT_NEOX, BERT, ROBERTA, XLM_ROBERTA, DISTILBERT)}
+IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2, STABLELM,
+                                      GEMMA, GPT2, GPT_NEOX, BERT, ROBERTA, XLM_ROBERTA, DISTILBERT, ELECTRA)}
 
 # model_type -> what has no spec equivalent (refused before anything else is read)
 REFUSED = {
     "t5": "T5's relative position bias (bucketed, learned per head, shared across layers)",
     "mt5": "T5's relative position bias (bucketed, learned per head, shared across layers)",
     "umt5": "T5's relative position bias (bucketed, learned per head, per layer)",
-    "gemma": "GELU's tanh approximation in the gated feed-forward (hidden_activation gelu_pytorch_tanh)",
     "gemma2": "attention and final logit soft-capping, and alternating local/global layers",
     "gemma3": "alternating local/global layers with two rotary bases",
     "phi": "parallel attention and feed-forward blocks",
     "phi3": "a fused gate_up projection with LongRoPE scaling",
     "falcon": "parallel attention and feed-forward blocks (parallel_attn)",
     "gptj": "parallel attention and feed-forward blocks, and interleaved rotary pairs",
-    "olmo": "non-parametric LayerNorm with QKV clipping",
     "m2m_100": "fairseq's sinusoid frequencies 10000^(-i/(d/2 - 1)), which no positions layout reproduces",
     "nllb-moe": "mixture-of-experts feed-forwards",
-    "electra": "a generator narrower than its embeddings (embedding_size and embeddings_project)",
     "modernbert": "alternating local/global attention with two rotary bases, and GeGLU without biases",
     "mixtral": "mixture-of-experts feed-forwards",
     "qwen2_moe": "mixture-of-experts feed-forwards",

@@ -45,6 +45,11 @@ FAMILIES = {
     "stablelm": ("StableLmConfig", "StableLmForCausalLM",
                  dict(LM, **_rope(30000.0, 0.5), layer_norm_eps=1e-6, use_qkv_bias=True,
                       tie_word_embeddings=False)),
+    "olmo": ("OlmoConfig", "OlmoForCausalLM",
+             dict(LM, **_rope(40000.0), attention_bias=True, tie_word_embeddings=False, clip_qkv=None)),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM",
+              dict(LM, **_rope(10000.0 * 3), rms_norm_eps=1e-5, head_dim=16, hidden_act="silu",
+                   tie_word_embeddings=True)),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel",
              dict(vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_positions=40, n_inner=48,
                   activation_function="gelu", layer_norm_epsilon=1e-6, resid_pdrop=0.0, embd_pdrop=0.0,
@@ -58,6 +63,8 @@ FAMILIES = {
     "roberta": ("RobertaConfig", "RobertaForMaskedLM", dict(ENCODER, type_vocab_size=1, pad_token_id=1)),
     "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaForMaskedLM", dict(ENCODER, type_vocab_size=1, pad_token_id=1,
                                                                        hidden_act="relu")),
+    "electra": ("ElectraConfig", "ElectraForMaskedLM",
+                dict(ENCODER, embedding_size=32, type_vocab_size=2, pad_token_id=0)),
     "distilbert": ("DistilBertConfig", "DistilBertForMaskedLM",
                    dict(vocab_size=VOCAB, dim=32, n_heads=4, hidden_dim=48, n_layers=2, max_position_embeddings=40,
                         dropout=0.0, attention_dropout=0.0, pad_token_id=0)),
@@ -100,12 +107,17 @@ def save(hf, directory, **kwargs):
 
 
 def float64_exact(monkeypatch, hf) -> None:
-    """HF computes RMSNorm and the rotary angles in float32 on purpose, whatever the input's dtype; keep
-    them in float64 (HF's formulas, without the casts) so the comparison measures the architecture."""
+    """HF computes RMSNorm, OLMo's LayerNorm and the rotary angles in float32 on purpose, whatever the
+    input's dtype, and keeps Gemma's embedding scale as a float32 constant; keep them in float64 (HF's
+    formulas, without the casts) so the comparison measures the architecture."""
 
     def rms_norm(self, x):
         eps = getattr(self, "variance_epsilon", getattr(self, "eps", None))
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+        gain = 1 + self.weight if type(self).__name__.startswith("Gemma") else self.weight
+        return gain * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def layer_norm(self, x):
+        return torch.nn.functional.layer_norm(x, self.normalized_shape, None, None, eps=1e-5)
 
     def rotary(self, x, position_ids):
         dim = self.inv_freq.shape[0] * 2
@@ -121,6 +133,10 @@ def float64_exact(monkeypatch, hf) -> None:
             monkeypatch.setattr(type(module), "forward", rms_norm)
         elif name.endswith("RotaryEmbedding"):
             monkeypatch.setattr(type(module), "forward", rotary)
+        elif name == "OlmoLayerNorm":
+            monkeypatch.setattr(type(module), "forward", layer_norm)
+        elif isinstance(getattr(module, "embed_scale", None), torch.Tensor):  # Gemma's sqrt(d), a float32 constant
+            module.embed_scale = torch.tensor(module.embedding_dim ** 0.5, dtype=torch.float64)
 
 
 def read_json(path) -> dict:

@@ -20,7 +20,8 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 FOLDED = {"bert": ("embeddings.position_embeddings", "embeddings.token_type_embeddings"),
           "roberta": ("embeddings.position_embeddings", "embeddings.token_type_embeddings"),
           "xlm-roberta": ("embeddings.position_embeddings", "embeddings.token_type_embeddings"),
-          "bart": ("embed_positions",), "mbart": ("embed_positions",)}
+          "electra": ("embeddings.position_embeddings", "embeddings.token_type_embeddings"),
+          "bart": ("embed_positions",), "mbart": ("embed_positions",), "gemma": ("norm",)}
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +51,7 @@ def test_import_then_export_loads_in_transformers_with_equal_logits(family, tmp_
     back = getattr(transformers, hf_models.FAMILIES[family][1]).from_pretrained(tmp_path / "exported",
                                                                                dtype=torch.float64)
     back.config._attn_implementation = "sdpa"
-    back.eval()
+    hf_models.float64_exact(monkeypatch, back.eval())
     assert (_logits(back, family) - _logits(hf, family)).abs().max() < TOLERANCE
     original = safetensors_torch.load_file(source / "model.safetensors")
     exported = safetensors_torch.load_file(tmp_path / "exported" / "model.safetensors")

@@ -90,6 +90,9 @@ REFUSALS = {
               "layer_types"),
     "bert": (dict(position_embedding_type="relative_key"), "position_embedding_type"),
     "bart": (dict(activation_function="tanh"), "activation 'tanh'"),
+    "gemma": (dict(hidden_act="gelu"), "tanh approximation"),  # GemmaConfig's reading of a legacy "gelu"
+    "olmo": (dict(clip_qkv=8.0), "clip_qkv"),
+    "electra": (dict(embedding_size=16), "embeddings_project"),
 }
 
 
