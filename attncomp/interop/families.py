@@ -399,13 +399,23 @@ BART = Family(
 MBART = Family(
     "mbart", "MBartConfig", "MBartForConditionalGeneration", _seq2seq("pre"), _seq2seq_layer(), _seq2seq_embeddings,
     (), BART.transforms, refuse=BART.refuse, pad_first=True, folded=BART.folded, prefix="model")
+def _halves(config):
+    """Marian's sinusoid table (all sines, then all cosines), as transformers stores it: float32."""
+    from attncomp.lower import ops
+    import torch
+
+    table = ops.sinusoidal_halves(torch.arange(config.max_position_embeddings), config.d_model, torch.float64)
+    return table.float()
+
+
 MARIAN = Family(
     "marian", "MarianConfig", "MarianMTModel",
     _seq2seq("post", **{"vocab": lambda c: f"shared({c.vocab_size})" if _marian_shared(c)
                         else f"separate({c.vocab_size}, {c.decoder_vocab_size or c.vocab_size})",
                         "positions": "sinusoidal(layout = halves)", "embedding_norm": None}),
-    _seq2seq_layer(), _seq2seq_embeddings, (r"model\.(encoder|decoder)\.embed_positions\.weight",),
-    (flatten("output_bias"),), refuse=(_bad_activation("activation_function"),),
+    _seq2seq_layer(), _seq2seq_embeddings, (),
+    (flatten("output_bias"), drop("encoder.pos.weight", lambda c: True, lambda c: _halves(c)),
+     drop("decoder.pos.weight", lambda c: True, lambda c: _halves(c))), refuse=(_bad_activation("activation_function"),),
     folded="sinusoid tables computed, not copied; vocabulary rows renumbered with the tokenizers")
 
 IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2, STABLELM,

@@ -1,5 +1,6 @@
 """`attncomp export CKPT --format hf --out DIR`: a checkpoint of an imported Hugging Face family back to a
-save_pretrained directory (config.json, model.safetensors, tokenizer.json) that transformers loads.
+save_pretrained directory (config.json, model.safetensors, tokenizer.json; Marian's source.spm, target.spm,
+vocab.json) that transformers loads.
 
 The family table of attncomp.interop.families is read backwards (attncomp.interop.mapping.origins and
 revert): a transformers model of the config is built on the meta device (no memory), its parameter
@@ -36,8 +37,11 @@ def _imported(found) -> dict:
     if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
         raise UsageError("export --format hf writes the config an `attncomp import` stored, and this checkpoint "
                          "was not imported from Hugging Face (a spec written by hand has no Hugging Face config yet)")
-    if manifest.get("family") not in families.IMPORTED or manifest["family"] == "marian":
-        raise UsageError(f"export --format hf does not write {manifest.get('family')!r} models yet")
+    if manifest.get("family") not in families.IMPORTED:
+        raise UsageError(f"export --format hf does not write {str(manifest.get('family'))[:40]!r} models")
+    if manifest["family"] == "marian" and not isinstance(manifest.get("rows"), dict):
+        raise UsageError("this Marian checkpoint was imported before its vocabulary rows were recorded: "
+                         "import it again to export it")
     return manifest
 
 
@@ -67,12 +71,17 @@ def write(found, out: Path) -> list[Path]:
     except Exception as err:
         raise UsageError(f"the stored {family.config_class} does not load ({' '.join(str(err).split())[:160]})") \
             from None
+    stored = ir.load_flat(found.header.spec, "<checkpoint>").model
     expected = ir.load_flat(mapping.spec_text(family, config), "<stored config>").model
-    if ir.load_flat(found.header.spec, "<checkpoint>").model != expected:
+    if family is families.MARIAN:  # its vocabulary is the renumbered one
+        expected = expected.model_copy(update={"vocab": stored.vocab})
+    if stored != expected:
         raise UsageError(f"the checkpoint's model is no longer the spec of its {family.label} config: "
                          "export --format hf writes the architecture that was imported")
     dtype = Counter(t.dtype for t in found.model.values()).most_common(1)[0][0]
     weights = {k: v.to(dtype) for k, v in found.model.items()}
+    if family is families.MARIAN:
+        weights = _marian_rows(weights, manifest["rows"], config)
     with torch.device("meta"):
         model = getattr(transformers, family.model_class)(config)
     names = list(model.state_dict())
@@ -84,7 +93,63 @@ def write(found, out: Path) -> list[Path]:
     model.config.dtype = dtype
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
-    tokenizer = found.header.tokenizers.get("tgt")
-    if tokenizer is not None and manifest.get("tokenizer"):
-        (out / manifest["tokenizer"]).write_bytes(tokenizer.numpy().tobytes())
+    if family is families.MARIAN:
+        _marian_tokenizer(found, manifest["rows"], config, out)
+    elif manifest.get("tokenizer") == "tokenizer.json":
+        (out / "tokenizer.json").write_bytes(found.header.tokenizers["tgt"].numpy().tobytes())
     return sorted(out.iterdir())
+
+
+# --- Marian: the vocabulary back in Marian's numbering -----------------------------------------------
+
+
+def _marian_inverse(rows: list[int], size: int) -> list[int]:
+    """Marian id -> the attncomp id whose row it takes back. Several attncomp ids share a Marian row (pad
+    is also <sep>, and the decoder start is <s>): <s> first, as the row decoding starts from."""
+    inverse: list[int | None] = [None] * size
+    for a in [2, *range(len(rows))]:
+        if 0 <= rows[a] < size and inverse[rows[a]] is None:
+            inverse[rows[a]] = a
+    if None in inverse or len(rows) < 5:
+        raise UsageError("the recorded Marian vocabulary rows do not cover its vocabulary")
+    return inverse  # type: ignore[return-value]
+
+
+def _marian_rows(weights: dict, rows: dict, config) -> dict:
+    sizes = {"src": config.vocab_size, "tgt": config.decoder_vocab_size or config.vocab_size}
+    if getattr(config, "share_encoder_decoder_embeddings", True):
+        sizes["src"] = sizes["tgt"] = config.vocab_size
+    sides = {"embed.weight": "tgt", "src_embed.weight": "src", "tgt_embed.weight": "tgt", "output.weight": "tgt",
+             "output_bias": "tgt"}
+    for name, side in sides.items():
+        if name in weights:
+            index = torch.tensor(_marian_inverse(rows[side], sizes[side]))
+            weights[name] = weights[name].index_select(0, index)
+    return weights
+
+
+def _vocabulary(proto_bytes: bytes, rows: list[int]) -> dict[str, int]:
+    """vocab.json back: each piece's Marian id; the pieces import added as <unk> are left out."""
+    pb = require("sentencepiece.sentencepiece_model_pb2", "export --format hf")
+    proto = pb.ModelProto()
+    proto.ParseFromString(proto_bytes)
+    pieces = [p.piece for p in proto.pieces]
+    vocab = {"</s>": rows[3], "<unk>": rows[1], "<pad>": rows[0]}
+    vocab.update({pieces[a]: rows[a] for a in range(5, len(rows)) if rows[a] != rows[1]})
+    return dict(sorted(vocab.items(), key=lambda item: item[1]))
+
+
+def _marian_tokenizer(found, rows: dict, config, out: Path) -> None:
+    """source.spm and target.spm (attncomp's renumbered models segment as the originals did; Marian reads
+    only their pieces), vocab.json (and target_vocab.json), tokenizer_config.json."""
+    separate = not getattr(config, "share_encoder_decoder_embeddings", True)
+    protos = {side: found.header.tokenizers[side].numpy().tobytes() for side in ("src", "tgt")}
+    (out / "source.spm").write_bytes(protos["src"])
+    (out / "target.spm").write_bytes(protos["tgt"])
+    (out / "vocab.json").write_text(json.dumps(_vocabulary(protos["src"], rows["src"]), ensure_ascii=False),
+                                    encoding="utf-8")
+    if separate:
+        (out / "target_vocab.json").write_text(json.dumps(_vocabulary(protos["tgt"], rows["tgt"]),
+                                                          ensure_ascii=False), encoding="utf-8")
+    (out / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "MarianTokenizer",
+                                                           "separate_vocabs": separate}), encoding="utf-8")

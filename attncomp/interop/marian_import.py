@@ -260,7 +260,10 @@ def import_directory(directory: str | Path, allow_pickle: bool = False, config=N
     hf_import.check_weights(spec, weights, "Marian")
     tokenizers = {side: renumbered(protos[side], layouts[side][0]) for side in SIDES}
     rows = layouts["tgt"][1] if not separate(config) else None
-    return Imported(text, spec, weights, tokenizers, rows, "marian", {"family": "marian", "marian": str(directory)},
+    manifest = {"family": "marian", "marian": str(directory), "config": read_json(directory / "config.json",
+                                                                                  what="JSON file", error=UsageError),
+                "rows": {side: rows for side, (_, rows) in layouts.items()}}
+    return Imported(text, spec, weights, tokenizers, rows, "marian", manifest,
                     side_rows={side: rows for side, (_, rows) in layouts.items()})
 
 

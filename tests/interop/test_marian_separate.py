@@ -106,3 +106,51 @@ def test_logits_equal_marians_on_its_tokenizers_ids(separate):
                                                      tokenizer(sources).input_ids])).all()
     keep = tgt != 0
     assert (got - expected)[keep].abs().max() < 1e-12
+
+
+def _round_trip(directory, tmp_path):
+    assert run(["import", str(directory), "--out", str(tmp_path / "imported")]) == 0
+    assert run(["export", str(tmp_path / "imported" / "checkpoint.pt"), "--format", "hf",
+                "--out", str(tmp_path / "exported")]) == 0
+    return tmp_path / "exported"
+
+
+def _same_tensors(directory, exported):
+    from safetensors.torch import load_file
+
+    original, back = load_file(directory / "model.safetensors"), load_file(exported / "model.safetensors")
+    assert set(original) == set(back)
+    for name, tensor in original.items():
+        assert back[name].dtype == tensor.dtype and torch.equal(back[name], tensor), name
+
+
+def _same_tokens(tokenizer, exported):
+    again = transformers.MarianTokenizer.from_pretrained(exported)
+    sources, targets = _lines(8, 0), _lines(8, 1)
+    assert again(sources).input_ids == tokenizer(sources).input_ids
+    assert again(text_target=targets).input_ids == tokenizer(text_target=targets).input_ids
+
+
+def test_export_gives_back_marians_files_separate_vocabularies(separate, tmp_path):
+    directory, _, tokenizer, _ = separate
+    exported = _round_trip(directory, tmp_path)
+    _same_tensors(directory, exported)
+    _same_tokens(tokenizer, exported)
+    back = transformers.MarianMTModel.from_pretrained(exported, dtype=torch.float64).eval()
+    hf = transformers.MarianMTModel.from_pretrained(directory, dtype=torch.float64).eval()  # loaded alike
+    src = tokenizer(_lines(3, 0), return_tensors="pt", padding=True)
+    targets = tokenizer(text_target=_lines(3, 1)).input_ids  # padded with the target's <pad>, not the source's
+    width = max(map(len, targets))
+    tgt = torch.tensor([ids + [hf.config.pad_token_id] * (width - len(ids)) for ids in targets])
+    with torch.no_grad():
+        expected = hf(**src, decoder_input_ids=tgt).logits
+        assert (back(**src, decoder_input_ids=tgt).logits - expected).abs().max() < 1e-12
+
+
+def test_export_gives_back_marians_files_shared_vocabulary(tmp_path):
+    from tests.interop.test_marian_import import marian_directory
+
+    directory, hf, tokenizer = marian_directory(tmp_path / "opus", logits_bias=0.1)
+    exported = _round_trip(directory, tmp_path)
+    _same_tensors(directory, exported)
+    _same_tokens(tokenizer, exported)
