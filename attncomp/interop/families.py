@@ -120,7 +120,8 @@ STABLELM = _llama_like(
           "decoder.normalization": "layernorm", "decoder.attention": "scaled_dot",
           "dropout.attention": _rate("attention_dropout")},
     refuse=((lambda c: c.use_parallel_residual, "use_parallel_residual (attention and feed-forward in parallel)"),
-            (lambda c: c.qk_layernorm, "qk_layernorm (a LayerNorm of q and k per head; attncomp's qk_norm is RMSNorm)")))
+            (lambda c: c.qk_layernorm,
+             "qk_layernorm (a LayerNorm of q and k per head; attncomp's qk_norm is RMSNorm)")))
 
 _GATED = {"silu": "swiglu", "gelu": "geglu"}  # transformers' GemmaConfig reads "gelu" as the tanh form
 GEMMA = _llama_like(
@@ -181,10 +182,12 @@ GPT_NEOX = Family(
      "positions": rope, "scale_embeddings": False, "bias.attention": Key("attention_bias"), "bias.ffn": True,
      "norm_eps": lambda c: float(c.layer_norm_eps), "decoder.layers": Key("num_hidden_layers"),
      "decoder.norm": "pre", "decoder.activation": _activation("hidden_act"),
-     "dropout.residual": _rate("hidden_dropout"), "dropout.embedding": 0.0, "dropout.attention": _rate("attention_dropout")},
+     "dropout.residual": _rate("hidden_dropout"), "dropout.embedding": 0.0,
+     "dropout.attention": _rate("attention_dropout")},
     ((r"gpt_neox\.layers\.(\d+)\.input_layernorm\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
      (r"gpt_neox\.layers\.(\d+)\.post_attention_layernorm\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2"),
-     (r"gpt_neox\.layers\.(\d+)\.attention\.query_key_value\.(weight|bias)", r"decoder.layers.\1.self_attn.qkv_proj.\2"),
+     (r"gpt_neox\.layers\.(\d+)\.attention\.query_key_value\.(weight|bias)",
+      r"decoder.layers.\1.self_attn.qkv_proj.\2"),
      (r"gpt_neox\.layers\.(\d+)\.attention\.dense\.(weight|bias)", r"decoder.layers.\1.self_attn.o_proj.\2"),
      (r"gpt_neox\.layers\.(\d+)\.mlp\.dense_h_to_4h\.(weight|bias)", r"decoder.layers.\1.ffn.fc1.\2"),
      (r"gpt_neox\.layers\.(\d+)\.mlp\.dense_4h_to_h\.(weight|bias)", r"decoder.layers.\1.ffn.fc2.\2"),
@@ -309,7 +312,8 @@ DISTILBERT = Family(
                      "encoder.layers": Key("n_layers"), "encoder.activation": _activation("activation"),
                      "dropout.residual": _rate("dropout"), "dropout.embedding": _rate("dropout"),
                      "dropout.attention": _rate("attention_dropout")}),
-    tuple((_DISTIL + theirs.replace(".", r"\.") + r"\.(weight|bias)", rf"encoder.layers.\1.{ours}.\2") for theirs, ours in (
+    tuple((_DISTIL + theirs.replace(".", r"\.") + r"\.(weight|bias)", rf"encoder.layers.\1.{ours}.\2")
+          for theirs, ours in (
         ("attention.q_lin", "self_attn.q_proj"), ("attention.k_lin", "self_attn.k_proj"),
         ("attention.v_lin", "self_attn.v_proj"), ("attention.out_lin", "self_attn.o_proj"),
         ("sa_layer_norm", "self_attn_norm"), ("ffn.lin1", "ffn.fc1"), ("ffn.lin2", "ffn.fc2"),
@@ -392,7 +396,8 @@ _BART_OFFSET = 2  # BartLearnedPositionalEmbedding: position p reads row p + 2
 
 BART = Family(
     "bart", "BartConfig", "BartForConditionalGeneration", _seq2seq("post"), _seq2seq_layer(), _seq2seq_embeddings,
-    (), (slice_rows("encoder.pos.weight", lambda c: _BART_OFFSET), slice_rows("decoder.pos.weight", lambda c: _BART_OFFSET),
+    (), (slice_rows("encoder.pos.weight", lambda c: _BART_OFFSET),
+         slice_rows("decoder.pos.weight", lambda c: _BART_OFFSET),
          flatten("output_bias")),
     refuse=(_bad_activation("activation_function"),), pad_first=True, prefix="model",
     folded="position tables start at row 2 (BART's offset)")
@@ -415,7 +420,8 @@ MARIAN = Family(
                         "positions": "sinusoidal(layout = halves)", "embedding_norm": None}),
     _seq2seq_layer(), _seq2seq_embeddings, (),
     (flatten("output_bias"), drop("encoder.pos.weight", lambda c: True, lambda c: _halves(c)),
-     drop("decoder.pos.weight", lambda c: True, lambda c: _halves(c))), refuse=(_bad_activation("activation_function"),),
+     drop("decoder.pos.weight", lambda c: True, lambda c: _halves(c))),
+    refuse=(_bad_activation("activation_function"),),
     folded="sinusoid tables computed, not copied; vocabulary rows renumbered with the tokenizers")
 
 IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2, STABLELM,

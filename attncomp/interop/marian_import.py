@@ -217,8 +217,9 @@ def _layouts(directory: Path, config, protos: dict) -> dict[str, tuple[list[str]
     """Each side's pieces and rows: one numbering for a shared vocabulary, one per file for separate ones."""
     if not separate(config):
         vocab = _vocabulary(directory / "vocab.json")
-        specials = {"pad": config.pad_token_id, "eos": config.eos_token_id,
-                    "start": config.decoder_start_token_id, "unk": vocab.get("<unk>", getattr(config, "unk_token_id", None))}
+        unk = vocab.get("<unk>", getattr(config, "unk_token_id", None))
+        specials = {"pad": config.pad_token_id, "eos": config.eos_token_id, "start": config.decoder_start_token_id,
+                    "unk": unk}
         both = layout(vocab, specials, config.vocab_size, _extra(protos.values(), vocab))
         return {"src": both, "tgt": both}
     out = {}

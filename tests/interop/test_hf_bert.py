@@ -25,7 +25,8 @@ def pair(request):
             if name.endswith("bias") or "LayerNorm" in name:
                 p.add_(torch.randn_like(p) * 0.1)
     passes = {} if request.param == "fused" else {"passes": ()}
-    ours = compile_spec(ir.load_flat(mapping.spec_text(families.BERT, config), "<bert>"), dtype=torch.float64, **passes).eval()
+    spec = ir.load_flat(mapping.spec_text(families.BERT, config), "<bert>")
+    ours = compile_spec(spec, dtype=torch.float64, **passes).eval()
     ours.load_state_dict(mapping.convert(families.BERT, config, hf.state_dict()), strict=True)
     return hf, ours
 
