@@ -21,7 +21,7 @@ stored dtype; a transform that folds two tensors into one computes in at least f
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Union
 
 import torch
@@ -72,7 +72,6 @@ class Family:
     pad_first: bool = False  # attncomp masks id 0 as padding: move the pad row there (see `pad_rows`)
     prefix: str = ""  # transformers' base_model_prefix: a checkpoint of the bare model leaves it out
     folded: str = ""  # what import folds into other weights, for docs/interop.md
-    notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -99,7 +98,8 @@ def check(family: Family, config) -> None:
 
 
 def spec_text(family: Family, config, name: str | None = None, extra: dict[str, Any] | None = None) -> str:
-    """The spec of `config` (the model block, dropout off; train and decode take their defaults)."""
+    """The spec of `config`: the model block, dropout as the config has it (train and decode take their
+    defaults); `extra` overrides spec keys (Marian's renumbered vocabulary)."""
     check(family, config)
     lines = []
     for key, value in {**family.spec, **(extra or {})}.items():

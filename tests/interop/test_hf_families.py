@@ -115,3 +115,14 @@ def test_distilbert_sinusoidal_positions_are_computed(tmp_path, monkeypatch):
     tokens = _tokens(2, 11)
     with torch.no_grad():
         assert (ours(tokens) - hf(tokens).logits).abs().max() < TOLERANCE
+
+
+def test_docs_interop_lists_every_family_imported_and_refused():
+    from attncomp.interop import families
+    from tests.conftest import ROOT
+
+    doc = (ROOT / "docs" / "interop.md").read_text()
+    missing = [t for t in (*families.IMPORTED, *families.REFUSED) if f"`{t}`" not in doc]
+    assert not missing, f"docs/interop.md does not name {missing}"
+    tested = set(DECODER_ONLY + ENCODER_ONLY + SEQ2SEQ) | {"marian"}  # Marian: test_marian_separate.py
+    assert tested == set(families.IMPORTED)
