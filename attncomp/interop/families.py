@@ -7,6 +7,7 @@ constant; dropout is the config's own where it has one. docs/interop.md prints t
 
 from __future__ import annotations
 
+from attncomp.errors import UsageError
 from attncomp.interop.mapping import (Family, Key, add_one, add_row, attention, drop, fill, flatten, head_dim,
                                       layer_kinds, rope, rope_kind, slice_rows, split_qkv, transpose)
 
@@ -96,21 +97,53 @@ _SILU = (lambda c: c.hidden_act != "silu", lambda c: f"hidden_act {c.hidden_act!
          "SwiGLU: silu only)")
 
 
+def _llama_config(model) -> dict:
+    """The config values of a LLaMA-like decoder spec (the family's spec of them is compared with it)."""
+    from attncomp.vocab import BOS, EOS, PAD
+
+    dec = model.decoder
+    if model.encoder is not None or dec is None or getattr(model.positions, "kind", None) != "rope":
+        raise UsageError("not a decoder-only model with rotary positions")
+    return dict(vocab_size=model.tgt_vocab, hidden_size=dec.d_model, num_attention_heads=dec.heads,
+                num_key_value_heads=dec.kv_heads or dec.heads, head_dim=dec.d_k, intermediate_size=dec.d_ff,
+                num_hidden_layers=dec.layers, rms_norm_eps=model.norm_eps, max_position_embeddings=4096,
+                rope_parameters={"rope_type": "default", "rope_theta": model.positions.base},
+                attention_bias=model.bias.of("q"), mlp_bias=model.bias.of("fc1"),
+                tie_word_embeddings=model.tie == "decoder", attention_dropout=model.dropout.attention,
+                bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
+
+
+def _without(*keys: str, window: bool = False):
+    """_llama_config less the keys a family's config lacks; `window`: the sliding window too."""
+    def config_of(model) -> dict:
+        values = {k: v for k, v in _llama_config(model).items() if k not in keys}
+        if window:
+            attention = model.decoder.attention
+            if getattr(attention, "kind", None) != "local":
+                raise UsageError("no sliding window (without one, Mistral is Llama)")
+            values["sliding_window"] = attention.window + 1
+        return values
+    return config_of
+
+
 def _llama_like(model_type: str, config: str, model: str, spec: dict | None = None, renames=_PRE_NORMS,
-                refuse=(), activation=_SILU, transforms=(), folded: str = "") -> Family:
+                refuse=(), activation=_SILU, transforms=(), folded: str = "", config_of=None) -> Family:
     return Family(model_type, config, model, _decoder_only(**(spec or {})), _LLAMA_LAYER + renames,
                   _lm_embeddings("model.embed_tokens.weight"), _ROTARY, transforms,
-                  refuse=(ROPE_SCALING, activation, *refuse), prefix="model", folded=folded)
+                  refuse=(ROPE_SCALING, activation, *refuse), prefix="model", folded=folded, config_of=config_of)
 
 
-LLAMA = _llama_like("llama", "LlamaConfig", "LlamaForCausalLM", refuse=(MIXED_LAYERS,))
-MISTRAL = _llama_like("mistral", "MistralConfig", "MistralForCausalLM", refuse=(MIXED_LAYERS,))
+LLAMA = _llama_like("llama", "LlamaConfig", "LlamaForCausalLM", refuse=(MIXED_LAYERS,), config_of=_llama_config)
+MISTRAL = _llama_like("mistral", "MistralConfig", "MistralForCausalLM", refuse=(MIXED_LAYERS,),
+                      config_of=_without("attention_bias", "mlp_bias", window=True))
 QWEN2 = _llama_like("qwen2", "Qwen2Config", "Qwen2ForCausalLM", refuse=(MIXED_LAYERS,),
-                    spec={"bias.attention": False, "bias.q": True, "bias.k": True, "bias.v": True})
+                    spec={"bias.attention": False, "bias.q": True, "bias.k": True, "bias.v": True},
+                    config_of=_without("attention_bias", "mlp_bias", "head_dim"))
 QWEN3 = _llama_like("qwen3", "Qwen3Config", "Qwen3ForCausalLM", refuse=(MIXED_LAYERS,),
-                    spec={"decoder.qk_norm": "head"})
+                    spec={"decoder.qk_norm": "head"}, config_of=_without("mlp_bias"))
 OLMO2 = _llama_like(
     "olmo2", "Olmo2Config", "Olmo2ForCausalLM", spec={"decoder.qk_norm": "projection", "decoder.norm": "output"},
+    config_of=_without("mlp_bias", "head_dim"),
     renames=((r"model\.layers\.(\d+)\.post_attention_layernorm\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
              (r"model\.layers\.(\d+)\.post_feedforward_layernorm\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2")))
 STABLELM = _llama_like(

@@ -28,15 +28,15 @@ from attncomp.errors import UsageError
 from attncomp.interop import families, mapping, require
 
 
-def _imported(found) -> dict:
+def _imported(found) -> dict | None:
+    """The `imported` record of a checkpoint `attncomp import` wrote; None for any other checkpoint."""
     try:
         data = json.loads(found.header.data)
     except ValueError:
         data = {}
     manifest = data.get("imported") if isinstance(data, dict) else None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
-        raise UsageError("export --format hf writes the config an `attncomp import` stored, and this checkpoint "
-                         "was not imported from Hugging Face (a spec written by hand has no Hugging Face config yet)")
+        return None
     if manifest.get("family") not in families.IMPORTED:
         raise UsageError(f"export --format hf does not write {str(manifest.get('family'))[:40]!r} models")
     if manifest["family"] == "marian" and not isinstance(manifest.get("rows"), dict):
@@ -61,23 +61,76 @@ def hf_state(family: mapping.Family, config, weights: dict[str, torch.Tensor], h
     return out
 
 
-def write(found, out: Path) -> list[Path]:
+def _differences(model, expected) -> list[str]:
+    """The resolved keys where a spec's model differs from a family's (its name and dropout aside)."""
+    from attncomp.ir.canonical import flatten
+
+    ours, theirs = (flatten(m.model_copy(update={"name": "model", "dropout": expected.dropout}).model_dump(mode="json"))
+                    for m in (model, expected))
+    return [f"{key} = {ours.get(key)} ({theirs.get(key)} in the family)" for key in sorted(set(ours) | set(theirs))
+            if ours.get(key) != theirs.get(key)]
+
+
+def matching(model, family_name: str | None = None):
+    """The family (and its config values) whose spec is this model's: for a spec written by hand."""
+    transformers = require("transformers", "export --format hf")
+    if family_name is not None and family_name not in families.IMPORTED:
+        raise UsageError(f"--family {family_name[:40]!r}: not a family (one of {', '.join(families.IMPORTED)})")
+    candidates = [families.IMPORTED[family_name]] if family_name else list(families.IMPORTED.values())
+    found, reasons = [], []
+    for family in candidates:
+        if family.config_of is None:
+            reasons.append((1000, f"{family.label}: export of a spec written by hand is not built for it"))
+            continue
+        try:
+            values = family.config_of(model)
+            config = getattr(transformers, family.config_class)(**values)
+            expected = ir.load_flat(mapping.spec_text(family, config), "<family>").model
+        except Exception as err:  # UsageError from config_of, a config class's or the spec's own check
+            reasons.append((100, f"{family.label}: {' '.join(str(err).split())[:120]}"))
+            continue
+        differences = _differences(model, expected)
+        if differences:
+            reasons.append((len(differences), f"{family.label}: {'; '.join(differences[:3])}"))
+        else:
+            found.append((family, config))
+    if len(found) > 1:
+        raise UsageError(f"the spec is a model of several families ({', '.join(f.model_type for f, _ in found)}): "
+                         "choose one with --family NAME")
+    if not found:
+        near = [reason for reason in reasons if reason[0] < 100]
+        if near:
+            raise UsageError(f"no Hugging Face family has this spec's architecture (closest, {min(near)[1]})")
+        covered = ", ".join(f.label for f in candidates if f.config_of is not None) or "none of these"
+        raise UsageError("no Hugging Face family has this spec's architecture: a spec written by hand exports as "
+                         f"{covered} (decoder-only, rotary positions); others only as `attncomp import` read them")
+    return found[0]
+
+
+def write(found, out: Path, family_name: str | None = None) -> list[Path]:
     """Write DIR; returns the files written."""
     transformers = require("transformers", "export --format hf")
-    manifest = _imported(found)
-    family = families.IMPORTED[manifest["family"]]
-    try:
-        config = getattr(transformers, family.config_class).from_dict(manifest["config"])
-    except Exception as err:
-        raise UsageError(f"the stored {family.config_class} does not load ({' '.join(str(err).split())[:160]})") \
-            from None
     stored = ir.load_flat(found.header.spec, "<checkpoint>").model
-    expected = ir.load_flat(mapping.spec_text(family, config), "<stored config>").model
-    if family is families.MARIAN:  # its vocabulary is the renumbered one
-        expected = expected.model_copy(update={"vocab": stored.vocab})
-    if stored != expected:
-        raise UsageError(f"the checkpoint's model is no longer the spec of its {family.label} config: "
-                         "export --format hf writes the architecture that was imported")
+    manifest = _imported(found)
+    if manifest is None:  # a spec written by hand: the family whose spec it is
+        family, config = matching(stored, family_name)
+        manifest = {"family": family.model_type, "tokenizer": "tokenizer.model"}
+    else:
+        family = families.IMPORTED[manifest["family"]]
+        if family_name is not None and family_name != family.model_type:
+            raise UsageError(f"--family {family_name[:40]!r}: the checkpoint is an imported {family.model_type} model")
+        try:
+            config = getattr(transformers, family.config_class).from_dict(manifest["config"])
+        except Exception as err:
+            raise UsageError(f"the stored {family.config_class} does not load ({' '.join(str(err).split())[:160]})") \
+                from None
+        expected = ir.load_flat(mapping.spec_text(family, config), "<stored config>").model
+        if family is families.MARIAN:  # its vocabulary is the renumbered one
+            expected = expected.model_copy(update={"vocab": stored.vocab})
+        changed = _differences(stored, expected)
+        if changed:
+            raise UsageError(f"the checkpoint's model is no longer the spec of its {family.label} config "
+                             f"({changed[0]}): export --format hf writes the architecture that was imported")
     dtype = Counter(t.dtype for t in found.model.values()).most_common(1)[0][0]
     weights = {k: v.to(dtype) for k, v in found.model.items()}
     if family is families.MARIAN:
@@ -95,8 +148,8 @@ def write(found, out: Path) -> list[Path]:
     model.save_pretrained(out)
     if family is families.MARIAN:
         _marian_tokenizer(found, manifest["rows"], config, out)
-    elif manifest.get("tokenizer") == "tokenizer.json":
-        (out / "tokenizer.json").write_bytes(found.header.tokenizers["tgt"].numpy().tobytes())
+    elif manifest.get("tokenizer") in ("tokenizer.json", "tokenizer.model"):  # imported, or attncomp's own
+        (out / manifest["tokenizer"]).write_bytes(found.header.tokenizers["tgt"].numpy().tobytes())
     return sorted(out.iterdir())
 
 

@@ -72,6 +72,7 @@ class Family:
     pad_first: bool = False  # attncomp masks id 0 as padding: move the pad row there (see `pad_rows`)
     prefix: str = ""  # transformers' base_model_prefix: a checkpoint of the bare model leaves it out
     folded: str = ""  # what import folds into other weights, for docs/interop.md
+    config_of: Callable[[Any], dict] | None = None  # IR model -> config values (export of a spec written by hand)
 
     @property
     def label(self) -> str:

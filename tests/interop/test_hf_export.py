@@ -75,12 +75,6 @@ def test_bf16_comes_back_bf16(tmp_path):
     assert all(exported[k].dtype == torch.bfloat16 and torch.equal(exported[k], v) for k, v in original.items())
 
 
-def test_a_spec_written_by_hand_is_refused_in_one_line(random_tiny, tmp_path, capsys):
-    assert run(["export", str(random_tiny), "--format", "hf", "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "not imported from Hugging Face" in err
-
-
 def test_a_changed_architecture_is_refused(tmp_path, capsys):
     import dataclasses
 
@@ -96,3 +90,47 @@ def test_a_changed_architecture_is_refused(tmp_path, capsys):
     capsys.readouterr()
     assert run(["export", str(tmp_path / "changed.pt"), "--format", "hf", "--out", str(tmp_path / "out")]) == 2
     assert "no longer the spec of its Qwen2 config" in capsys.readouterr().err
+
+
+def test_a_llama_spec_written_by_hand_exports_to_llama(sample_data, tmp_path, monkeypatch):
+    """specs/examples/llama.attn (tied, kv heads below heads), trained by attncomp rather than imported:
+    `--format hf` finds the one family whose spec it is (Llama), and transformers' model of the written
+    directory has attncomp's logits, within 1e-12 in float64."""
+    import attncomp
+    from attncomp import checkpoint
+    from tests.conftest import ROOT
+    from tests.interop.conftest import random_checkpoint
+
+    spec_path = ROOT / "specs/examples/llama.attn"
+    path = random_checkpoint(sample_data, tmp_path / "llama.pt", spec_path=spec_path,
+                             sets=("model.tie=decoder", "model.positions=rope(base = 50000)"))
+    assert run(["export", str(path), "--format", "hf", "--out", str(tmp_path / "hf")]) == 0
+    config = hf_models.read_json(tmp_path / "hf" / "config.json")
+    assert config["model_type"] == "llama" and config["num_key_value_heads"] == 2
+    found = checkpoint.load(path)
+    ours = attncomp.compile(checkpoint.stored_spec(found), dtype=torch.float64).eval()
+    ours.load_state_dict(found.model)
+    hf = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "hf", dtype=torch.float64).eval()
+    hf_models.float64_exact(monkeypatch, hf)
+    tokens = torch.randint(5, 256, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert (ours(tokens) - hf(tokens).logits).abs().max() < TOLERANCE
+    assert (tmp_path / "hf" / "tokenizer.model").is_file()
+
+
+def test_a_spec_of_no_family_is_refused_in_one_line(random_tiny, tmp_path, capsys):
+    """The paper's encoder-decoder (specs/examples/tiny.attn, interleaved sinusoids) matches no family."""
+    assert run(["export", str(random_tiny), "--format", "hf", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no Hugging Face family" in err and "Llama" in err
+
+
+def test_a_llama_like_spec_names_what_differs_from_the_closest_family():
+    from attncomp import ir
+    from attncomp.errors import UsageError
+    from attncomp.interop import hf_export
+    from tests.conftest import ROOT
+
+    model = ir.load(ROOT / "specs/examples/llama.attn", ["model.decoder.norm=post"]).model
+    with pytest.raises(UsageError, match=r"closest, Llama: .*decoder.norm = post \(pre in the family\)"):
+        hf_export.matching(model)
