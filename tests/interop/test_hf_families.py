@@ -1,4 +1,4 @@
-"""`attncomp import` for every family of attncomp/interop/families.py: a tiny random transformers model
+"""`attncomp import` for every family of attncomp/interop/families/: a tiny random transformers model
 (tests/interop/hf_models.py) saved with save_pretrained in float64, imported from its directory, has
 logits equal to transformers' within 1e-12 (full forward, and cached decoding where it generates)."""
 

@@ -1,5 +1,5 @@
 """Hugging Face transformers' MarianMTModel with its weights copied into attncomp (the Marian entry of
-attncomp/interop/families.py):
+attncomp/interop/families/):
 equal logits in float64, full forward and cached decoding step by step, with padding masked on both sides.
 
 Token ids are given explicitly, so Marian's special ids (which differ from attncomp's) play no part;
