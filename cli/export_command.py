@@ -1,11 +1,11 @@
-"""`attncomp export CHECKPOINT --format safetensors|ctranslate2|torch-export --out DIR`."""
+"""`attncomp export CHECKPOINT --format safetensors|ctranslate2|torch-export|hf --out DIR`."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-FORMATS = ("safetensors", "ctranslate2", "torch-export")
+FORMATS = ("safetensors", "ctranslate2", "torch-export", "hf")
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16")
 
 
@@ -33,6 +33,8 @@ def _export(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: exists and is not an empty directory")
     if args.quantization != "float32" and args.format != "ctranslate2":
         raise UsageError("--quantization applies to --format ctranslate2 only")
+    if args.family is not None and args.format != "hf":
+        raise UsageError("--family applies to --format hf only")
     found = read_trained(args.checkpoint)  # checked; a sharded one gathered; an export read back
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -42,6 +44,10 @@ def _export(args: argparse.Namespace) -> int:
         written = safetensors_dir.write(found, out)
     elif args.format == "torch-export":
         written = torch_export.write(found, out)
+    elif args.format == "hf":
+        from attncomp.interop import hf_export
+
+        written = hf_export.write(found, out, args.family)
     else:
         written = _ctranslate2(found, out, args.quantization)
     print(f"wrote {out} ({', '.join(p.name for p in written)})")
@@ -55,8 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="safetensors: weights + spec + sentencepiece models, loadable without pickle; "
                         "ctranslate2: a CTranslate2 model directory (+ the sentencepiece models); "
                         "torch-export: torch.export programs of encode, init_cache and decode_step "
-                        "(dynamic batch and lengths) + spec + sentencepiece models")
+                        "(dynamic batch and lengths) + spec + sentencepiece models; "
+                        "hf: a save_pretrained directory of a model `attncomp import` read (docs/interop.md)")
     p.add_argument("--quantization", choices=QUANTIZATIONS, default="float32",
                    help="ctranslate2: the weights' type (int8 for fast CPU decoding; default float32)")
-    p.add_argument("--out", required=True, metavar="DIR", help="the directory to write (new or empty)")
+    p.add_argument("--family", metavar="NAME", help="hf: the Hugging Face family (model_type) to write a spec "
+                   "written by hand as, where several match (docs/interop.md)")
+    p.add_argument("--out", "-o", required=True, metavar="DIR", help="the directory to write (new or empty)")
     p.set_defaults(handler=_export)

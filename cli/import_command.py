@@ -1,4 +1,4 @@
-"""`attncomp import DIR --out OUT`: a Marian/OPUS-MT model directory -> an attncomp spec and checkpoint."""
+"""`attncomp import DIR --out OUT`: a Hugging Face model directory -> an attncomp spec and checkpoint."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 def _import(args: argparse.Namespace) -> int:
     from attncomp.errors import UsageError
-    from attncomp.interop import marian_import
+    from attncomp.interop import hf_import
 
     out = Path(args.out)
     try:
@@ -16,21 +16,24 @@ def _import(args: argparse.Namespace) -> int:
             raise UsageError(f"--out {args.out}: exists and is not an empty directory")
     except (OSError, ValueError) as err:  # a name too long, a NUL byte, an unreadable directory
         raise UsageError(f"--out {args.out}: {getattr(err, 'strerror', None) or err}") from None
-    imported = marian_import.import_directory(Path(args.directory), allow_pickle=args.allow_pickle)
+    imported = hf_import.import_directory(Path(args.directory), allow_pickle=args.allow_pickle)
     try:
-        written = marian_import.write(imported, out, Path(args.directory))
+        written = hf_import.write(imported, out, Path(args.directory))
     except (OSError, ValueError) as err:  # ValueError: a NUL byte in the name
         raise UsageError(f"cannot write --out {args.out}: {getattr(err, 'strerror', None) or err}") from None
-    print(f"wrote {out} ({', '.join(p.name for p in written)}); translate with: "
-          f"attncomp translate {out / 'checkpoint.pt'}")
+    print(f"wrote {out} ({', '.join(p.name for p in written)}): a {imported.family} model; "
+          f"translate with: attncomp translate {out / 'checkpoint.pt'}" if imported.family == "marian" else
+          f"wrote {out} ({', '.join(p.name for p in written)}): a {imported.family} model "
+          "(its tokenizer is stored, not yet read: feed Hugging Face's token ids, docs/interop.md)")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("import", help="import a Marian/OPUS-MT model directory (transformers layout) "
+    p = sub.add_parser("import", help="import a Hugging Face model directory (save_pretrained's layout) "
                                       "as a checkpoint")
     p.add_argument("directory", metavar="DIR",
-                   help="config.json, model.safetensors, source.spm, target.spm, vocab.json (as save_pretrained writes)")
+                   help="config.json (its model_type picks the family: docs/interop.md), model.safetensors "
+                        "(or model.safetensors.index.json and its shards), and the tokenizer's files")
     p.add_argument("--out", required=True, metavar="OUT", help="the directory to write (new or empty): "
                    "model.attn and checkpoint.pt")
     p.add_argument("--allow-pickle", action="store_true",

@@ -18,17 +18,17 @@ and normaliser (the same segmentation) renumbered in attncomp's layout:
     then   pieces of source.spm or target.spm missing from vocab.json (Marian maps them to <unk>:
            their rows are <unk>'s)
 
-Both sides share that numbering (one embedding), and a piece a side's model does not have is
-UNUSED there, so it never enters that side's segmentation. The embedding rows are gathered in the
-same order (`rows`); <s> gets the decoder start's row, so decoding starts where Marian's does.
+With one vocabulary both sides share that numbering (one embedding), and a piece a side's model does
+not have is UNUSED there, so it never enters that side's segmentation. With separate vocabularies
+(`share_encoder_decoder_embeddings = false`: vocab.json for the source, target_vocab.json for the
+target, `vocab = separate(...)`, `tie = decoder`) each side is numbered from its own file. The
+embedding rows are gathered in the same order (`rows`); <s> gets the decoder start's row, so decoding
+starts where Marian's does. The weights are renamed by the Marian entry of attncomp.interop.families.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -38,33 +38,17 @@ import torch
 from attncomp import ir
 from attncomp.errors import UsageError
 from attncomp.files import read_json
-from attncomp.interop import marian, require
+from attncomp.interop import families, hf_import, mapping, require
+from attncomp.interop.hf_import import Imported
 from attncomp.vocab import SPECIAL_TOKENS
 
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>", "<sep>")  # attncomp's ids 0..4
 SIDES = {"src": "source.spm", "tgt": "target.spm"}
-# Marian's tensors with an entry per token, gathered into attncomp's order under the names
-# marian.RENAMES gives them (embed.weight, output_bias)
-BY_VOCABULARY = ("model.shared.weight", "final_logits_bias")
-PICKLE_HINT = ("pytorch_model.bin is a pickle, and unpickling a file can run code: convert it to "
-               "model.safetensors, or pass --allow-pickle to read it (with torch.load(weights_only=True))")
-
-
-@dataclass
-class Imported:
-    spec_text: str  # the spec file written beside the checkpoint
-    spec: object  # its ir Spec
-    weights: dict[str, torch.Tensor]  # attncomp's canonical names, rows in attncomp's vocabulary order
-    tokenizers: dict[str, bytes]  # "src"/"tgt" -> sentencepiece model protos in attncomp's id layout
-    rows: list[int]  # attncomp id -> Marian id whose embedding row it takes
-
-
-def _is_file(path: Path) -> bool:
-    """Path.is_file, with a name too long or holding a NUL byte answered as "no" rather than raised."""
-    try:
-        return path.is_file()
-    except (OSError, ValueError):
-        return False
+VOCABULARIES = {"src": "vocab.json", "tgt": "target_vocab.json"}  # separate vocabularies; shared: vocab.json
+# attncomp's tensors with a row per token of each side's vocabulary
+BY_SIDE = {"src": ("embed.weight", "src_embed.weight"), "tgt": ("embed.weight", "tgt_embed.weight", "output.weight",
+                                                                 "output_bias")}
+_is_file = hf_import.is_file
 
 
 _Count = pydantic.conint(strict=True, ge=1)
@@ -106,6 +90,7 @@ class GenerationSettings(_Settings):
 
 
 SCHEMAS = {"config.json": MarianSettings, "generation_config.json": GenerationSettings,
+           "target_vocab.json": pydantic.TypeAdapter(dict[str, pydantic.conint(strict=True, ge=0)]),
            "vocab.json": pydantic.TypeAdapter(dict[str, pydantic.conint(strict=True, ge=0)])}
 
 
@@ -122,53 +107,23 @@ def _json(path: Path) -> dict:
     return value
 
 
-def read_config(directory: Path):
-    """The MarianConfig of DIR; anything else is one line saying what DIR is not."""
-    if not _is_file(directory / "config.json"):
-        raise UsageError(f"{directory} is not a Marian model directory (no config.json)")
-    raw = read_json(directory / "config.json", what="JSON file", error=UsageError)
-    if not isinstance(raw, dict) or raw.get("model_type") != "marian":
-        kind = str(raw.get("model_type"))[:40] if isinstance(raw, dict) else "JSON " + type(raw).__name__
-        raise UsageError(f"{directory}/config.json describes a {kind!r} model; "
-                         "attncomp imports Marian models (model_type 'marian')")
-    settings = _json(directory / "config.json")
-    missing = [name for name in (*SIDES.values(), "vocab.json") if not _is_file(directory / name)]
+def separate(config) -> bool:
+    return not getattr(config, "share_encoder_decoder_embeddings", True)
+
+
+def read_config(directory: Path, config=None):
+    """The MarianConfig of DIR (read by attncomp.interop.hf_import; its fields typed here too)."""
+    if config is None:
+        family, config = hf_import.read_config(directory)
+        if family is not families.MARIAN:
+            raise UsageError(f"{directory}/config.json describes a {family.model_type!r} model, not a Marian one")
+    _json(directory / "config.json")
+    needed = (*SIDES.values(), "vocab.json", *(("target_vocab.json",) if separate(config) else ()))
+    missing = [name for name in needed if not _is_file(directory / name)]
     if missing:
         raise UsageError(f"{directory} is not a Marian model directory in the transformers layout "
                          f"(no {', '.join(missing)})")
-    transformers = require("transformers", "attncomp import")
-    try:
-        return transformers.MarianConfig.from_dict(settings)
-    except Exception as err:  # transformers validates the fields' types (its own exception classes)
-        reason = " ".join(str(err).split())[:200]
-        raise UsageError(f"{directory}/config.json is not a valid MarianConfig ({reason})") from None
-
-
-def read_weights(directory: Path, allow_pickle: bool = False) -> dict[str, torch.Tensor]:
-    """Marian's state dict from model.safetensors, or from pytorch_model.bin with `allow_pickle`."""
-    if _is_file(directory / "model.safetensors"):
-        st = require("safetensors.torch", "attncomp import")
-        try:
-            return st.load_file(str(directory / "model.safetensors"))
-        except Exception as err:  # truncated or not safetensors
-            raise UsageError(f"{directory}/model.safetensors is not readable ({str(err).strip()[:160]})") from None
-    if _is_file(directory / "pytorch_model.bin"):
-        if not allow_pickle:
-            raise UsageError(f"{directory} has no model.safetensors; {PICKLE_HINT}")
-        try:
-            return torch.load(directory / "pytorch_model.bin", map_location="cpu", weights_only=True)
-        except Exception as err:
-            raise UsageError(f"{directory}/pytorch_model.bin is not readable ({str(err).strip()[:160]})") from None
-    raise UsageError(f"{directory} has no weights (model.safetensors or pytorch_model.bin)")
-
-
-def shared_embedding(state: dict[str, torch.Tensor]) -> torch.Tensor:
-    """model.shared.weight, or the tied copy that save_pretrained kept in its place."""
-    for name in ("model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
-                 "lm_head.weight"):
-        if name in state:
-            return state[name]
-    raise UsageError("the Marian weights have no shared embedding (model.shared.weight)")
+    return config
 
 
 def _piece_type():
@@ -196,16 +151,14 @@ def _own_pieces(proto) -> dict[str, tuple[float, int]]:
     return {p.piece: (p.score, p.type) for p in proto.pieces if p.type in keep}
 
 
-def layout(vocab: dict[str, int], config, extra: list[str]) -> tuple[list[str], list[int]]:
-    """attncomp's pieces in id order, and the Marian id each one's row comes from."""
-    unk = vocab.get("<unk>", getattr(config, "unk_token_id", None))
-    specials = {"pad": config.pad_token_id, "eos": config.eos_token_id,
-                "start": config.decoder_start_token_id, "unk": unk}
-    if not all(isinstance(v, int) and 0 <= v < config.vocab_size for v in specials.values()):
+def layout(vocab: dict[str, int], specials: dict, size: int, extra: list[str],
+           name: str = "vocab.json") -> tuple[list[str], list[int]]:
+    """attncomp's pieces in id order, and the Marian id each one's row comes from (`size`: Marian's rows)."""
+    if not all(isinstance(v, int) and 0 <= v < size for v in specials.values()):
         wrong = ", ".join(f"{k} {v!r}" for k, v in specials.items() if not isinstance(v, int))
-        raise UsageError(f"the Marian config and vocab.json do not give usable special ids ({wrong or specials})")
-    if max(vocab.values()) >= config.vocab_size:
-        raise UsageError(f"vocab.json has ids up to {max(vocab.values())}, the model only {config.vocab_size} rows")
+        raise UsageError(f"the Marian config and {name} do not give usable special ids ({wrong or specials})")
+    if max(vocab.values()) >= size:
+        raise UsageError(f"{name} has ids up to {max(vocab.values())}, the model only {size} rows")
     rows = [specials["pad"], specials["unk"], specials["start"], specials["eos"], specials["pad"]]
     taken = {specials["pad"], specials["unk"], specials["eos"]}
     body = [p for p, i in sorted(vocab.items(), key=lambda item: item[1])
@@ -235,15 +188,6 @@ def renumbered(proto, pieces: list[str]) -> bytes:
     return new.SerializeToString()
 
 
-def _renamed(key: str) -> str | None:
-    """attncomp's name for a tensor of Marian's, or None where marian.RENAMES drops it."""
-    for pattern, replacement in marian.RENAMES:
-        renamed, hits = re.subn(f"^{pattern}", replacement, key)
-        if hits:
-            return renamed
-    return None
-
-
 def generation_settings(directory: Path, config) -> dict:
     """The spec's decode block: num_beams of generation_config.json (else config.json), and
     `stop = first`, transformers' rule (a hypothesis finishes only from the best num_beams candidates
@@ -254,61 +198,74 @@ def generation_settings(directory: Path, config) -> dict:
     return {**({"beam": beams} if isinstance(beams, int) and beams >= 1 else {}), "stop": "first"}
 
 
-def spec_text(config, vocab_size: int, decode: dict, name: str = "marian") -> str:
-    """marian.spec_text with attncomp's vocabulary size, plus a decode block of the model's settings."""
-    resized = copy.deepcopy(config)
-    resized.vocab_size = vocab_size
-    text = marian.spec_text(resized, name)
-    return text + "decode { " + "  ".join(f"{k} = {v}" for k, v in decode.items()) + " }\n"
+def _vocabulary(path: Path) -> dict[str, int]:
+    vocab = _json(path)
+    if not vocab or not all(isinstance(i, int) and i >= 0 for i in vocab.values()):
+        raise UsageError(f"{path}: not a vocabulary (piece -> non-negative integer id)")
+    return vocab
 
 
-def import_directory(directory: str | Path, allow_pickle: bool = False) -> Imported:
+def _extra(protos, vocab: dict[str, int]) -> list[str]:
+    """Pieces the sentencepiece models segment with that the vocabulary lacks (they read as <unk>)."""
+    extra: list[str] = []
+    for proto in protos:
+        extra += [p for p in _own_pieces(proto) if p not in vocab and p not in SPECIAL_PIECES and p not in extra]
+    return extra
+
+
+def _layouts(directory: Path, config, protos: dict) -> dict[str, tuple[list[str], list[int]]]:
+    """Each side's pieces and rows: one numbering for a shared vocabulary, one per file for separate ones."""
+    if not separate(config):
+        vocab = _vocabulary(directory / "vocab.json")
+        unk = vocab.get("<unk>", getattr(config, "unk_token_id", None))
+        specials = {"pad": config.pad_token_id, "eos": config.eos_token_id, "start": config.decoder_start_token_id,
+                    "unk": unk}
+        both = layout(vocab, specials, config.vocab_size, _extra(protos.values(), vocab))
+        return {"src": both, "tgt": both}
+    out = {}
+    for side, name in VOCABULARIES.items():
+        vocab = _vocabulary(directory / name)
+        size = config.vocab_size if side == "src" else (config.decoder_vocab_size or config.vocab_size)
+        pad = vocab.get("<pad>", config.pad_token_id) if side == "src" else config.pad_token_id
+        specials = {"pad": pad, "eos": vocab.get("</s>", config.eos_token_id) if side == "src" else config.eos_token_id,
+                    "start": pad if side == "src" else config.decoder_start_token_id, "unk": vocab.get("<unk>")}
+        out[side] = layout(vocab, specials, size, _extra([protos[side]], vocab), name)
+    return out
+
+
+def import_directory(directory: str | Path, allow_pickle: bool = False, config=None) -> Imported:
     """Read DIR and map it onto attncomp: spec, weights in attncomp's row order, tokenizers."""
     directory = Path(directory)
-    config = read_config(directory)
+    config = read_config(directory, config)
     if not isinstance(config.vocab_size, int) or config.vocab_size < 1:
         raise UsageError(f"{directory}/config.json: vocab_size {config.vocab_size!r} is not a positive integer")
-    marian.check_supported(config)
-    state = read_weights(directory, allow_pickle)
-    vocab = _json(directory / "vocab.json")
-    if not vocab or not all(isinstance(i, int) and i >= 0 for i in vocab.values()):
-        raise UsageError(f"{directory}/vocab.json: not a vocabulary (piece -> non-negative integer id)")
+    mapping.check(families.MARIAN, config)
+    state = hf_import.read_weights(directory, allow_pickle)
     protos = {side: _spm_proto(directory / name) for side, name in SIDES.items()}
-    extra: list[str] = []
-    for proto in protos.values():
-        extra += [p for p in _own_pieces(proto) if p not in vocab and p not in SPECIAL_PIECES and p not in extra]
-    pieces, rows = layout(vocab, config, extra)
-    embedding = shared_embedding(state)
-    state = {k: v for k, v in state.items() if k != "model.shared.weight"}
-    state["model.shared.weight"] = embedding
-    weights = {k: v.float() for k, v in marian.state_dict(state).items()}
-    for name in filter(None, map(_renamed, BY_VOCABULARY)):
-        tensor = weights[name]
-        if config.vocab_size not in tensor.shape:
-            raise UsageError(f"Marian's {name} has shape {tuple(tensor.shape)}, not a row per token of its "
-                             f"{config.vocab_size}")
-        weights[name] = tensor.index_select(list(tensor.shape).index(config.vocab_size), torch.tensor(rows))
-    text = spec_text(config, len(pieces), generation_settings(directory, config))
-    return Imported(text, ir.load(text), weights, {side: renumbered(p, pieces) for side, p in protos.items()}, rows)
+    layouts = _layouts(directory, config, protos)
+    weights = mapping.convert(families.MARIAN, config, state)
+    for side, (_, rows) in layouts.items():
+        sizes = {"src": config.vocab_size, "tgt": config.decoder_vocab_size or config.vocab_size}
+        for name in BY_SIDE[side]:
+            if name in weights and (side == "tgt" or name != "embed.weight"):
+                if weights[name].shape[0] != (config.vocab_size if name == "embed.weight" else sizes[side]):
+                    raise UsageError(f"Marian's {name} has shape {tuple(weights[name].shape)}, not a row per token "
+                                     f"of its {sizes[side]}")
+                weights[name] = weights[name].index_select(0, torch.tensor(rows))
+    src, tgt = len(layouts["src"][0]), len(layouts["tgt"][0])
+    vocab = f"separate({src}, {tgt})" if separate(config) else f"shared({src})"
+    text, _ = hf_import.spec_of(families.MARIAN, config, directory, "marian", {"vocab": vocab})
+    decode = generation_settings(directory, config)
+    text += "decode { " + "  ".join(f"{k} = {v}" for k, v in decode.items()) + " }\n"
+    spec = ir.load_flat(text, "<marian config>")
+    hf_import.check_weights(spec, weights, "Marian")
+    tokenizers = {side: renumbered(protos[side], layouts[side][0]) for side in SIDES}
+    rows = layouts["tgt"][1] if not separate(config) else None
+    manifest = {"family": "marian", "marian": str(directory), "config": read_json(directory / "config.json",
+                                                                                  what="JSON file", error=UsageError),
+                "rows": {side: rows for side, (_, rows) in layouts.items()}}
+    return Imported(text, spec, weights, tokenizers, rows, "marian", manifest,
+                    side_rows={side: rows for side, (_, rows) in layouts.items()})
 
 
-def write(imported: Imported, out: Path, source: Path) -> list[Path]:
-    """OUT/model.attn and OUT/checkpoint.pt (an "average" checkpoint, which translate and eval read)."""
-    from attncomp import __version__, checkpoint, compile as compile_spec
-
-    model = compile_spec(imported.spec, passes=())
-    try:
-        model.load_state_dict(imported.weights)  # every tensor present, every shape right
-    except RuntimeError as err:
-        lines = str(err).splitlines()
-        first = lines[min(1, len(lines) - 1)].strip()
-        raise UsageError(f"the Marian weights do not fit the spec of its config: {first}") from None
-    tokenizers = {side: torch.frombuffer(bytearray(b), dtype=torch.uint8) for side, b in imported.tokenizers.items()}
-    header = checkpoint.Header(attncomp=__version__, kind="average", spec=ir.to_text(imported.spec),
-                               spec_hash=ir.spec_hash(imported.spec), tokenizers=tokenizers,
-                               data=json.dumps({"imported": {"marian": str(source)}}), step=0, position=(0, 0),
-                               metrics={})
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "model.attn").write_text(imported.spec_text, encoding="utf-8")
-    checkpoint.save(checkpoint.Checkpoint(header, model=dict(imported.weights)), out / "checkpoint.pt")
-    return [out / "model.attn", out / "checkpoint.pt"]
+write = hf_import.write

@@ -13,9 +13,9 @@ from attncomp import ir
 from tests.conftest import ROOT
 
 
-def random_checkpoint(data_dir, path, seed: int = 0, sets=("model.layers=2",)):
-    """specs/examples/tiny.attn with random weights, saved as an "average" checkpoint at `path`."""
-    spec = ir.load(ROOT / "specs/examples/tiny.attn", list(sets))
+def random_checkpoint(data_dir, path, seed: int = 0, sets=("model.layers=2",), spec_path=None):
+    """specs/examples/tiny.attn (or `spec_path`) with random weights, saved as an "average" checkpoint at `path`."""
+    spec = ir.load(spec_path or ROOT / "specs/examples/tiny.attn", list(sets))
     torch.manual_seed(seed)
     model = compile_spec(spec)
     tokenizer = torch.frombuffer(bytearray((data_dir / "spm.model").read_bytes()), dtype=torch.uint8)

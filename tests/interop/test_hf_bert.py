@@ -7,7 +7,7 @@ import torch
 
 from attncomp import compile as compile_spec
 from attncomp import ir
-from attncomp.interop.bert import spec_text, state_dict
+from attncomp.interop import families, mapping
 
 transformers = pytest.importorskip("transformers")
 
@@ -25,8 +25,9 @@ def pair(request):
             if name.endswith("bias") or "LayerNorm" in name:
                 p.add_(torch.randn_like(p) * 0.1)
     passes = {} if request.param == "fused" else {"passes": ()}
-    ours = compile_spec(ir.load_flat(spec_text(config), "<bert>"), dtype=torch.float64, **passes).eval()
-    ours.load_state_dict(state_dict(hf.state_dict()), strict=True)
+    spec = ir.load_flat(mapping.spec_text(families.BERT, config), "<bert>")
+    ours = compile_spec(spec, dtype=torch.float64, **passes).eval()
+    ours.load_state_dict(mapping.convert(families.BERT, config, hf.state_dict()), strict=True)
     return hf, ours
 
 

@@ -1,7 +1,7 @@
 """specs/examples/llama.attn's architecture equals Hugging Face's LlamaForCausalLM: pre-norm RMSNorm,
 SwiGLU, rotary positions (rotate_half pairs), grouped-query attention, no biases, untied output.
 
-Weights are copied HF -> attncomp (attncomp.interop.llama); the full forward and cached decoding
+Weights are copied HF -> attncomp (the LLaMA entry of attncomp.interop.families); the full forward and cached decoding
 are compared with HF's, in float64 with HF's deliberate float32 steps kept in float64 (see
 `float64_hf`), and in float32 with HF unpatched."""
 
@@ -13,7 +13,7 @@ import torch
 import attncomp
 from attncomp import ir
 from attncomp.compiler import DEFAULT_PASSES
-from attncomp.interop import llama
+from attncomp.interop import families, mapping
 from attncomp.lower import ops
 from tests.conftest import ROOT
 
@@ -44,9 +44,9 @@ def _hf(dtype):
 
 
 def _ours(hf, dtype, passes):
-    spec = ir.load_flat(llama.spec_text(hf.config), "<llama config>")
+    spec = ir.load_flat(mapping.spec_text(families.LLAMA, hf.config), "<llama config>")
     model = attncomp.compile(spec, passes=passes, dtype=dtype).eval()
-    model.load_state_dict(llama.state_dict(hf.state_dict(), tied=hf.config.tie_word_embeddings))
+    model.load_state_dict(mapping.convert(families.LLAMA, hf.config, hf.state_dict()))
     return model
 
 
@@ -79,7 +79,7 @@ def _tokens(b: int = 2, t: int = 9) -> torch.Tensor:
 
 def test_spec_of_the_config_is_the_shipped_example_at_the_test_size():
     config = transformers.LlamaConfig(**CONFIG)
-    spec = ir.load_flat(llama.spec_text(config), "<llama config>").model
+    spec = ir.load_flat(mapping.spec_text(families.LLAMA, config), "<llama config>").model
     shipped = ir.load(ROOT / "specs/examples/llama.attn").model
     for key in ("normalization", "norm", "final_norm", "activation"):
         assert getattr(spec.decoder, key) == getattr(shipped.decoder, key), key

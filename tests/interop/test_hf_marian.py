@@ -1,4 +1,5 @@
-"""Hugging Face transformers' MarianMTModel with its weights copied into attncomp (attncomp/interop/marian.py):
+"""Hugging Face transformers' MarianMTModel with its weights copied into attncomp (the Marian entry of
+attncomp/interop/families/):
 equal logits in float64, full forward and cached decoding step by step, with padding masked on both sides.
 
 Token ids are given explicitly, so Marian's special ids (which differ from attncomp's) play no part;
@@ -12,7 +13,8 @@ import torch
 
 import attncomp
 from attncomp.errors import UsageError
-from attncomp.interop import marian
+from attncomp import ir
+from attncomp.interop import families, mapping
 from attncomp.lower import ops
 from attncomp.lower.ops import BOS, PAD
 from tests.helpers import batch
@@ -52,8 +54,8 @@ def models():
         for stack in (hf.model.encoder, hf.model.decoder):
             stack.embed_positions.weight.copy_(_marian_halves(64, 32))
         hf.final_logits_bias.copy_(torch.randn_like(hf.final_logits_bias))  # a buffer, zero when fresh
-    spec = marian.spec(config)
-    weights = marian.state_dict(hf.state_dict())
+    spec = ir.load_flat(mapping.spec_text(families.MARIAN, config), "<marian>")
+    weights = mapping.convert(families.MARIAN, config, hf.state_dict())
     ours = []
     for passes in ((), attncomp.compiler.DEFAULT_PASSES):
         model = attncomp.compile(spec, passes=passes, dtype=torch.float64).eval()
@@ -98,6 +100,7 @@ def test_cached_decoding_equals_marian_step_by_step(models, fused):
 
 def test_what_attncomp_cannot_express_is_one_line():
     with pytest.raises(UsageError, match="activation 'tanh'"):
-        marian.spec(_config(activation_function="tanh"))
-    with pytest.raises(UsageError, match="separate source and target embeddings"):
-        marian.spec(_config(share_encoder_decoder_embeddings=False))
+        mapping.spec_text(families.MARIAN, _config(activation_function="tanh"))
+    separate = mapping.spec_text(families.MARIAN, _config(share_encoder_decoder_embeddings=False,
+                                                          decoder_vocab_size=48))
+    assert "vocab = separate(64, 48)" in separate and "tie = decoder" in separate

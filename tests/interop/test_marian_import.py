@@ -108,14 +108,14 @@ def _one_line_error(capsys, argv: list[str]) -> str:
     return err
 
 
-def test_what_is_not_a_marian_model_is_refused_in_one_line(imported, tmp_path, capsys):
+def test_what_is_not_a_model_attncomp_imports_is_refused_in_one_line(imported, tmp_path, capsys):
     directory = imported[0]
     out = ["--out", str(tmp_path / "out")]
     assert "no config.json" in _one_line_error(capsys, ["import", str(tmp_path), *out])
-    bert = tmp_path / "bert"
-    shutil.copytree(directory, bert)
-    (bert / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    assert "describes a 'bert' model" in _one_line_error(capsys, ["import", str(bert), *out])
+    other = tmp_path / "other"
+    shutil.copytree(directory, other)
+    (other / "config.json").write_text(json.dumps({"model_type": "wav2vec2"}))
+    assert "describes a 'wav2vec2' model" in _one_line_error(capsys, ["import", str(other), *out])
 
 
 def test_unsupported_options_are_refused_in_one_line(imported, tmp_path, capsys):

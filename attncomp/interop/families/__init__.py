@@ -1,0 +1,36 @@
+"""The Hugging Face families attncomp imports: one table entry each (attncomp.interop.mapping reads them),
+and the families it refuses, each with the one thing it lacks.
+
+A spec key's value is a config attribute (`Key`), a function of transformers' config object or a
+constant; dropout is the config's own where it has one. docs/interop.md prints this table in words.
+"""
+
+from __future__ import annotations
+
+from attncomp.interop.families.decoders import (GEMMA, GPT2, GPT_NEOX, LLAMA, MISTRAL, OLMO, OLMO2, QWEN2, QWEN3,
+                                                STABLELM)
+from attncomp.interop.families.encoders import BERT, DISTILBERT, ELECTRA, ROBERTA, XLM_ROBERTA
+from attncomp.interop.families.seq2seq import BART, MARIAN, MBART
+
+IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2, STABLELM,
+                                      GEMMA, GPT2, GPT_NEOX, BERT, ROBERTA, XLM_ROBERTA, DISTILBERT, ELECTRA)}
+
+# model_type -> what has no spec equivalent (refused before anything else is read)
+REFUSED = {
+    "t5": "T5's relative position bias (bucketed, learned per head, shared across layers)",
+    "mt5": "T5's relative position bias (bucketed, learned per head, shared across layers)",
+    "umt5": "T5's relative position bias (bucketed, learned per head, per layer)",
+    "gemma2": "attention and final logit soft-capping, and alternating local/global layers",
+    "gemma3": "alternating local/global layers with two rotary bases",
+    "phi": "parallel attention and feed-forward blocks",
+    "phi3": "a fused gate_up projection with LongRoPE scaling",
+    "falcon": "parallel attention and feed-forward blocks (parallel_attn)",
+    "gptj": "parallel attention and feed-forward blocks, and interleaved rotary pairs",
+    "m2m_100": "fairseq's sinusoid frequencies 10000^(-i/(d/2 - 1)), which no positions layout reproduces",
+    "nllb-moe": "mixture-of-experts feed-forwards",
+    "modernbert": "alternating local/global attention with two rotary bases, and GeGLU without biases",
+    "mixtral": "mixture-of-experts feed-forwards",
+    "qwen2_moe": "mixture-of-experts feed-forwards",
+    "bloom": "ALiBi with embedding LayerNorm and fused per-head QKV",
+    "opt": "learned positions with an offset and a projection of the embeddings (project_in/out)",
+}

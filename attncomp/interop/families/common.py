@@ -1,0 +1,44 @@
+"""What the family tables share: activations, dropout rates, tying, and refusals of rotary scaling and
+mixed layers."""
+
+from __future__ import annotations
+
+from attncomp.interop.mapping import layer_kinds, rope_kind
+
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # HF's name -> attncomp's
+
+
+def activation_of(name: str):
+    return lambda config: ACTIVATIONS.get(getattr(config, name))
+
+
+def bad_activation(name: str):
+    def test(config) -> bool:
+        return getattr(config, name) not in ACTIVATIONS
+
+    def what(config) -> str:
+        value = getattr(config, name)
+        tanh = " (GELU's tanh approximation)" if value in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast") else ""
+        return f"activation {value!r}{tanh}; attncomp has {', '.join(ACTIVATIONS)}"
+    return test, what
+
+
+def rate(*names: str):
+    """The first of a config's dropout attributes that it has, as a float."""
+    def read(config) -> float:
+        for name in names:
+            value = getattr(config, name, None)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return float(value)
+        return 0.0
+    return read
+
+
+def tied(config) -> bool:
+    return bool(getattr(config, "tie_word_embeddings", True))
+
+
+ROPE_SCALING = (lambda c: rope_kind(c) != "default",
+                lambda c: f"rope_type {rope_kind(c)!r} (rotary scaling)")
+MIXED_LAYERS = (lambda c: len(layer_kinds(c)) > 1,
+                lambda c: "layers of different attention kinds (layer_types " + "/".join(sorted(layer_kinds(c))) + ")")

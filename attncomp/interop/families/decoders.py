@@ -1,0 +1,191 @@
+"""Decoder-only families: LLaMA and its relatives (Mistral, Qwen2, Qwen3, OLMo, OLMo 2, StableLM, Gemma),
+GPT-2 and GPT-NeoX."""
+
+from __future__ import annotations
+
+from attncomp.errors import UsageError
+from attncomp.interop.families.common import MIXED_LAYERS, ROPE_SCALING, activation_of, bad_activation, rate, tied
+from attncomp.interop.mapping import Family, Key, add_one, attention, fill, head_dim, rope, split_qkv, transpose
+
+
+
+_LLAMA_LAYER = (
+    (r"model\.layers\.(\d+)\.self_attn\.([qkvo])_proj\.(weight|bias)", r"decoder.layers.\1.self_attn.\2_proj.\3"),
+    (r"model\.layers\.(\d+)\.self_attn\.([qk])_norm\.(weight|bias)", r"decoder.layers.\1.self_attn.\2_norm.\3"),
+    (r"model\.layers\.(\d+)\.mlp\.gate_proj\.(weight|bias)", r"decoder.layers.\1.ffn.gate.\2"),
+    (r"model\.layers\.(\d+)\.mlp\.up_proj\.(weight|bias)", r"decoder.layers.\1.ffn.fc1.\2"),
+    (r"model\.layers\.(\d+)\.mlp\.down_proj\.(weight|bias)", r"decoder.layers.\1.ffn.fc2.\2"),
+    (r"model\.norm\.(weight|bias)", r"decoder.norm.\1"),
+)
+_PRE_NORMS = (
+    (r"model\.layers\.(\d+)\.input_layernorm\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
+    (r"model\.layers\.(\d+)\.post_attention_layernorm\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2"),
+)
+_ROTARY = (r".*rotary_emb\.inv_freq", r".*\.masked_bias", r"transformer\.h\.\d+\.attn\.bias")
+
+
+def _lm_embeddings(embed: str, heads: tuple[str, ...] = ("lm_head.weight",)):
+    def embeddings(config) -> dict[str, tuple[str, ...]]:
+        if tied(config):
+            return {"tgt_embed.weight": (embed, *heads)}
+        return {"tgt_embed.weight": (embed,), "output.weight": heads}
+    return embeddings
+
+
+def _decoder_only(**changes) -> dict:
+    """The spec keys of a LLaMA-like decoder (pre-norm RMSNorm, SwiGLU, rotary, grouped-query attention)."""
+    spec = {
+        "d_model": Key("hidden_size"), "heads": Key("num_attention_heads"),
+        "kv_heads": lambda c: c.num_key_value_heads or c.num_attention_heads,
+        "d_k": head_dim, "d_v": head_dim, "d_ff": Key("intermediate_size"),
+        "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
+        "positions": rope, "scale_embeddings": False,
+        "bias.attention": lambda c: bool(getattr(c, "attention_bias", False)),
+        "bias.ffn": lambda c: bool(getattr(c, "mlp_bias", False)),
+        "norm_eps": lambda c: float(c.rms_norm_eps),
+        "decoder.layers": Key("num_hidden_layers"), "decoder.norm": "pre", "decoder.normalization": "rmsnorm",
+        "decoder.activation": "swiglu", "decoder.attention": attention,
+        "dropout.residual": 0.0, "dropout.embedding": 0.0, "dropout.attention": rate("attention_dropout"),
+    }
+    spec.update(changes)
+    return spec
+
+
+_SILU = (lambda c: c.hidden_act != "silu", lambda c: f"hidden_act {c.hidden_act!r} (the gated feed-forward is "
+         "SwiGLU: silu only)")
+
+
+def _llama_config(model) -> dict:
+    """The config values of a LLaMA-like decoder spec (the family's spec of them is compared with it)."""
+    from attncomp.vocab import BOS, EOS, PAD
+
+    dec = model.decoder
+    if model.encoder is not None or dec is None or getattr(model.positions, "kind", None) != "rope":
+        raise UsageError("not a decoder-only model with rotary positions")
+    return dict(vocab_size=model.tgt_vocab, hidden_size=dec.d_model, num_attention_heads=dec.heads,
+                num_key_value_heads=dec.kv_heads or dec.heads, head_dim=dec.d_k, intermediate_size=dec.d_ff,
+                num_hidden_layers=dec.layers, rms_norm_eps=model.norm_eps, max_position_embeddings=4096,
+                rope_parameters={"rope_type": "default", "rope_theta": model.positions.base},
+                attention_bias=model.bias.of("q"), mlp_bias=model.bias.of("fc1"),
+                tie_word_embeddings=model.tie == "decoder", attention_dropout=model.dropout.attention,
+                bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
+
+
+def _without(*keys: str, window: bool = False):
+    """_llama_config less the keys a family's config lacks; `window`: the sliding window too."""
+    def config_of(model) -> dict:
+        values = {k: v for k, v in _llama_config(model).items() if k not in keys}
+        if window:
+            attention = model.decoder.attention
+            if getattr(attention, "kind", None) != "local":
+                raise UsageError("no sliding window (without one, Mistral is Llama)")
+            values["sliding_window"] = attention.window + 1
+        return values
+    return config_of
+
+
+def _llama_like(model_type: str, config: str, model: str, spec: dict | None = None, renames=_PRE_NORMS,
+                refuse=(), activation=_SILU, transforms=(), folded: str = "", config_of=None) -> Family:
+    return Family(model_type, config, model, _decoder_only(**(spec or {})), _LLAMA_LAYER + renames,
+                  _lm_embeddings("model.embed_tokens.weight"), _ROTARY, transforms,
+                  refuse=(ROPE_SCALING, activation, *refuse), prefix="model", folded=folded, config_of=config_of)
+
+
+LLAMA = _llama_like("llama", "LlamaConfig", "LlamaForCausalLM", refuse=(MIXED_LAYERS,), config_of=_llama_config)
+MISTRAL = _llama_like("mistral", "MistralConfig", "MistralForCausalLM", refuse=(MIXED_LAYERS,),
+                      config_of=_without("attention_bias", "mlp_bias", window=True))
+QWEN2 = _llama_like("qwen2", "Qwen2Config", "Qwen2ForCausalLM", refuse=(MIXED_LAYERS,),
+                    spec={"bias.attention": False, "bias.q": True, "bias.k": True, "bias.v": True},
+                    config_of=_without("attention_bias", "mlp_bias", "head_dim"))
+QWEN3 = _llama_like("qwen3", "Qwen3Config", "Qwen3ForCausalLM", refuse=(MIXED_LAYERS,),
+                    spec={"decoder.qk_norm": "head"}, config_of=_without("mlp_bias"))
+OLMO2 = _llama_like(
+    "olmo2", "Olmo2Config", "Olmo2ForCausalLM", spec={"decoder.qk_norm": "projection", "decoder.norm": "output"},
+    config_of=_without("mlp_bias", "head_dim"),
+    renames=((r"model\.layers\.(\d+)\.post_attention_layernorm\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
+             (r"model\.layers\.(\d+)\.post_feedforward_layernorm\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2")))
+STABLELM = _llama_like(
+    "stablelm", "StableLmConfig", "StableLmForCausalLM",
+    spec={"bias.attention": False, "bias.q": Key("use_qkv_bias"), "bias.k": Key("use_qkv_bias"),
+          "bias.v": Key("use_qkv_bias"), "bias.ffn": False, "norm_eps": lambda c: float(c.layer_norm_eps),
+          "decoder.normalization": "layernorm", "decoder.attention": "scaled_dot",
+          "dropout.attention": rate("attention_dropout")},
+    refuse=((lambda c: c.use_parallel_residual, "use_parallel_residual (attention and feed-forward in parallel)"),
+            (lambda c: c.qk_layernorm,
+             "qk_layernorm (a LayerNorm of q and k per head; attncomp's qk_norm is RMSNorm)")))
+
+_GATED = {"silu": "swiglu", "gelu": "geglu"}  # transformers' GemmaConfig reads "gelu" as the tanh form
+GEMMA = _llama_like(
+    "gemma", "GemmaConfig", "GemmaForCausalLM",
+    spec={"decoder.activation": lambda c: _GATED.get(c.hidden_act), "scale_embeddings": True},
+    activation=(lambda c: c.hidden_act not in _GATED,
+                lambda c: f"hidden_act {c.hidden_act!r}" + (" (GELU's tanh approximation: Gemma's default, and what "
+                                                            "its config's 'gelu' means)" if "tanh" in str(c.hidden_act)
+                                                            else "")),
+    transforms=(add_one(r".*norm\.weight"),), folded="RMSNorm gains 1 + w (Gemma's norms multiply by 1 + w)")
+
+
+def _olmo_norms(config) -> dict[str, tuple[float, int]]:
+    """OLMo's LayerNorms have no parameters: weight 1, bias 0 in attncomp's."""
+    names = [f"decoder.layers.{i}.{norm}" for i in range(config.num_hidden_layers)
+             for norm in ("self_attn_norm", "ffn_norm")] + ["decoder.norm"]
+    return {f"{name}.{leaf}": (value, config.hidden_size) for name in names
+            for leaf, value in (("weight", 1.0), ("bias", 0.0))}
+
+
+OLMO = _llama_like(
+    "olmo", "OlmoConfig", "OlmoForCausalLM",
+    spec={"decoder.normalization": "layernorm", "norm_eps": 1e-5, "decoder.attention": "scaled_dot"},
+    refuse=((lambda c: c.clip_qkv is not None, "clip_qkv (queries, keys and values clipped)"),),
+    transforms=(fill(_olmo_norms),), folded="its parameter-free LayerNorms as weight 1, bias 0")
+
+# --- GPT-2 and GPT-NeoX: fused QKV ---------------------------------------------------------------
+
+GPT2 = Family(
+    "gpt2", "GPT2Config", "GPT2LMHeadModel",
+    {"d_model": Key("n_embd"), "heads": Key("n_head"), "d_ff": lambda c: c.n_inner or 4 * c.n_embd,
+     "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
+     "positions": lambda c: f"learned(max_len = {c.n_positions})", "scale_embeddings": False,
+     "bias.attention": True, "bias.ffn": True, "norm_eps": lambda c: float(c.layer_norm_epsilon),
+     "decoder.layers": Key("n_layer"), "decoder.norm": "pre",
+     "decoder.activation": activation_of("activation_function"),
+     "dropout.residual": rate("resid_pdrop"), "dropout.embedding": rate("embd_pdrop"),
+     "dropout.attention": rate("attn_pdrop")},
+    ((r"transformer\.wpe\.weight", "decoder.pos.weight"),
+     (r"transformer\.h\.(\d+)\.ln_1\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
+     (r"transformer\.h\.(\d+)\.ln_2\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2"),
+     (r"transformer\.h\.(\d+)\.attn\.c_attn\.(weight|bias)", r"decoder.layers.\1.self_attn.qkv_proj.\2"),
+     (r"transformer\.h\.(\d+)\.attn\.c_proj\.(weight|bias)", r"decoder.layers.\1.self_attn.o_proj.\2"),
+     (r"transformer\.h\.(\d+)\.mlp\.c_fc\.(weight|bias)", r"decoder.layers.\1.ffn.fc1.\2"),
+     (r"transformer\.h\.(\d+)\.mlp\.c_proj\.(weight|bias)", r"decoder.layers.\1.ffn.fc2.\2"),
+     (r"transformer\.ln_f\.(weight|bias)", r"decoder.norm.\1")),
+    _lm_embeddings("transformer.wte.weight"), _ROTARY,
+    (transpose(r"decoder\.layers\.\d+\.(self_attn\.(qkv|o)_proj|ffn\.fc[12])\.weight"), split_qkv("concat")),
+    refuse=(bad_activation("activation_function"),
+            (lambda c: not c.scale_attn_weights, "scale_attn_weights = false (unscaled dot products)"),
+            (lambda c: c.scale_attn_by_inverse_layer_idx, "scale_attn_by_inverse_layer_idx (a per-layer score scale)"),
+            (lambda c: c.add_cross_attention, "add_cross_attention")),
+    folded="Conv1D weights transposed; c_attn split into q, k, v", prefix="transformer")
+
+GPT_NEOX = Family(
+    "gpt_neox", "GPTNeoXConfig", "GPTNeoXForCausalLM",
+    {"d_model": Key("hidden_size"), "heads": Key("num_attention_heads"), "d_ff": Key("intermediate_size"),
+     "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
+     "positions": rope, "scale_embeddings": False, "bias.attention": Key("attention_bias"), "bias.ffn": True,
+     "norm_eps": lambda c: float(c.layer_norm_eps), "decoder.layers": Key("num_hidden_layers"),
+     "decoder.norm": "pre", "decoder.activation": activation_of("hidden_act"),
+     "dropout.residual": rate("hidden_dropout"), "dropout.embedding": 0.0,
+     "dropout.attention": rate("attention_dropout")},
+    ((r"gpt_neox\.layers\.(\d+)\.input_layernorm\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
+     (r"gpt_neox\.layers\.(\d+)\.post_attention_layernorm\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2"),
+     (r"gpt_neox\.layers\.(\d+)\.attention\.query_key_value\.(weight|bias)",
+      r"decoder.layers.\1.self_attn.qkv_proj.\2"),
+     (r"gpt_neox\.layers\.(\d+)\.attention\.dense\.(weight|bias)", r"decoder.layers.\1.self_attn.o_proj.\2"),
+     (r"gpt_neox\.layers\.(\d+)\.mlp\.dense_h_to_4h\.(weight|bias)", r"decoder.layers.\1.ffn.fc1.\2"),
+     (r"gpt_neox\.layers\.(\d+)\.mlp\.dense_4h_to_h\.(weight|bias)", r"decoder.layers.\1.ffn.fc2.\2"),
+     (r"gpt_neox\.final_layer_norm\.(weight|bias)", r"decoder.norm.\1")),
+    _lm_embeddings("gpt_neox.embed_in.weight", ("embed_out.weight", "lm_head.weight")),
+    _ROTARY + (r"gpt_neox\.layers\.\d+\.attention\.bias",), (split_qkv("per_head"),),
+    refuse=(ROPE_SCALING, bad_activation("hidden_act"),
+            (lambda c: c.use_parallel_residual, "use_parallel_residual (attention and feed-forward in parallel)")),
+    folded="query_key_value split into q, k, v (per-head layout)", prefix="gpt_neox")

@@ -1,0 +1,136 @@
+"""Encoder-only families: BERT, RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT (masked-LM heads)."""
+
+from __future__ import annotations
+
+from attncomp.interop.families.common import ACTIVATIONS, activation_of, rate, tied
+from attncomp.interop.mapping import Family, Key, add_row, drop, slice_rows
+
+
+
+
+def _bert_layer(prefix: str) -> tuple[tuple[str, str], ...]:
+    layer = rf"{prefix}\.encoder\.layer\.(\d+)\."
+    pairs = (("attention.self.query", "self_attn.q_proj"), ("attention.self.key", "self_attn.k_proj"),
+             ("attention.self.value", "self_attn.v_proj"), ("attention.output.dense", "self_attn.o_proj"),
+             ("attention.output.LayerNorm", "self_attn_norm"), ("intermediate.dense", "ffn.fc1"),
+             ("output.dense", "ffn.fc2"), ("output.LayerNorm", "ffn_norm"))
+    return tuple((layer + theirs.replace(".", r"\.") + r"\.(weight|bias)", rf"encoder.layers.\1.{ours}.\2")
+                 for theirs, ours in pairs) + (
+        (rf"{prefix}\.embeddings\.position_embeddings\.weight", "encoder.pos.weight"),
+        (rf"{prefix}\.embeddings\.token_type_embeddings\.weight", "token_type.weight"),
+        (rf"{prefix}\.embeddings\.LayerNorm\.(weight|bias)", r"encoder.embed_norm.\1"))
+
+
+def _masked_lm_embeddings(word: str, decoder: str, biases: tuple[str, ...]):
+    def embeddings(config) -> dict[str, tuple[str, ...]]:
+        if tied(config):
+            return {"src_embed.weight": (word, decoder), "output_bias": biases}
+        return {"src_embed.weight": (word,), "output.weight": (decoder,), "output_bias": biases}
+    return embeddings
+
+
+def _type_rows(config) -> int:
+    return config.type_vocab_size
+
+
+def _roberta_offset(config) -> int:
+    return config.pad_token_id + 1
+
+
+def _encoder_only(**changes) -> dict:
+    spec = {
+        "d_model": Key("hidden_size"), "heads": Key("num_attention_heads"), "d_ff": Key("intermediate_size"),
+        "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "encoder" if tied(c) else "none",
+        "positions": lambda c: f"learned(max_len = {c.max_position_embeddings})", "scale_embeddings": False,
+        "embedding_norm": True, "head": lambda c: f"dense(activation = {ACTIVATIONS[c.hidden_act]})",
+        "norm_eps": lambda c: float(c.layer_norm_eps),
+        "bias.attention": True, "bias.ffn": True, "bias.output": True,
+        "encoder.layers": Key("num_hidden_layers"), "encoder.norm": "post",
+        "encoder.activation": activation_of("hidden_act"),
+        "dropout.residual": rate("hidden_dropout_prob"), "dropout.embedding": rate("hidden_dropout_prob"),
+        "dropout.attention": rate("attention_probs_dropout_prob"),
+    }
+    spec.update(changes)
+    return spec
+
+
+_HEAD_ACTIVATION = (lambda c: c.hidden_act not in ("relu", "gelu"),
+                    lambda c: f"hidden_act {c.hidden_act!r} (attncomp's encoders and dense head have relu and gelu)")
+_ABSOLUTE = (lambda c: getattr(c, "position_embedding_type", "absolute") != "absolute",
+             lambda c: f"position_embedding_type {c.position_embedding_type!r} (Shaw/Huang relative keys)")
+_BERT_DROPPED = (r".*\.position_ids", r".*\.token_type_ids", r".*\.pooler\..*")
+
+BERT = Family(
+    "bert", "BertConfig", "BertForMaskedLM", _encoder_only(),
+    _bert_layer("bert") + ((r"cls\.predictions\.transform\.dense\.(weight|bias)", r"head.dense.\1"),
+                           (r"cls\.predictions\.transform\.LayerNorm\.(weight|bias)", r"head.norm.\1")),
+    _masked_lm_embeddings("bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight",
+                          ("cls.predictions.bias", "cls.predictions.decoder.bias")),
+    _BERT_DROPPED + (r"cls\.seq_relationship\..*",), (add_row("encoder.pos.weight", "token_type.weight", _type_rows),),
+    refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="bert",
+    folded="token type 0's embedding added to every position's")
+
+
+def _roberta(model_type: str, config: str, model: str) -> Family:
+    return Family(
+        model_type, config, model,
+        _encoder_only(positions=lambda c: f"learned(max_len = {c.max_position_embeddings - _roberta_offset(c)})",
+                      head="dense(activation = gelu)"),  # RobertaLMHead's gelu, whatever hidden_act says
+        _bert_layer("roberta") + ((r"lm_head\.dense\.(weight|bias)", r"head.dense.\1"),
+                                  (r"lm_head\.layer_norm\.(weight|bias)", r"head.norm.\1")),
+        _masked_lm_embeddings("roberta.embeddings.word_embeddings.weight", "lm_head.decoder.weight",
+                              ("lm_head.bias", "lm_head.decoder.bias")),
+        _BERT_DROPPED, (add_row("encoder.pos.weight", "token_type.weight", _type_rows),
+                        slice_rows("encoder.pos.weight", _roberta_offset)),
+        refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="roberta",
+        folded="token type 0's embedding added to every position's; the position table starts at padding_idx + 1")
+
+
+ROBERTA = _roberta("roberta", "RobertaConfig", "RobertaForMaskedLM")
+XLM_ROBERTA = _roberta("xlm-roberta", "XLMRobertaConfig", "XLMRobertaForMaskedLM")
+
+def _distil_table(config):
+    from attncomp.lower import ops
+    import torch
+
+    return ops.sinusoidal(torch.arange(config.max_position_embeddings), config.dim, torch.float32)
+
+
+ELECTRA = Family(
+    "electra", "ElectraConfig", "ElectraForMaskedLM",
+    _encoder_only(head="dense(activation = gelu)"),  # ElectraGeneratorPredictions' gelu
+    _bert_layer("electra") + ((r"generator_predictions\.dense\.(weight|bias)", r"head.dense.\1"),
+                              (r"generator_predictions\.LayerNorm\.(weight|bias)", r"head.norm.\1")),
+    _masked_lm_embeddings("electra.embeddings.word_embeddings.weight", "generator_lm_head.weight",
+                          ("generator_lm_head.bias",)),
+    _BERT_DROPPED, (add_row("encoder.pos.weight", "token_type.weight", _type_rows),),
+    refuse=(_HEAD_ACTIVATION, _ABSOLUTE,
+            (lambda c: c.embedding_size != c.hidden_size,
+             lambda c: f"embedding_size {c.embedding_size} != hidden_size {c.hidden_size} (embeddings_project)")),
+    pad_first=True, prefix="electra", folded="token type 0's embedding added to every position's")
+
+_DISTIL = r"distilbert\.transformer\.layer\.(\d+)\."
+DISTILBERT = Family(
+    "distilbert", "DistilBertConfig", "DistilBertForMaskedLM",
+    _encoder_only(**{"d_model": Key("dim"), "heads": Key("n_heads"), "d_ff": Key("hidden_dim"),
+                     "positions": lambda c: "sinusoidal" if c.sinusoidal_pos_embds
+                     else f"learned(max_len = {c.max_position_embeddings})",
+                     "head": lambda c: f"dense(activation = {ACTIVATIONS[c.activation]})", "norm_eps": 1e-12,
+                     "encoder.layers": Key("n_layers"), "encoder.activation": activation_of("activation"),
+                     "dropout.residual": rate("dropout"), "dropout.embedding": rate("dropout"),
+                     "dropout.attention": rate("attention_dropout")}),
+    tuple((_DISTIL + theirs.replace(".", r"\.") + r"\.(weight|bias)", rf"encoder.layers.\1.{ours}.\2")
+          for theirs, ours in (
+        ("attention.q_lin", "self_attn.q_proj"), ("attention.k_lin", "self_attn.k_proj"),
+        ("attention.v_lin", "self_attn.v_proj"), ("attention.out_lin", "self_attn.o_proj"),
+        ("sa_layer_norm", "self_attn_norm"), ("ffn.lin1", "ffn.fc1"), ("ffn.lin2", "ffn.fc2"),
+        ("output_layer_norm", "ffn_norm"))) + (
+        (r"distilbert\.embeddings\.position_embeddings\.weight", "encoder.pos.weight"),
+        (r"distilbert\.embeddings\.LayerNorm\.(weight|bias)", r"encoder.embed_norm.\1"),
+        (r"vocab_transform\.(weight|bias)", r"head.dense.\1"), (r"vocab_layer_norm\.(weight|bias)", r"head.norm.\1")),
+    _masked_lm_embeddings("distilbert.embeddings.word_embeddings.weight", "vocab_projector.weight",
+                          ("vocab_projector.bias",)),
+    _BERT_DROPPED, (drop("encoder.pos.weight", lambda c: c.sinusoidal_pos_embds, _distil_table),),
+    refuse=((lambda c: c.activation not in ("relu", "gelu"), lambda c: f"activation {c.activation!r}"),),
+    pad_first=True, prefix="distilbert")
+# DistilBERT's sinusoidal_pos_embds table is the paper's interleaved one, computed rather than copied

@@ -1,0 +1,387 @@
+"""One mapping mechanism for every Hugging Face family: a family is a table entry (`Family`), and this
+module reads any entry.
+
+An entry says, as data,
+
+    spec        spec key (dotted, inside `model`) -> a config attribute (`Key("hidden_size")`), a function
+                of the config, or a constant; the config is transformers' own config class, so its defaults
+                and meanings apply (`rope_parameters`, `layer_types`, ...)
+    refuse      (test, what has no spec equivalent): a config that needs a choice the language lacks is
+                refused in one line naming it
+    embeddings  attncomp embedding name -> the HF names that may hold it (tied copies: the first present
+                is taken, the others dropped; save_pretrained keeps one of them)
+    renames     (regular expression over HF names, attncomp's name); a name no rule and no `dropped`
+                pattern matches is an error, so nothing is silently lost
+    transforms  named weight transforms applied after renaming, in order (below)
+
+and `convert` turns an HF state dict into attncomp's canonical names with them. Weights keep their
+stored dtype; a transform that folds two tensors into one computes in at least float32.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Union
+
+import torch
+
+from attncomp.errors import UsageError
+
+State = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Key:
+    """A config attribute, read from transformers' config object (its defaults apply)."""
+
+    name: str
+
+    def __call__(self, config) -> Any:
+        return getattr(config, self.name)
+
+
+Value = Union[Key, Callable[[Any], Any], str, int, float, bool]
+
+
+def _unchanged(state: State, config) -> State:
+    return state
+
+
+@dataclass(frozen=True)
+class Transform:
+    """A named weight transform: `apply(state, config)` -> state, and `invert` for the export back; `name`
+    is what docs/interop.md lists."""
+
+    name: str
+    apply: Callable[[State, Any], State]
+    invert: Callable[[State, Any], State] = _unchanged
+
+
+@dataclass(frozen=True)
+class Family:
+    model_type: str  # config.json's model_type
+    config_class: str  # transformers' config class
+    model_class: str  # transformers' model class whose state dict this maps (tests, export)
+    spec: dict[str, Value]
+    renames: tuple[tuple[str, str], ...]
+    embeddings: Callable[[Any], dict[str, tuple[str, ...]]] = lambda config: {}
+    dropped: tuple[str, ...] = ()
+    transforms: tuple[Transform, ...] = ()
+    refuse: tuple[tuple[Callable[[Any], bool], str], ...] = ()
+    pad_first: bool = False  # attncomp masks id 0 as padding: move the pad row there (see `pad_rows`)
+    prefix: str = ""  # transformers' base_model_prefix: a checkpoint of the bare model leaves it out
+    folded: str = ""  # what import folds into other weights, for docs/interop.md
+    config_of: Callable[[Any], dict] | None = None  # IR model -> config values (export of a spec written by hand)
+
+    @property
+    def label(self) -> str:
+        return self.config_class.removesuffix("Config")
+
+
+# --- spec text ---------------------------------------------------------------------------------
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def check(family: Family, config) -> None:
+    """One line naming everything of this config that the spec language cannot express."""
+    problems = [what(config) if callable(what) else what for test, what in family.refuse if test(config)]
+    if problems:
+        raise UsageError(f"attncomp cannot express this {family.label} model: {'; '.join(problems)} "
+                         "(no spec equivalent)")
+
+
+def spec_text(family: Family, config, name: str | None = None, extra: dict[str, Any] | None = None) -> str:
+    """The spec of `config`: the model block, dropout as the config has it (train and decode take their
+    defaults); `extra` overrides spec keys (Marian's renumbered vocabulary)."""
+    check(family, config)
+    lines = []
+    for key, value in {**family.spec, **(extra or {})}.items():
+        value = value(config) if callable(value) else value
+        if value is not None:
+            lines.append(f"  {key} = {_text(value)}")
+    return f"model {name or family.model_type.replace('-', '_')} {{\n" + "\n".join(lines) + "\n}\n"
+
+
+# --- config helpers the tables share -----------------------------------------------------------
+
+
+def rope(config, fraction: float | None = None) -> str:
+    """`rope(base, fraction)` from transformers' rope_parameters (rope_theta moved there in 5.x)."""
+    params = getattr(config, "rope_parameters", None) or {}
+    base = float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
+    if fraction is None:
+        fraction = float(params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0)))
+    return f"rope(base = {base!r}, fraction = {float(fraction)!r})" if fraction != 1.0 else f"rope(base = {base!r})"
+
+
+def rope_kind(config) -> str:
+    return str((getattr(config, "rope_parameters", None) or {}).get("rope_type", "default"))
+
+
+def head_dim(config) -> int:
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+def layer_kinds(config) -> set[str]:
+    return set(getattr(config, "layer_types", None) or ())
+
+
+def window(config) -> int | None:
+    """Sliding-window attention: HF lets query i see keys j with i - j < W; attncomp's local(window = r)
+    in a decoder lets it see i - j <= r; so r = W - 1."""
+    size = getattr(config, "sliding_window", None)
+    uses = "sliding_attention" in layer_kinds(config) or (
+        not layer_kinds(config) and getattr(config, "use_sliding_window", True))
+    return size - 1 if size and uses else None
+
+
+def attention(config) -> str:
+    r = window(config)
+    return f"local(window = {r})" if r is not None else "scaled_dot"
+
+
+# --- weights ---------------------------------------------------------------------------------------
+
+
+def _rename(family: Family, key: str) -> str | None:
+    if any(re.fullmatch(pattern, key) for pattern in family.dropped):
+        return None
+    for pattern, replacement in family.renames:
+        renamed, hits = re.subn(f"^{pattern}$", replacement, key)
+        if hits:
+            return renamed
+    raise UsageError(f"attncomp does not know the {family.label} tensor {key[:120]!r}")
+
+
+def _known(family: Family, key: str, aliases: set[str]) -> bool:
+    return key in aliases or any(re.fullmatch(p, key) for p in family.dropped) or \
+        any(re.fullmatch(p, key) for p, _ in family.renames)
+
+
+def normalized(family: Family, config, hf: State) -> State:
+    """Names as transformers loads them: TF-era `gamma`/`beta` are weight/bias, and a checkpoint of the bare
+    model (GPT-2's `h.0...`, no `transformer.`) gets the base-model prefix back."""
+    aliases = {name for names in family.embeddings(config).values() for name in names}
+    out = {}
+    for key, tensor in hf.items():
+        key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))
+        if family.prefix and not _known(family, key, aliases) and _known(family, f"{family.prefix}.{key}", aliases):
+            key = f"{family.prefix}.{key}"
+        out[key] = tensor
+    return out
+
+
+def convert(family: Family, config, hf: State) -> State:
+    """An HF state dict -> attncomp's canonical names: embeddings, renames, then the transforms."""
+    hf = normalized(family, config, hf)
+    out: State = {}
+    taken: set[str] = set()
+    for ours, candidates in family.embeddings(config).items():
+        found = [name for name in candidates if name in hf]
+        if not found:
+            raise UsageError(f"the {family.label} weights have no {candidates[0]}")
+        out[ours] = hf[found[0]]
+        taken.update(candidates)
+    for key, tensor in hf.items():
+        if key in taken:
+            continue
+        name = _rename(family, key)
+        if name is not None:
+            out[name] = tensor
+    for transform in family.transforms:
+        out = transform.apply(out, config)
+    return out
+
+
+def _wide(*tensors: torch.Tensor) -> torch.dtype:
+    """The dtype a fold computes in: the widest of its inputs, at least float32."""
+    return torch.promote_types(torch.float32, torch.promote_types(*(t.dtype for t in tensors))) \
+        if len(tensors) > 1 else torch.promote_types(torch.float32, tensors[0].dtype)
+
+
+def transpose(pattern: str) -> Transform:
+    """GPT-2's Conv1D stores (in, out): nn.Linear's weight is its transpose."""
+    def apply(state: State, config) -> State:
+        return {k: (v.t().contiguous() if re.fullmatch(pattern, k) else v) for k, v in state.items()}
+    return Transform(f"transpose {pattern}", apply, apply)
+
+
+def split_qkv(layout: str) -> Transform:
+    """`...qkv_proj.{weight,bias}` -> q_proj, k_proj, v_proj. Layouts: `concat` ([q; k; v] along the output,
+    GPT-2's c_attn), `per_head` ((heads, 3, d_k): each head's q, k, v together, GPT-NeoX's query_key_value)."""
+    def apply(state: State, config) -> State:
+        out = {}
+        for key, tensor in state.items():
+            head, sep, leaf = key.rpartition(".qkv_proj.")
+            if not sep:
+                out[key] = tensor
+                continue
+            if layout == "concat":
+                parts = tensor.chunk(3, dim=0)
+            else:
+                heads = config.num_attention_heads
+                grouped = tensor.reshape(heads, 3, -1, *tensor.shape[1:])
+                parts = [grouped[:, i].reshape(-1, *tensor.shape[1:]) for i in range(3)]
+            for name, part in zip("qkv", parts):
+                out[f"{head}.{name}_proj.{leaf}"] = part.contiguous()
+        return out
+
+    def invert(state: State, config) -> State:
+        out = {}
+        for key, tensor in state.items():
+            head, sep, leaf = key.rpartition(".self_attn.q_proj.")
+            if sep:
+                head = head + ".self_attn"
+                parts = [state[f"{head}.{name}_proj.{leaf}"] for name in "qkv"]
+                if layout == "concat":
+                    fused = torch.cat(parts, dim=0)
+                else:
+                    heads = config.num_attention_heads
+                    fused = torch.stack([p.reshape(heads, -1, *p.shape[1:]) for p in parts], dim=1)
+                    fused = fused.reshape(-1, *parts[0].shape[1:])
+                out[f"{head}.qkv_proj.{leaf}"] = fused.contiguous()
+            elif not re.search(r"\.self_attn\.[kv]_proj\.", key):
+                out[key] = tensor
+        return out
+    return Transform(f"split fused QKV ({layout})", apply, invert)
+
+
+def slice_rows(name: str, offset: Callable[[Any], int]) -> Transform:
+    """Drop a learned position table's first rows (BART's offset 2; RoBERTa's padding_idx + 1)."""
+    def apply(state: State, config) -> State:
+        if name in state:
+            state[name] = state[name][offset(config):]
+        return state
+
+    def invert(state: State, config) -> State:  # the rows import dropped come back as zeros
+        if name in state:
+            table = state[name]
+            state[name] = torch.cat([table.new_zeros(offset(config), *table.shape[1:]), table])
+        return state
+    return Transform(f"slice position offset of {name}", apply, invert)
+
+
+def add_row(target: str, source: str, rows: Callable[[Any], int], row: int = 0) -> Transform:
+    """Fold row `row` of `source` into every row of `target` and drop `source` (BERT's token type 0)."""
+    def apply(state: State, config) -> State:
+        table, extra = state[target], state.pop(source)
+        dtype = _wide(table, extra)
+        state[target] = (table.to(dtype) + extra[row].to(dtype))
+        return state
+
+    def invert(state: State, config) -> State:  # the folded table stays; the other table is zero
+        table = state[target]
+        state[source] = table.new_zeros(rows(config), table.shape[-1])
+        return state
+    return Transform(f"fold {source} row {row} into {target}", apply, invert)
+
+
+def drop(name: str, when: Callable[[Any], bool], compute: Callable[[Any], torch.Tensor] | None = None) -> Transform:
+    """A tensor attncomp computes instead where the config says so (DistilBERT's sinusoidal table)."""
+    def apply(state: State, config) -> State:
+        if when(config):
+            state.pop(name, None)
+        return state
+
+    def invert(state: State, config) -> State:
+        if when(config) and compute is not None:
+            state[name] = compute(config)
+        return state
+    return Transform(f"drop {name} where computed", apply, invert)
+
+
+def flatten(name: str) -> Transform:
+    """Marian's and BART's final_logits_bias is (1, V); attncomp's output_bias is (V,)."""
+    def apply(state: State, config) -> State:
+        if name in state:
+            state[name] = state[name].reshape(-1)
+        return state
+
+    def invert(state: State, config) -> State:
+        if name in state:
+            state[name] = state[name].reshape(1, -1)
+        return state
+    return Transform(f"flatten {name}", apply, invert)
+
+
+def fill(names: Callable[[Any], dict[str, tuple[float, int]]]) -> Transform:
+    """Constant tensors HF does not store (a non-affine norm is one with weight 1, bias 0)."""
+    def apply(state: State, config) -> State:
+        dtype = next(iter(state.values())).dtype
+        for name, (value, width) in names(config).items():
+            state[name] = torch.full((width,), value, dtype=dtype)
+        return state
+
+    def invert(state: State, config) -> State:
+        for name in names(config):
+            state.pop(name, None)
+        return state
+    return Transform("fold constants", apply, invert)
+
+
+def add_one(pattern: str) -> Transform:
+    """Gemma's RMSNorm multiplies by (1 + w): attncomp's gain g = 1 + w (computed in at least float32)."""
+    def apply(state: State, config) -> State:
+        return {k: (v.to(_wide(v)) + 1 if re.fullmatch(pattern, k) else v) for k, v in state.items()}
+
+    def invert(state: State, config) -> State:
+        return {k: (v - 1 if re.fullmatch(pattern, k) else v) for k, v in state.items()}
+    return Transform("fold (1 + w) into norm gains", apply, invert)
+
+
+def pad_rows(config) -> list[int] | None:
+    """attncomp id -> HF id for families whose padding id is not 0: ids 0 and pad exchange places (attncomp
+    masks id 0 as padding in every encoder). None where pad is already 0 or unset."""
+    pad = getattr(config, "pad_token_id", None)
+    if not isinstance(pad, int) or pad == 0 or pad >= config.vocab_size:
+        return None
+    rows = list(range(config.vocab_size))
+    rows[0], rows[pad] = pad, 0
+    return rows
+
+
+BY_VOCABULARY = ("embed.weight", "src_embed.weight", "tgt_embed.weight", "output.weight", "output_bias")
+
+
+def regather(state: State, rows: list[int], names: tuple[str, ...] = BY_VOCABULARY) -> State:
+    """Each tensor with a row per token, its rows in attncomp's order (`rows`: attncomp id -> HF id)."""
+    index = torch.tensor(rows)
+    for name in names:
+        if name in state and state[name].shape[0] == len(rows):
+            state[name] = state[name].index_select(0, index)
+    return state
+
+
+# --- the way back (export) ---------------------------------------------------------------------------
+
+
+def origins(family: Family, config, hf_names: list[str]) -> dict[str, list[str]]:
+    """attncomp's name before the transforms -> the HF names it comes from (several for a tied group):
+    the renames and aliases of `convert`, read backwards over the names a transformers model has."""
+    out: dict[str, list[str]] = {}
+    taken: set[str] = set()
+    for ours, candidates in family.embeddings(config).items():
+        out[ours] = [name for name in candidates if name in hf_names]
+        taken.update(candidates)
+    for key in hf_names:
+        if key not in taken:
+            name = _rename(family, key)
+            if name is not None:
+                out.setdefault(name, []).append(key)
+    return out
+
+
+def revert(family: Family, config, state: State) -> State:
+    """attncomp's state dict -> names before the transforms (each transform inverted, last first)."""
+    state = dict(state)
+    for transform in reversed(family.transforms):
+        state = transform.invert(state, config)
+    return state

@@ -1,0 +1,143 @@
+"""Tiny random transformers models of every imported family, with distinctive config values (kv heads
+below heads, rotary bases other than 10000, eps other than the default, biases where optional), saved
+with save_pretrained, and the float64 comparison helpers the family tests share."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+transformers = __import__("pytest").importorskip("transformers")
+
+VOCAB = 64
+LM = dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+          num_hidden_layers=2, max_position_embeddings=64, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+ENCODER = dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, intermediate_size=48, num_hidden_layers=2,
+               max_position_embeddings=40, layer_norm_eps=1e-7, hidden_dropout_prob=0.0,
+               attention_probs_dropout_prob=0.0)
+SEQ2SEQ = dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=1, encoder_attention_heads=4,
+               decoder_attention_heads=2, encoder_ffn_dim=48, decoder_ffn_dim=40, max_position_embeddings=40,
+               dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, pad_token_id=1, bos_token_id=0,
+               eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=None)
+
+
+def _rope(theta: float, fraction: float | None = None) -> dict:
+    params = {"rope_type": "default", "rope_theta": theta}
+    if fraction is not None:
+        params["partial_rotary_factor"] = fraction
+    return {"rope_parameters": params}
+
+
+# family -> (config class, model class, config values)
+FAMILIES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM",
+              dict(LM, **_rope(500000.0), rms_norm_eps=1e-5, attention_bias=True, mlp_bias=True,
+                   tie_word_embeddings=True)),
+    "mistral": ("MistralConfig", "MistralForCausalLM",
+                dict(LM, **_rope(1e6), rms_norm_eps=1e-5, head_dim=16, sliding_window=4, tie_word_embeddings=False)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(LM, **_rope(1e6), rms_norm_eps=1e-5, tie_word_embeddings=True)),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM",
+              dict(LM, **_rope(20000.0), rms_norm_eps=1e-5, head_dim=16, attention_bias=True,
+                   tie_word_embeddings=False)),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM",
+              dict(LM, **_rope(50000.0), rms_norm_eps=1e-5, attention_bias=False, tie_word_embeddings=False)),
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM",
+                 dict(LM, **_rope(30000.0, 0.5), layer_norm_eps=1e-6, use_qkv_bias=True,
+                      tie_word_embeddings=False)),
+    "olmo": ("OlmoConfig", "OlmoForCausalLM",
+             dict(LM, **_rope(40000.0), attention_bias=True, tie_word_embeddings=False, clip_qkv=None)),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM",
+              dict(LM, **_rope(10000.0 * 3), rms_norm_eps=1e-5, head_dim=16, hidden_act="silu",
+                   tie_word_embeddings=True)),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel",
+             dict(vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_positions=40, n_inner=48,
+                  activation_function="gelu", layer_norm_epsilon=1e-6, resid_pdrop=0.0, embd_pdrop=0.0,
+                  attn_pdrop=0.0, bos_token_id=None, eos_token_id=None)),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",
+                 dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, intermediate_size=48,
+                      num_hidden_layers=2, max_position_embeddings=64, **_rope(5000.0, 0.5), layer_norm_eps=1e-6,
+                      use_parallel_residual=False, hidden_act="gelu", tie_word_embeddings=False,
+                      bos_token_id=None, eos_token_id=None)),
+    "bert": ("BertConfig", "BertForMaskedLM", dict(ENCODER, type_vocab_size=2, pad_token_id=0)),
+    "roberta": ("RobertaConfig", "RobertaForMaskedLM", dict(ENCODER, type_vocab_size=1, pad_token_id=1)),
+    "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaForMaskedLM", dict(ENCODER, type_vocab_size=1, pad_token_id=1,
+                                                                       hidden_act="relu")),
+    "electra": ("ElectraConfig", "ElectraForMaskedLM",
+                dict(ENCODER, embedding_size=32, type_vocab_size=2, pad_token_id=0)),
+    "distilbert": ("DistilBertConfig", "DistilBertForMaskedLM",
+                   dict(vocab_size=VOCAB, dim=32, n_heads=4, hidden_dim=48, n_layers=2, max_position_embeddings=40,
+                        dropout=0.0, attention_dropout=0.0, pad_token_id=0)),
+    "bart": ("BartConfig", "BartForConditionalGeneration",
+             dict(SEQ2SEQ, scale_embedding=True, activation_function="gelu")),
+    "mbart": ("MBartConfig", "MBartForConditionalGeneration",
+              dict(SEQ2SEQ, scale_embedding=False, activation_function="relu")),
+}
+
+
+def model(family: str, dtype=torch.float64, **changes):
+    """A random model of the family, every weight (norms and biases too) away from its initial value."""
+    config_class, model_class, values = FAMILIES[family]
+    config = getattr(transformers, config_class)(**{**values, **changes})
+    config._attn_implementation = "sdpa"  # eager attention's softmax may run in float32
+    torch.manual_seed(0)
+    hf = getattr(transformers, model_class)(config).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            p.add_(torch.randn_like(p) * (0.3 if "norm" in name.lower() or name.endswith("bias") else 0.1))
+        if hasattr(hf, "final_logits_bias"):
+            hf.final_logits_bias.normal_(0.0, 0.5)
+    return hf.to(dtype)
+
+
+def tokenizer_json(vocab_size: int = VOCAB) -> str:
+    """A word-level tokenizer.json of `vocab_size` tokens (attncomp import stores it)."""
+    tokenizers = __import__("pytest").importorskip("tokenizers")
+    vocab = {f"w{i}": i for i in range(vocab_size)}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="w1"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    return tok.to_str()
+
+
+def save(hf, directory, **kwargs):
+    """save_pretrained and a tokenizer.json, as a downloaded model directory has them."""
+    hf.save_pretrained(directory, **kwargs)
+    (directory / "tokenizer.json").write_text(tokenizer_json(hf.config.vocab_size), encoding="utf-8")
+    return directory
+
+
+def float64_exact(monkeypatch, hf) -> None:
+    """HF computes RMSNorm, OLMo's LayerNorm and the rotary angles in float32 on purpose, whatever the
+    input's dtype, and keeps Gemma's embedding scale as a float32 constant; keep them in float64 (HF's
+    formulas, without the casts) so the comparison measures the architecture."""
+
+    def rms_norm(self, x):
+        eps = getattr(self, "variance_epsilon", getattr(self, "eps", None))
+        gain = 1 + self.weight if type(self).__name__.startswith("Gemma") else self.weight
+        return gain * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def layer_norm(self, x):
+        return torch.nn.functional.layer_norm(x, self.normalized_shape, None, None, eps=1e-5)
+
+    def rotary(self, x, position_ids):
+        dim = self.inv_freq.shape[0] * 2
+        base = self.config.rope_parameters["rope_theta"]
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+        emb = position_ids[..., None].to(torch.float64) * inv_freq
+        emb = torch.cat((emb, emb), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    for module in hf.modules():
+        name = type(module).__name__
+        if name.endswith("RMSNorm"):
+            monkeypatch.setattr(type(module), "forward", rms_norm)
+        elif name.endswith("RotaryEmbedding"):
+            monkeypatch.setattr(type(module), "forward", rotary)
+        elif name == "OlmoLayerNorm":
+            monkeypatch.setattr(type(module), "forward", layer_norm)
+        elif isinstance(getattr(module, "embed_scale", None), torch.Tensor):  # Gemma's sqrt(d), a float32 constant
+            module.embed_scale = torch.tensor(module.embedding_dim ** 0.5, dtype=torch.float64)
+
+
+def read_json(path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,128 @@
+"""`attncomp import` for every family of attncomp/interop/families/: a tiny random transformers model
+(tests/interop/hf_models.py) saved with save_pretrained in float64, imported from its directory, has
+logits equal to transformers' within 1e-12 (full forward, and cached decoding where it generates)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attncomp
+from attncomp.compiler import DEFAULT_PASSES
+from attncomp.interop import hf_import
+from tests.interop import hf_models
+
+transformers = pytest.importorskip("transformers")
+
+TOLERANCE = 1e-12
+DECODER_ONLY = ("llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", "stablelm", "gemma", "gpt2", "gpt_neox")
+ENCODER_ONLY = ("bert", "roberta", "xlm-roberta", "electra", "distilbert")
+SEQ2SEQ = ("bart", "mbart")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Models of a few thousand weights: one thread is faster than two on a shared 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _imported(family: str, tmp_path, monkeypatch, **changes):
+    hf = hf_models.model(family, **changes)
+    hf_models.float64_exact(monkeypatch, hf)
+    imported = hf_import.import_directory(hf_models.save(hf, tmp_path / family))
+    ours = attncomp.compile(imported.spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
+    ours.load_state_dict(imported.weights)
+    return hf, imported, ours
+
+
+def _tokens(b: int, t: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(3, hf_models.VOCAB, (b, t), generator=torch.Generator().manual_seed(seed))
+
+
+def _ids(imported, hf_ids: torch.Tensor) -> torch.Tensor:
+    """attncomp's ids of HF's (ids 0 and pad exchange places where the family moves pad to 0)."""
+    if imported.rows is None:
+        return hf_ids
+    return torch.tensor(imported.rows)[hf_ids]  # the exchange is its own inverse
+
+
+def _columns(imported, hf_logits: torch.Tensor) -> torch.Tensor:
+    """HF's logits in attncomp's id order."""
+    return hf_logits if imported.rows is None else hf_logits[..., imported.rows]
+
+
+@pytest.mark.parametrize("family", DECODER_ONLY)
+def test_decoder_only_logits_equal_transformers(family, tmp_path, monkeypatch):
+    hf, imported, ours = _imported(family, tmp_path, monkeypatch)
+    assert {t.dtype for t in imported.weights.values()} == {torch.float64}  # the model's, saved by save_pretrained
+    tokens = _tokens(2, 9)  # past Mistral's window of 4
+    with torch.no_grad():
+        expected = hf(tokens).logits
+        assert (ours(tokens) - expected).abs().max() < TOLERANCE
+        cache = ours.init_cache(tokens)
+        for t in range(tokens.shape[1]):
+            step, cache = ours.decode_step(tokens[:, t : t + 1], cache)
+            assert (step - expected[:, t]).abs().max() < TOLERANCE, t
+
+
+@pytest.mark.parametrize("family", ENCODER_ONLY)
+def test_masked_lm_logits_equal_transformers(family, tmp_path, monkeypatch):
+    hf, imported, ours = _imported(family, tmp_path, monkeypatch)
+    pad = hf.config.pad_token_id
+    tokens = _tokens(3, 11)
+    tokens[:, 0] = 0  # RoBERTa's <s>: HF id 0, which attncomp would take for padding unless renumbered
+    tokens[1, 7:] = pad
+    real = tokens != pad
+    with torch.no_grad():
+        expected = hf(input_ids=tokens, attention_mask=real.long()).logits
+        got = ours(_ids(imported, tokens))
+    assert (got - _columns(imported, expected))[real].abs().max() < TOLERANCE
+
+
+@pytest.mark.parametrize("family", SEQ2SEQ)
+def test_encoder_decoder_logits_equal_transformers(family, tmp_path, monkeypatch):
+    hf, imported, ours = _imported(family, tmp_path, monkeypatch)
+    pad = hf.config.pad_token_id
+    src, tgt = _tokens(3, 9), _tokens(3, 6, seed=2)
+    src[:, 0], tgt[:, 0] = 0, hf.config.decoder_start_token_id  # BART's <s> begins every source
+    src[2, 6:] = pad
+    with torch.no_grad():
+        expected = _columns(imported, hf(input_ids=src, attention_mask=(src != pad).long(),
+                                         decoder_input_ids=tgt).logits)
+        assert (ours(_ids(imported, src), _ids(imported, tgt)) - expected).abs().max() < TOLERANCE
+        cache = ours.init_cache(_ids(imported, src), ours.encode(_ids(imported, src)))
+        for t in range(tgt.shape[1]):
+            step, cache = ours.decode_step(_ids(imported, tgt[:, t : t + 1]), cache)
+            assert (step - expected[:, t]).abs().max() < TOLERANCE, t
+
+
+def test_distilbert_sinusoidal_positions_are_computed(tmp_path, monkeypatch):
+    """sinusoidal_pos_embds: DistilBERT stores the paper's interleaved table (rounded to float32 when it is
+    made); attncomp computes it (`positions = sinusoidal`). With the stored table written in float64 the
+    logits agree to 1e-12."""
+    from attncomp.lower import ops
+
+    hf = hf_models.model("distilbert", sinusoidal_pos_embds=True)
+    with torch.no_grad():
+        hf.distilbert.embeddings.position_embeddings.weight.copy_(ops.sinusoidal(torch.arange(40), 32, torch.float64))
+    imported = hf_import.import_directory(hf_models.save(hf, tmp_path / "distilbert"))
+    assert "positions = sinusoidal" in imported.spec_text and "encoder.pos.weight" not in imported.weights
+    ours = attncomp.compile(imported.spec, dtype=torch.float64).eval()
+    ours.load_state_dict(imported.weights)
+    tokens = _tokens(2, 11)
+    with torch.no_grad():
+        assert (ours(tokens) - hf(tokens).logits).abs().max() < TOLERANCE
+
+
+def test_docs_interop_lists_every_family_imported_and_refused():
+    from attncomp.interop import families
+    from tests.conftest import ROOT
+
+    doc = (ROOT / "docs" / "interop.md").read_text()
+    missing = [t for t in (*families.IMPORTED, *families.REFUSED) if f"`{t}`" not in doc]
+    assert not missing, f"docs/interop.md does not name {missing}"
+    tested = set(DECODER_ONLY + ENCODER_ONLY + SEQ2SEQ) | {"marian"}  # Marian: test_marian_separate.py
+    assert tested == set(families.IMPORTED)
