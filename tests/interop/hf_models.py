@@ -52,7 +52,7 @@ FAMILIES = {
                    tie_word_embeddings=True)),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel",
              dict(vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_positions=40, n_inner=48,
-                  activation_function="gelu", layer_norm_epsilon=1e-6, resid_pdrop=0.0, embd_pdrop=0.0,
+                  activation_function="gelu_new", layer_norm_epsilon=1e-6, resid_pdrop=0.0, embd_pdrop=0.0,
                   attn_pdrop=0.0, bos_token_id=None, eos_token_id=None)),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",
                  dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, intermediate_size=48,

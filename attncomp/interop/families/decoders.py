@@ -4,7 +4,7 @@ GPT-2 and GPT-NeoX."""
 from __future__ import annotations
 
 from attncomp.errors import UsageError
-from attncomp.interop.families.common import MIXED_LAYERS, ROPE_SCALING, activation_of, bad_activation, rate, tied
+from attncomp.interop.families.common import DECODER_ACTIVATIONS, MIXED_LAYERS, ROPE_SCALING, activation_of, bad_activation, rate, tied
 from attncomp.interop.mapping import Family, Key, add_one, attention, fill, head_dim, rope, split_qkv, transpose
 
 
@@ -148,7 +148,7 @@ GPT2 = Family(
      "positions": lambda c: f"learned(max_len = {c.n_positions})", "scale_embeddings": False,
      "bias.attention": True, "bias.ffn": True, "norm_eps": lambda c: float(c.layer_norm_epsilon),
      "decoder.layers": Key("n_layer"), "decoder.norm": "pre",
-     "decoder.activation": activation_of("activation_function"),
+     "decoder.activation": activation_of("activation_function", DECODER_ACTIVATIONS),
      "dropout.residual": rate("resid_pdrop"), "dropout.embedding": rate("embd_pdrop"),
      "dropout.attention": rate("attn_pdrop")},
     ((r"transformer\.wpe\.weight", "decoder.pos.weight"),
@@ -161,7 +161,7 @@ GPT2 = Family(
      (r"transformer\.ln_f\.(weight|bias)", r"decoder.norm.\1")),
     _lm_embeddings("transformer.wte.weight"), _ROTARY,
     (transpose(r"decoder\.layers\.\d+\.(self_attn\.(qkv|o)_proj|ffn\.fc[12])\.weight"), split_qkv("concat")),
-    refuse=(bad_activation("activation_function"),
+    refuse=(bad_activation("activation_function", DECODER_ACTIVATIONS),
             (lambda c: not c.scale_attn_weights, "scale_attn_weights = false (unscaled dot products)"),
             (lambda c: c.scale_attn_by_inverse_layer_idx, "scale_attn_by_inverse_layer_idx (a per-layer score scale)"),
             (lambda c: c.add_cross_attention, "add_cross_attention")),
