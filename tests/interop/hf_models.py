@@ -57,7 +57,7 @@ FAMILIES = {
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",
                  dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, intermediate_size=48,
                       num_hidden_layers=2, max_position_embeddings=64, **_rope(5000.0, 0.5), layer_norm_eps=1e-6,
-                      use_parallel_residual=False, hidden_act="gelu", tie_word_embeddings=False,
+                      use_parallel_residual=True, hidden_act="gelu", tie_word_embeddings=False,
                       bos_token_id=None, eos_token_id=None)),
     "bert": ("BertConfig", "BertForMaskedLM", dict(ENCODER, type_vocab_size=2, pad_token_id=0)),
     "roberta": ("RobertaConfig", "RobertaForMaskedLM", dict(ENCODER, type_vocab_size=1, pad_token_id=1)),

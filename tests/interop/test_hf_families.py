@@ -68,6 +68,23 @@ def test_decoder_only_logits_equal_transformers(family, tmp_path, monkeypatch):
             assert (step - expected[:, t]).abs().max() < TOLERANCE, t
 
 
+# configs of an imported family that take another spec choice: (family, config changes)
+VARIANTS = (("gpt_neox", dict(use_parallel_residual=False)),)
+
+
+@pytest.mark.parametrize("family,changes", VARIANTS, ids=lambda v: str(v))
+def test_decoder_only_variants_equal_transformers(family, changes, tmp_path, monkeypatch):
+    hf, imported, ours = _imported(family, tmp_path, monkeypatch, **changes)
+    tokens = _tokens(2, 9)
+    with torch.no_grad():
+        expected = hf(tokens).logits
+        assert (ours(tokens) - expected).abs().max() < TOLERANCE
+        cache = ours.init_cache(tokens)
+        for t in range(tokens.shape[1]):
+            step, cache = ours.decode_step(tokens[:, t : t + 1], cache)
+            assert (step - expected[:, t]).abs().max() < TOLERANCE, t
+
+
 @pytest.mark.parametrize("family", ENCODER_ONLY)
 def test_masked_lm_logits_equal_transformers(family, tmp_path, monkeypatch):
     hf, imported, ours = _imported(family, tmp_path, monkeypatch)

@@ -173,7 +173,8 @@ GPT_NEOX = Family(
      "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
      "positions": rope, "scale_embeddings": False, "bias.attention": Key("attention_bias"), "bias.ffn": True,
      "norm_eps": lambda c: float(c.layer_norm_eps), "decoder.layers": Key("num_hidden_layers"),
-     "decoder.norm": "pre", "decoder.activation": activation_of("hidden_act"),
+     "decoder.norm": "pre", "decoder.activation": activation_of("hidden_act", DECODER_ACTIVATIONS),
+     "decoder.block": lambda c: "parallel(norms = 2)" if c.use_parallel_residual else None,
      "dropout.residual": rate("hidden_dropout"), "dropout.embedding": 0.0,
      "dropout.attention": rate("attention_dropout")},
     ((r"gpt_neox\.layers\.(\d+)\.input_layernorm\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
@@ -186,6 +187,5 @@ GPT_NEOX = Family(
      (r"gpt_neox\.final_layer_norm\.(weight|bias)", r"decoder.norm.\1")),
     _lm_embeddings("gpt_neox.embed_in.weight", ("embed_out.weight", "lm_head.weight")),
     _ROTARY + (r"gpt_neox\.layers\.\d+\.attention\.bias",), (split_qkv("per_head"),),
-    refuse=(ROPE_SCALING, bad_activation("hidden_act"),
-            (lambda c: c.use_parallel_residual, "use_parallel_residual (attention and feed-forward in parallel)")),
+    refuse=(ROPE_SCALING, bad_activation("hidden_act", DECODER_ACTIVATIONS)),
     folded="query_key_value split into q, k, v (per-head layout)", prefix="gpt_neox")
