@@ -327,16 +327,6 @@ def fill(names: Callable[[Any], dict[str, tuple[float, int]]]) -> Transform:
     return Transform("fold constants", apply, invert)
 
 
-def add_one(pattern: str) -> Transform:
-    """Gemma's RMSNorm multiplies by (1 + w): attncomp's gain g = 1 + w (computed in at least float32)."""
-    def apply(state: State, config) -> State:
-        return {k: (v.to(_wide(v)) + 1 if re.fullmatch(pattern, k) else v) for k, v in state.items()}
-
-    def invert(state: State, config) -> State:
-        return {k: (v - 1 if re.fullmatch(pattern, k) else v) for k, v in state.items()}
-    return Transform("fold (1 + w) into norm gains", apply, invert)
-
-
 def pad_rows(config) -> list[int] | None:
     """attncomp id -> HF id for families whose padding id is not 0: ids 0 and pad exchange places (attncomp
     masks id 0 as padding in every encoder). None where pad is already 0 or unset."""

@@ -48,8 +48,7 @@ FAMILIES = {
     "olmo": ("OlmoConfig", "OlmoForCausalLM",
              dict(LM, **_rope(40000.0), attention_bias=True, tie_word_embeddings=False, clip_qkv=None)),
     "gemma": ("GemmaConfig", "GemmaForCausalLM",
-              dict(LM, **_rope(10000.0 * 3), rms_norm_eps=1e-5, head_dim=16, hidden_act="silu",
-                   tie_word_embeddings=True)),
+              dict(LM, **_rope(10000.0 * 3), rms_norm_eps=1e-5, head_dim=16, tie_word_embeddings=True)),  # gelu_pytorch_tanh
     "gpt2": ("GPT2Config", "GPT2LMHeadModel",
              dict(vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_positions=40, n_inner=48,
                   activation_function="gelu_new", layer_norm_epsilon=1e-6, resid_pdrop=0.0, embd_pdrop=0.0,

@@ -21,7 +21,7 @@ FOLDED = {"bert": ("embeddings.position_embeddings", "embeddings.token_type_embe
           "roberta": ("embeddings.position_embeddings", "embeddings.token_type_embeddings"),
           "xlm-roberta": ("embeddings.position_embeddings", "embeddings.token_type_embeddings"),
           "electra": ("embeddings.position_embeddings", "embeddings.token_type_embeddings"),
-          "bart": ("embed_positions",), "mbart": ("embed_positions",), "gemma": ("norm",)}
+          "bart": ("embed_positions",), "mbart": ("embed_positions",)}
 
 
 @pytest.fixture(autouse=True)

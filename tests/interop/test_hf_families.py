@@ -69,7 +69,8 @@ def test_decoder_only_logits_equal_transformers(family, tmp_path, monkeypatch):
 
 
 # configs of an imported family that take another spec choice: (family, config changes)
-VARIANTS = (("gpt_neox", dict(use_parallel_residual=False)),)
+VARIANTS = (("gpt_neox", dict(use_parallel_residual=False)), ("gemma", dict(hidden_act="silu")),
+            ("gemma", dict(hidden_act="gelu")))  # Gemma's legacy "gelu": the tanh form
 
 
 @pytest.mark.parametrize("family,changes", VARIANTS, ids=lambda v: str(v))

@@ -82,16 +82,16 @@ def test_a_fold_computes_in_float32_at_least(tmp_path):
 
 
 REFUSALS = {
-    "gpt2": (dict(activation_function="gelu_new"), "tanh approximation"),
+    "gpt2": (dict(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
     "stablelm": (dict(use_parallel_residual=True), "use_parallel_residual"),
-    "gpt_neox": (dict(use_parallel_residual=True), "use_parallel_residual"),
+    "gpt_neox": (dict(hidden_act="tanh"), "activation 'tanh'"),
     "llama": (dict(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}),
               "rope_type 'linear'"),
     "qwen2": (dict(use_sliding_window=True, sliding_window=4, layer_types=["full_attention", "sliding_attention"]),
               "layer_types"),
     "bert": (dict(position_embedding_type="relative_key"), "position_embedding_type"),
     "bart": (dict(activation_function="tanh"), "activation 'tanh'"),
-    "gemma": (dict(hidden_act="gelu"), "tanh approximation"),  # GemmaConfig's reading of a legacy "gelu"
+    "gemma": (dict(hidden_act="relu"), "hidden_act 'relu'"),
     "olmo": (dict(clip_qkv=8.0), "clip_qkv"),
     "electra": (dict(embedding_size=16), "embeddings_project"),
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from attncomp.errors import UsageError
 from attncomp.interop.families.common import DECODER_ACTIVATIONS, MIXED_LAYERS, ROPE_SCALING, activation_of, bad_activation, rate, tied
-from attncomp.interop.mapping import Family, Key, add_one, attention, fill, head_dim, rope, split_qkv, transpose
+from attncomp.interop.mapping import Family, Key, attention, fill, head_dim, rope, split_qkv, transpose
 
 
 
@@ -114,15 +114,15 @@ STABLELM = _llama_like(
             (lambda c: c.qk_layernorm,
              "qk_layernorm (a LayerNorm of q and k per head; attncomp's qk_norm is RMSNorm)")))
 
-_GATED = {"silu": "swiglu", "gelu": "geglu"}  # transformers' GemmaConfig reads "gelu" as the tanh form
+# Gemma's gated feed-forward: silu -> SwiGLU; GELU's tanh approximation (gelu_pytorch_tanh, Gemma's default, and
+# the legacy "gelu" of the released configs, which GemmaConfig reads as the tanh form) -> GeGLU with tanh
+_GATED = {"silu": "swiglu", "gelu": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh", "gelu_new": "geglu_tanh"}
 GEMMA = _llama_like(
     "gemma", "GemmaConfig", "GemmaForCausalLM",
-    spec={"decoder.activation": lambda c: _GATED.get(c.hidden_act), "scale_embeddings": True},
+    spec={"decoder.activation": lambda c: _GATED.get(c.hidden_act), "scale_embeddings": True,
+          "decoder.normalization": "rmsnorm(offset = 1)"},  # x / rms(x) * (1 + w): the stored w is the parameter
     activation=(lambda c: c.hidden_act not in _GATED,
-                lambda c: f"hidden_act {c.hidden_act!r}" + (" (GELU's tanh approximation: Gemma's default, and what "
-                                                            "its config's 'gelu' means)" if "tanh" in str(c.hidden_act)
-                                                            else "")),
-    transforms=(add_one(r".*norm\.weight"),), folded="RMSNorm gains 1 + w (Gemma's norms multiply by 1 + w)")
+                lambda c: f"hidden_act {c.hidden_act!r} (Gemma's gated feed-forward has {', '.join(_GATED)})"))
 
 
 def _olmo_norms(config) -> dict[str, tuple[float, int]]:
