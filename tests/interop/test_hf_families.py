@@ -15,7 +15,8 @@ from tests.interop import hf_models
 transformers = pytest.importorskip("transformers")
 
 TOLERANCE = 1e-12
-DECODER_ONLY = ("llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", "stablelm", "gemma", "gpt2", "gpt_neox")
+DECODER_ONLY = ("llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", "stablelm", "gemma", "gpt2", "gpt_neox",
+                "phi")
 ENCODER_ONLY = ("bert", "roberta", "xlm-roberta", "electra", "distilbert")
 SEQ2SEQ = ("bart", "mbart")
 

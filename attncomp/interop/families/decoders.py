@@ -189,3 +189,27 @@ GPT_NEOX = Family(
     _ROTARY + (r"gpt_neox\.layers\.\d+\.attention\.bias",), (split_qkv("per_head"),),
     refuse=(ROPE_SCALING, bad_activation("hidden_act", DECODER_ACTIVATIONS)),
     folded="query_key_value split into q, k, v (per-head layout)", prefix="gpt_neox")
+
+# --- parallel blocks: Phi and Falcon ---------------------------------------------------------------
+
+PHI = Family(
+    "phi", "PhiConfig", "PhiForCausalLM",
+    {"d_model": Key("hidden_size"), "heads": Key("num_attention_heads"),
+     "kv_heads": lambda c: c.num_key_value_heads or c.num_attention_heads, "d_k": head_dim, "d_v": head_dim,
+     "d_ff": Key("intermediate_size"), "vocab": lambda c: f"shared({c.vocab_size})",
+     "tie": lambda c: "decoder" if tied(c) else "none", "positions": rope, "scale_embeddings": False,
+     "bias.attention": True, "bias.ffn": True, "bias.output": True, "norm_eps": lambda c: float(c.layer_norm_eps),
+     "decoder.layers": Key("num_hidden_layers"), "decoder.norm": "pre", "decoder.normalization": "layernorm",
+     "decoder.block": "parallel", "decoder.activation": activation_of("hidden_act", DECODER_ACTIVATIONS),
+     "dropout.residual": rate("resid_pdrop"), "dropout.embedding": rate("embd_pdrop"),
+     "dropout.attention": rate("attention_dropout")},
+    ((r"model\.layers\.(\d+)\.self_attn\.([qkv])_proj\.(weight|bias)", r"decoder.layers.\1.self_attn.\2_proj.\3"),
+     (r"model\.layers\.(\d+)\.self_attn\.dense\.(weight|bias)", r"decoder.layers.\1.self_attn.o_proj.\2"),
+     (r"model\.layers\.(\d+)\.mlp\.(fc1|fc2)\.(weight|bias)", r"decoder.layers.\1.ffn.\2.\3"),
+     (r"model\.layers\.(\d+)\.input_layernorm\.(weight|bias)", r"decoder.layers.\1.norm.\2"),
+     (r"model\.final_layernorm\.(weight|bias)", r"decoder.norm.\1"),
+     (r"lm_head\.bias", "output_bias")),
+    _lm_embeddings("model.embed_tokens.weight"), _ROTARY, (),
+    refuse=(ROPE_SCALING, bad_activation("hidden_act", DECODER_ACTIVATIONS),
+            (lambda c: c.qk_layernorm, "qk_layernorm (a LayerNorm of q and k; attncomp's qk_norm is RMSNorm)")),
+    prefix="model")
