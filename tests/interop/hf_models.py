@@ -61,6 +61,11 @@ FAMILIES = {
     "phi": ("PhiConfig", "PhiForCausalLM",
             dict(LM, **_rope(20000.0, 0.5), layer_norm_eps=1e-6, hidden_act="gelu_new", resid_pdrop=0.0,
                  embd_pdrop=0.0, tie_word_embeddings=False)),
+    "falcon": ("FalconConfig", "FalconForCausalLM",
+               dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                    max_position_embeddings=64, **_rope(7000.0), layer_norm_epsilon=1e-6, bias=True,
+                    ffn_hidden_size=48, hidden_dropout=0.0, attention_dropout=0.0, tie_word_embeddings=True,
+                    bos_token_id=None, eos_token_id=None)),  # multi-query, one norm, parallel
     "bert": ("BertConfig", "BertForMaskedLM", dict(ENCODER, type_vocab_size=2, pad_token_id=0)),
     "roberta": ("RobertaConfig", "RobertaForMaskedLM", dict(ENCODER, type_vocab_size=1, pad_token_id=1)),
     "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaForMaskedLM", dict(ENCODER, type_vocab_size=1, pad_token_id=1,

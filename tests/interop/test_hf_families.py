@@ -16,7 +16,7 @@ transformers = pytest.importorskip("transformers")
 
 TOLERANCE = 1e-12
 DECODER_ONLY = ("llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", "stablelm", "gemma", "gpt2", "gpt_neox",
-                "phi")
+                "phi", "falcon")
 ENCODER_ONLY = ("bert", "roberta", "xlm-roberta", "electra", "distilbert")
 SEQ2SEQ = ("bart", "mbart")
 
@@ -71,7 +71,10 @@ def test_decoder_only_logits_equal_transformers(family, tmp_path, monkeypatch):
 
 # configs of an imported family that take another spec choice: (family, config changes)
 VARIANTS = (("gpt_neox", dict(use_parallel_residual=False)), ("gemma", dict(hidden_act="silu")),
-            ("gemma", dict(hidden_act="gelu")))  # Gemma's legacy "gelu": the tanh form
+            ("gemma", dict(hidden_act="gelu")),  # Gemma's legacy "gelu": the tanh form
+            ("falcon", dict(new_decoder_architecture=True, num_kv_heads=2)),  # parallel(norms = 2), grouped
+            ("falcon", dict(new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=1)),
+            ("falcon", dict(multi_query=False)), ("falcon", dict(multi_query=False, parallel_attn=False)))
 
 
 @pytest.mark.parametrize("family,changes", VARIANTS, ids=lambda v: str(v))

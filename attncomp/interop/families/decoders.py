@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from attncomp.errors import UsageError
 from attncomp.interop.families.common import DECODER_ACTIVATIONS, MIXED_LAYERS, ROPE_SCALING, activation_of, bad_activation, rate, tied
-from attncomp.interop.mapping import Family, Key, attention, fill, head_dim, rope, split_qkv, transpose
+from attncomp.interop.mapping import Family, Key, attention, rename_module, fill, head_dim, rope, split_qkv, transpose
 
 
 
@@ -213,3 +213,62 @@ PHI = Family(
     refuse=(ROPE_SCALING, bad_activation("hidden_act", DECODER_ACTIVATIONS),
             (lambda c: c.qk_layernorm, "qk_layernorm (a LayerNorm of q and k; attncomp's qk_norm is RMSNorm)")),
     prefix="model")
+
+
+def _falcon_groups(config) -> int:
+    """kv heads: the new architecture's num_kv_heads; multi-query's one; otherwise one per head."""
+    if config.new_decoder_architecture:
+        return config.num_kv_heads
+    return 1 if config.multi_query else config.num_attention_heads
+
+
+def _falcon_norms(config) -> int:
+    return config.num_ln_in_parallel_attn or (2 if config.new_decoder_architecture else 1)
+
+
+def _falcon_parallel(config) -> bool:
+    return bool(config.new_decoder_architecture or config.parallel_attn)
+
+
+def _falcon_block(config) -> str | None:
+    if not _falcon_parallel(config):
+        return None
+    return "parallel(norms = 2)" if config.new_decoder_architecture and _falcon_norms(config) == 2 else "parallel"
+
+
+def _falcon_input_norm(config) -> str | None:
+    """Where input_layernorm goes: the one norm of a parallel block, or the sequential block's first."""
+    if not _falcon_parallel(config):
+        return "self_attn_norm"
+    return None if _falcon_block(config) == "parallel(norms = 2)" else "norm"
+
+
+_FALCON = r"transformer\.h\.(\d+)\."
+FALCON = Family(
+    "falcon", "FalconConfig", "FalconForCausalLM",
+    {"d_model": Key("hidden_size"), "heads": Key("num_attention_heads"), "kv_heads": _falcon_groups,
+     "d_k": head_dim, "d_v": head_dim, "d_ff": lambda c: c.ffn_hidden_size or 4 * c.hidden_size,
+     "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
+     "positions": rope, "scale_embeddings": False, "bias.attention": Key("bias"), "bias.ffn": Key("bias"),
+     "norm_eps": lambda c: float(c.layer_norm_epsilon), "decoder.layers": Key("num_hidden_layers"),
+     "decoder.norm": "pre", "decoder.normalization": "layernorm", "decoder.block": _falcon_block,
+     "decoder.activation": activation_of("activation", DECODER_ACTIVATIONS),
+     "dropout.residual": rate("hidden_dropout"), "dropout.embedding": 0.0,
+     "dropout.attention": rate("attention_dropout")},
+    ((_FALCON + r"self_attention\.query_key_value\.(weight|bias)", r"decoder.layers.\1.self_attn.qkv_proj.\2"),
+     (_FALCON + r"self_attention\.dense\.(weight|bias)", r"decoder.layers.\1.self_attn.o_proj.\2"),
+     (_FALCON + r"mlp\.dense_h_to_4h\.(weight|bias)", r"decoder.layers.\1.ffn.fc1.\2"),
+     (_FALCON + r"mlp\.dense_4h_to_h\.(weight|bias)", r"decoder.layers.\1.ffn.fc2.\2"),
+     (_FALCON + r"input_layernorm\.(weight|bias)", r"decoder.layers.\1.input_layernorm.\2"),
+     (_FALCON + r"post_attention_layernorm\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2"),
+     (_FALCON + r"ln_attn\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
+     (_FALCON + r"ln_mlp\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2"),
+     (r"transformer\.ln_f\.(weight|bias)", r"decoder.norm.\1")),
+    _lm_embeddings("transformer.word_embeddings.weight"), _ROTARY,
+    (split_qkv("grouped", _falcon_groups), rename_module("input_layernorm", _falcon_input_norm)),
+    refuse=(ROPE_SCALING, bad_activation("activation", DECODER_ACTIVATIONS),
+            (lambda c: c.alibi, "alibi (ALiBi position biases with Falcon's scaling)"),
+            (lambda c: not c.new_decoder_architecture and c.parallel_attn and _falcon_norms(c) == 2,
+             "num_ln_in_parallel_attn = 2 without new_decoder_architecture")),
+    folded="query_key_value split into q, k, v (kv-group layout: each group's queries, then its key and value)",
+    prefix="transformer")
