@@ -77,6 +77,8 @@ FAMILIES = {
                         dropout=0.0, attention_dropout=0.0, pad_token_id=0)),
     "bart": ("BartConfig", "BartForConditionalGeneration",
              dict(SEQ2SEQ, scale_embedding=True, activation_function="gelu")),
+    "m2m_100": ("M2M100Config", "M2M100ForConditionalGeneration",
+                dict(SEQ2SEQ, scale_embedding=True, activation_function="relu")),
     "mbart": ("MBartConfig", "MBartForConditionalGeneration",
               dict(SEQ2SEQ, scale_embedding=False, activation_function="relu")),
 }
@@ -136,6 +138,8 @@ def float64_exact(monkeypatch, hf) -> None:
 
     for module in hf.modules():
         name = type(module).__name__
+        if name == "M2M100SinusoidalPositionalEmbedding":  # fairseq's table, made in float32: in float64
+            module.weights = _fairseq_sinusoids(*module.weights.shape, module.padding_idx)
         if name.endswith("RMSNorm"):
             monkeypatch.setattr(type(module), "forward", rms_norm)
         elif name.endswith("RotaryEmbedding"):
@@ -144,6 +148,18 @@ def float64_exact(monkeypatch, hf) -> None:
             monkeypatch.setattr(type(module), "forward", layer_norm)
         elif isinstance(getattr(module, "embed_scale", None), torch.Tensor):  # Gemma's sqrt(d), a float32 constant
             module.embed_scale = torch.tensor(module.embedding_dim ** 0.5, dtype=torch.float64)
+
+
+def _fairseq_sinusoids(rows: int, dim: int, padding_idx: int) -> torch.Tensor:
+    """fairseq's get_embedding (sines, then cosines, frequencies 10000^(-i/(dim/2 - 1))) in float64."""
+    import math
+
+    half = dim // 2
+    inv_freq = torch.exp(torch.arange(half, dtype=torch.float64) * -(math.log(10000.0) / (half - 1)))
+    angles = torch.arange(rows, dtype=torch.float64).unsqueeze(1) * inv_freq.unsqueeze(0)
+    table = torch.cat((angles.sin(), angles.cos()), dim=1)
+    table[padding_idx] = 0
+    return table
 
 
 def read_json(path) -> dict:

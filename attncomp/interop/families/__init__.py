@@ -10,9 +10,9 @@ from __future__ import annotations
 from attncomp.interop.families.decoders import (FALCON, GEMMA, GPT2, GPT_NEOX, LLAMA, MISTRAL, OLMO, OLMO2, PHI, QWEN2,
                                                 QWEN3, STABLELM)
 from attncomp.interop.families.encoders import BERT, DISTILBERT, ELECTRA, ROBERTA, XLM_ROBERTA
-from attncomp.interop.families.seq2seq import BART, MARIAN, MBART
+from attncomp.interop.families.seq2seq import BART, M2M100, MARIAN, MBART
 
-IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2, STABLELM,
+IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, M2M100, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2, STABLELM,
                                       GEMMA, GPT2, GPT_NEOX, PHI, FALCON, BERT, ROBERTA, XLM_ROBERTA, DISTILBERT, ELECTRA)}
 
 # model_type -> what has no spec equivalent (refused before anything else is read)
@@ -24,7 +24,6 @@ REFUSED = {
     "gemma3": "alternating local/global layers with two rotary bases",
     "phi3": "a fused gate_up projection with LongRoPE scaling",
     "gptj": "parallel attention and feed-forward blocks, and interleaved rotary pairs",
-    "m2m_100": "fairseq's sinusoid frequencies 10000^(-i/(d/2 - 1)), which no positions layout reproduces",
     "nllb-moe": "mixture-of-experts feed-forwards",
     "modernbert": "alternating local/global attention with two rotary bases, and GeGLU without biases",
     "mixtral": "mixture-of-experts feed-forwards",
