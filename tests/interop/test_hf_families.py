@@ -74,6 +74,7 @@ VARIANTS = (("gpt_neox", dict(use_parallel_residual=False)), ("gemma", dict(hidd
             ("gemma", dict(hidden_act="gelu")),  # Gemma's legacy "gelu": the tanh form
             ("falcon", dict(new_decoder_architecture=True, num_kv_heads=2)),  # parallel(norms = 2), grouped
             ("falcon", dict(new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=1)),
+            ("stablelm", dict(use_parallel_residual=True)),  # block = parallel, one norm
             ("falcon", dict(multi_query=False)), ("falcon", dict(multi_query=False, parallel_attn=False)))
 
 

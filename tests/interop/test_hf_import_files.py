@@ -83,7 +83,7 @@ def test_a_fold_computes_in_float32_at_least(tmp_path):
 
 REFUSALS = {
     "gpt2": (dict(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
-    "stablelm": (dict(use_parallel_residual=True), "use_parallel_residual"),
+    "stablelm": (dict(qk_layernorm=True), "qk_layernorm"),
     "gpt_neox": (dict(hidden_act="tanh"), "activation 'tanh'"),
     "llama": (dict(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}),
               "rope_type 'linear'"),

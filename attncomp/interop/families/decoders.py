@@ -109,10 +109,13 @@ STABLELM = _llama_like(
     spec={"bias.attention": False, "bias.q": Key("use_qkv_bias"), "bias.k": Key("use_qkv_bias"),
           "bias.v": Key("use_qkv_bias"), "bias.ffn": False, "norm_eps": lambda c: float(c.layer_norm_eps),
           "decoder.normalization": "layernorm", "decoder.attention": "scaled_dot",
+          "decoder.block": lambda c: "parallel" if c.use_parallel_residual else None,
           "dropout.attention": rate("attention_dropout")},
-    refuse=((lambda c: c.use_parallel_residual, "use_parallel_residual (attention and feed-forward in parallel)"),
-            (lambda c: c.qk_layernorm,
-             "qk_layernorm (a LayerNorm of q and k per head; attncomp's qk_norm is RMSNorm)")))
+    renames=((r"model\.layers\.(\d+)\.input_layernorm\.(weight|bias)", r"decoder.layers.\1.input_layernorm.\2"),
+             (r"model\.layers\.(\d+)\.post_attention_layernorm\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2")),
+    transforms=(rename_module("input_layernorm", lambda c: "norm" if c.use_parallel_residual else "self_attn_norm"),),
+    refuse=((lambda c: c.qk_layernorm,
+             "qk_layernorm (a LayerNorm of q and k per head; attncomp's qk_norm is RMSNorm)"),))
 
 # Gemma's gated feed-forward: silu -> SwiGLU; GELU's tanh approximation (gelu_pytorch_tanh, Gemma's default, and
 # the legacy "gelu" of the released configs, which GemmaConfig reads as the tanh form) -> GeGLU with tanh
