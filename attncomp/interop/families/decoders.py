@@ -1,5 +1,5 @@
 """Decoder-only families: LLaMA and its relatives (Mistral, Qwen2, Qwen3, OLMo, OLMo 2, StableLM, Gemma),
-GPT-2 and GPT-NeoX."""
+GPT-2, GPT-NeoX, and the parallel-block Phi and Falcon."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Encoder-decoder families: Marian, BART, mBART."""
+"""Encoder-decoder families: Marian, BART, mBART, M2M100."""
 
 from __future__ import annotations
 
