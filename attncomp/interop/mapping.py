@@ -214,9 +214,38 @@ def transpose(pattern: str) -> Transform:
     return Transform(f"transpose {pattern}", apply, apply)
 
 
-def split_qkv(layout: str) -> Transform:
+def split_qkv(layout: str, groups: Callable[[Any], int] | None = None) -> Transform:
     """`...qkv_proj.{weight,bias}` -> q_proj, k_proj, v_proj. Layouts: `concat` ([q; k; v] along the output,
-    GPT-2's c_attn), `per_head` ((heads, 3, d_k): each head's q, k, v together, GPT-NeoX's query_key_value)."""
+    GPT-2's c_attn), `per_head` ((heads, 3, d_k): each head's q, k, v together, GPT-NeoX's query_key_value),
+    `grouped` ((groups, heads / groups + 2, d_k): each kv group's queries, then its key and value, Falcon's
+    query_key_value; `groups(config)` is the number of kv heads)."""
+    def parts_of(tensor: torch.Tensor, config) -> list[torch.Tensor]:
+        rest = tensor.shape[1:]
+        if layout == "concat":
+            return list(tensor.chunk(3, dim=0))
+        if layout == "grouped":
+            g = groups(config)
+            q = config.num_attention_heads // g
+            blocks = tensor.reshape(g, q + 2, -1, *rest)
+            return [blocks[:, :q].reshape(-1, *rest), blocks[:, q].reshape(-1, *rest),
+                    blocks[:, q + 1].reshape(-1, *rest)]
+        heads = config.num_attention_heads
+        grouped = tensor.reshape(heads, 3, -1, *rest)
+        return [grouped[:, i].reshape(-1, *rest) for i in range(3)]
+
+    def fuse(parts: list[torch.Tensor], config) -> torch.Tensor:
+        rest = parts[0].shape[1:]
+        if layout == "concat":
+            return torch.cat(parts, dim=0)
+        if layout == "grouped":
+            g = groups(config)
+            q = config.num_attention_heads // g
+            blocks = [parts[0].reshape(g, q, -1, *rest), parts[1].reshape(g, 1, -1, *rest),
+                      parts[2].reshape(g, 1, -1, *rest)]
+            return torch.cat(blocks, dim=1).reshape(-1, *rest)
+        heads = config.num_attention_heads
+        return torch.stack([p.reshape(heads, -1, *rest) for p in parts], dim=1).reshape(-1, *rest)
+
     def apply(state: State, config) -> State:
         out = {}
         for key, tensor in state.items():
@@ -224,12 +253,7 @@ def split_qkv(layout: str) -> Transform:
             if not sep:
                 out[key] = tensor
                 continue
-            if layout == "concat":
-                parts = tensor.chunk(3, dim=0)
-            else:
-                heads = config.num_attention_heads
-                grouped = tensor.reshape(heads, 3, -1, *tensor.shape[1:])
-                parts = [grouped[:, i].reshape(-1, *tensor.shape[1:]) for i in range(3)]
+            parts = parts_of(tensor, config)
             for name, part in zip("qkv", parts):
                 out[f"{head}.{name}_proj.{leaf}"] = part.contiguous()
         return out
@@ -241,17 +265,29 @@ def split_qkv(layout: str) -> Transform:
             if sep:
                 head = head + ".self_attn"
                 parts = [state[f"{head}.{name}_proj.{leaf}"] for name in "qkv"]
-                if layout == "concat":
-                    fused = torch.cat(parts, dim=0)
-                else:
-                    heads = config.num_attention_heads
-                    fused = torch.stack([p.reshape(heads, -1, *p.shape[1:]) for p in parts], dim=1)
-                    fused = fused.reshape(-1, *parts[0].shape[1:])
-                out[f"{head}.qkv_proj.{leaf}"] = fused.contiguous()
+                out[f"{head}.qkv_proj.{leaf}"] = fuse(parts, config).contiguous()
             elif not re.search(r"\.self_attn\.[kv]_proj\.", key):
                 out[key] = tensor
         return out
     return Transform(f"split fused QKV ({layout})", apply, invert)
+
+
+def rename_module(placeholder: str, target: Callable[[Any], str | None]) -> Transform:
+    """A layer module whose attncomp name depends on the config: `decoder.layers.N.<placeholder>.*` ->
+    `decoder.layers.N.<target(config)>.*` (Falcon's input_layernorm is the one `norm` of a parallel block,
+    `self_attn_norm` of a sequential one); None: the config has no such module."""
+    def swap(state: State, old: str | None, new: str | None) -> State:
+        if not old or not new:
+            return state
+        pattern = re.compile(rf"^(decoder\.layers\.\d+)\.{re.escape(old)}\.")
+        return {pattern.sub(rf"\1.{new}.", k): v for k, v in state.items()}
+
+    def apply(state: State, config) -> State:
+        return swap(state, placeholder, target(config))
+
+    def invert(state: State, config) -> State:
+        return swap(state, target(config), placeholder)
+    return Transform(f"rename {placeholder} by the config", apply, invert)
 
 
 def slice_rows(name: str, offset: Callable[[Any], int]) -> Transform:
@@ -325,16 +361,6 @@ def fill(names: Callable[[Any], dict[str, tuple[float, int]]]) -> Transform:
             state.pop(name, None)
         return state
     return Transform("fold constants", apply, invert)
-
-
-def add_one(pattern: str) -> Transform:
-    """Gemma's RMSNorm multiplies by (1 + w): attncomp's gain g = 1 + w (computed in at least float32)."""
-    def apply(state: State, config) -> State:
-        return {k: (v.to(_wide(v)) + 1 if re.fullmatch(pattern, k) else v) for k, v in state.items()}
-
-    def invert(state: State, config) -> State:
-        return {k: (v - 1 if re.fullmatch(pattern, k) else v) for k, v in state.items()}
-    return Transform("fold (1 + w) into norm gains", apply, invert)
 
 
 def pad_rows(config) -> list[int] | None:

@@ -48,17 +48,24 @@ FAMILIES = {
     "olmo": ("OlmoConfig", "OlmoForCausalLM",
              dict(LM, **_rope(40000.0), attention_bias=True, tie_word_embeddings=False, clip_qkv=None)),
     "gemma": ("GemmaConfig", "GemmaForCausalLM",
-              dict(LM, **_rope(10000.0 * 3), rms_norm_eps=1e-5, head_dim=16, hidden_act="silu",
-                   tie_word_embeddings=True)),
+              dict(LM, **_rope(10000.0 * 3), rms_norm_eps=1e-5, head_dim=16, tie_word_embeddings=True)),  # gelu_pytorch_tanh
     "gpt2": ("GPT2Config", "GPT2LMHeadModel",
              dict(vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_positions=40, n_inner=48,
-                  activation_function="gelu", layer_norm_epsilon=1e-6, resid_pdrop=0.0, embd_pdrop=0.0,
+                  activation_function="gelu_new", layer_norm_epsilon=1e-6, resid_pdrop=0.0, embd_pdrop=0.0,
                   attn_pdrop=0.0, bos_token_id=None, eos_token_id=None)),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",
                  dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, intermediate_size=48,
                       num_hidden_layers=2, max_position_embeddings=64, **_rope(5000.0, 0.5), layer_norm_eps=1e-6,
-                      use_parallel_residual=False, hidden_act="gelu", tie_word_embeddings=False,
+                      use_parallel_residual=True, hidden_act="gelu", tie_word_embeddings=False,
                       bos_token_id=None, eos_token_id=None)),
+    "phi": ("PhiConfig", "PhiForCausalLM",
+            dict(LM, **_rope(20000.0, 0.5), layer_norm_eps=1e-6, hidden_act="gelu_new", resid_pdrop=0.0,
+                 embd_pdrop=0.0, tie_word_embeddings=False)),
+    "falcon": ("FalconConfig", "FalconForCausalLM",
+               dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                    max_position_embeddings=64, **_rope(7000.0), layer_norm_epsilon=1e-6, bias=True,
+                    ffn_hidden_size=48, hidden_dropout=0.0, attention_dropout=0.0, tie_word_embeddings=True,
+                    bos_token_id=None, eos_token_id=None)),  # multi-query, one norm, parallel
     "bert": ("BertConfig", "BertForMaskedLM", dict(ENCODER, type_vocab_size=2, pad_token_id=0)),
     "roberta": ("RobertaConfig", "RobertaForMaskedLM", dict(ENCODER, type_vocab_size=1, pad_token_id=1)),
     "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaForMaskedLM", dict(ENCODER, type_vocab_size=1, pad_token_id=1,
@@ -70,6 +77,8 @@ FAMILIES = {
                         dropout=0.0, attention_dropout=0.0, pad_token_id=0)),
     "bart": ("BartConfig", "BartForConditionalGeneration",
              dict(SEQ2SEQ, scale_embedding=True, activation_function="gelu")),
+    "m2m_100": ("M2M100Config", "M2M100ForConditionalGeneration",
+                dict(SEQ2SEQ, scale_embedding=True, activation_function="relu")),
     "mbart": ("MBartConfig", "MBartForConditionalGeneration",
               dict(SEQ2SEQ, scale_embedding=False, activation_function="relu")),
 }
@@ -129,6 +138,8 @@ def float64_exact(monkeypatch, hf) -> None:
 
     for module in hf.modules():
         name = type(module).__name__
+        if name == "M2M100SinusoidalPositionalEmbedding":  # fairseq's table, made in float32: in float64
+            module.weights = _fairseq_sinusoids(*module.weights.shape, module.padding_idx)
         if name.endswith("RMSNorm"):
             monkeypatch.setattr(type(module), "forward", rms_norm)
         elif name.endswith("RotaryEmbedding"):
@@ -137,6 +148,18 @@ def float64_exact(monkeypatch, hf) -> None:
             monkeypatch.setattr(type(module), "forward", layer_norm)
         elif isinstance(getattr(module, "embed_scale", None), torch.Tensor):  # Gemma's sqrt(d), a float32 constant
             module.embed_scale = torch.tensor(module.embedding_dim ** 0.5, dtype=torch.float64)
+
+
+def _fairseq_sinusoids(rows: int, dim: int, padding_idx: int) -> torch.Tensor:
+    """fairseq's get_embedding (sines, then cosines, frequencies 10000^(-i/(dim/2 - 1))) in float64."""
+    import math
+
+    half = dim // 2
+    inv_freq = torch.exp(torch.arange(half, dtype=torch.float64) * -(math.log(10000.0) / (half - 1)))
+    angles = torch.arange(rows, dtype=torch.float64).unsqueeze(1) * inv_freq.unsqueeze(0)
+    table = torch.cat((angles.sin(), angles.cos()), dim=1)
+    table[padding_idx] = 0
+    return table
 
 
 def read_json(path) -> dict:

@@ -15,9 +15,10 @@ from tests.interop import hf_models
 transformers = pytest.importorskip("transformers")
 
 TOLERANCE = 1e-12
-DECODER_ONLY = ("llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", "stablelm", "gemma", "gpt2", "gpt_neox")
+DECODER_ONLY = ("llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", "stablelm", "gemma", "gpt2", "gpt_neox",
+                "phi", "falcon")
 ENCODER_ONLY = ("bert", "roberta", "xlm-roberta", "electra", "distilbert")
-SEQ2SEQ = ("bart", "mbart")
+SEQ2SEQ = ("bart", "mbart", "m2m_100")
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +60,28 @@ def test_decoder_only_logits_equal_transformers(family, tmp_path, monkeypatch):
     hf, imported, ours = _imported(family, tmp_path, monkeypatch)
     assert {t.dtype for t in imported.weights.values()} == {torch.float64}  # the model's, saved by save_pretrained
     tokens = _tokens(2, 9)  # past Mistral's window of 4
+    with torch.no_grad():
+        expected = hf(tokens).logits
+        assert (ours(tokens) - expected).abs().max() < TOLERANCE
+        cache = ours.init_cache(tokens)
+        for t in range(tokens.shape[1]):
+            step, cache = ours.decode_step(tokens[:, t : t + 1], cache)
+            assert (step - expected[:, t]).abs().max() < TOLERANCE, t
+
+
+# configs of an imported family that take another spec choice: (family, config changes)
+VARIANTS = (("gpt_neox", dict(use_parallel_residual=False)), ("gemma", dict(hidden_act="silu")),
+            ("gemma", dict(hidden_act="gelu")),  # Gemma's legacy "gelu": the tanh form
+            ("falcon", dict(new_decoder_architecture=True, num_kv_heads=2)),  # parallel(norms = 2), grouped
+            ("falcon", dict(new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=1)),
+            ("stablelm", dict(use_parallel_residual=True)),  # block = parallel, one norm
+            ("falcon", dict(multi_query=False)), ("falcon", dict(multi_query=False, parallel_attn=False)))
+
+
+@pytest.mark.parametrize("family,changes", VARIANTS, ids=lambda v: str(v))
+def test_decoder_only_variants_equal_transformers(family, changes, tmp_path, monkeypatch):
+    hf, imported, ours = _imported(family, tmp_path, monkeypatch, **changes)
+    tokens = _tokens(2, 9)
     with torch.no_grad():
         expected = hf(tokens).logits
         assert (ours(tokens) - expected).abs().max() < TOLERANCE

@@ -7,13 +7,13 @@ constant; dropout is the config's own where it has one. docs/interop.md prints t
 
 from __future__ import annotations
 
-from attncomp.interop.families.decoders import (GEMMA, GPT2, GPT_NEOX, LLAMA, MISTRAL, OLMO, OLMO2, QWEN2, QWEN3,
-                                                STABLELM)
+from attncomp.interop.families.decoders import (FALCON, GEMMA, GPT2, GPT_NEOX, LLAMA, MISTRAL, OLMO, OLMO2, PHI, QWEN2,
+                                                QWEN3, STABLELM)
 from attncomp.interop.families.encoders import BERT, DISTILBERT, ELECTRA, ROBERTA, XLM_ROBERTA
-from attncomp.interop.families.seq2seq import BART, MARIAN, MBART
+from attncomp.interop.families.seq2seq import BART, M2M100, MARIAN, MBART
 
-IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2, STABLELM,
-                                      GEMMA, GPT2, GPT_NEOX, BERT, ROBERTA, XLM_ROBERTA, DISTILBERT, ELECTRA)}
+IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, M2M100, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2, STABLELM,
+                                      GEMMA, GPT2, GPT_NEOX, PHI, FALCON, BERT, ROBERTA, XLM_ROBERTA, DISTILBERT, ELECTRA)}
 
 # model_type -> what has no spec equivalent (refused before anything else is read)
 REFUSED = {
@@ -22,11 +22,8 @@ REFUSED = {
     "umt5": "T5's relative position bias (bucketed, learned per head, per layer)",
     "gemma2": "attention and final logit soft-capping, and alternating local/global layers",
     "gemma3": "alternating local/global layers with two rotary bases",
-    "phi": "parallel attention and feed-forward blocks",
     "phi3": "a fused gate_up projection with LongRoPE scaling",
-    "falcon": "parallel attention and feed-forward blocks (parallel_attn)",
     "gptj": "parallel attention and feed-forward blocks, and interleaved rotary pairs",
-    "m2m_100": "fairseq's sinusoid frequencies 10000^(-i/(d/2 - 1)), which no positions layout reproduces",
     "nllb-moe": "mixture-of-experts feed-forwards",
     "modernbert": "alternating local/global attention with two rotary bases, and GeGLU without biases",
     "mixtral": "mixture-of-experts feed-forwards",

@@ -6,20 +6,23 @@ from __future__ import annotations
 from attncomp.interop.mapping import layer_kinds, rope_kind
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # HF's name -> attncomp's
+# decoder stacks also have GELU's tanh approximation (gelu_new and gelu_pytorch_tanh compute the same formula)
+DECODER_ACTIVATIONS = {**ACTIVATIONS, "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 
 
-def activation_of(name: str):
-    return lambda config: ACTIVATIONS.get(getattr(config, name))
+def activation_of(name: str, table: dict[str, str] = ACTIVATIONS):
+    return lambda config: table.get(getattr(config, name))
 
 
-def bad_activation(name: str):
+def bad_activation(name: str, table: dict[str, str] = ACTIVATIONS):
     def test(config) -> bool:
-        return getattr(config, name) not in ACTIVATIONS
+        return getattr(config, name) not in table
 
     def what(config) -> str:
         value = getattr(config, name)
-        tanh = " (GELU's tanh approximation)" if value in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast") else ""
-        return f"activation {value!r}{tanh}; attncomp has {', '.join(ACTIVATIONS)}"
+        tanh = " (GELU's tanh approximation)" if value in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast") \
+            and value not in table else ""
+        return f"activation {value!r}{tanh}; attncomp has {', '.join(table)}"
     return test, what
 
 

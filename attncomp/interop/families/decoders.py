@@ -1,11 +1,11 @@
 """Decoder-only families: LLaMA and its relatives (Mistral, Qwen2, Qwen3, OLMo, OLMo 2, StableLM, Gemma),
-GPT-2 and GPT-NeoX."""
+GPT-2, GPT-NeoX, and the parallel-block Phi and Falcon."""
 
 from __future__ import annotations
 
 from attncomp.errors import UsageError
-from attncomp.interop.families.common import MIXED_LAYERS, ROPE_SCALING, activation_of, bad_activation, rate, tied
-from attncomp.interop.mapping import Family, Key, add_one, attention, fill, head_dim, rope, split_qkv, transpose
+from attncomp.interop.families.common import DECODER_ACTIVATIONS, MIXED_LAYERS, ROPE_SCALING, activation_of, bad_activation, rate, tied
+from attncomp.interop.mapping import Family, Key, attention, rename_module, fill, head_dim, rope, split_qkv, transpose
 
 
 
@@ -109,20 +109,23 @@ STABLELM = _llama_like(
     spec={"bias.attention": False, "bias.q": Key("use_qkv_bias"), "bias.k": Key("use_qkv_bias"),
           "bias.v": Key("use_qkv_bias"), "bias.ffn": False, "norm_eps": lambda c: float(c.layer_norm_eps),
           "decoder.normalization": "layernorm", "decoder.attention": "scaled_dot",
+          "decoder.block": lambda c: "parallel" if c.use_parallel_residual else None,
           "dropout.attention": rate("attention_dropout")},
-    refuse=((lambda c: c.use_parallel_residual, "use_parallel_residual (attention and feed-forward in parallel)"),
-            (lambda c: c.qk_layernorm,
-             "qk_layernorm (a LayerNorm of q and k per head; attncomp's qk_norm is RMSNorm)")))
+    renames=((r"model\.layers\.(\d+)\.input_layernorm\.(weight|bias)", r"decoder.layers.\1.input_layernorm.\2"),
+             (r"model\.layers\.(\d+)\.post_attention_layernorm\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2")),
+    transforms=(rename_module("input_layernorm", lambda c: "norm" if c.use_parallel_residual else "self_attn_norm"),),
+    refuse=((lambda c: c.qk_layernorm,
+             "qk_layernorm (a LayerNorm of q and k per head; attncomp's qk_norm is RMSNorm)"),))
 
-_GATED = {"silu": "swiglu", "gelu": "geglu"}  # transformers' GemmaConfig reads "gelu" as the tanh form
+# Gemma's gated feed-forward: silu -> SwiGLU; GELU's tanh approximation (gelu_pytorch_tanh, Gemma's default, and
+# the legacy "gelu" of the released configs, which GemmaConfig reads as the tanh form) -> GeGLU with tanh
+_GATED = {"silu": "swiglu", "gelu": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh", "gelu_new": "geglu_tanh"}
 GEMMA = _llama_like(
     "gemma", "GemmaConfig", "GemmaForCausalLM",
-    spec={"decoder.activation": lambda c: _GATED.get(c.hidden_act), "scale_embeddings": True},
+    spec={"decoder.activation": lambda c: _GATED.get(c.hidden_act), "scale_embeddings": True,
+          "decoder.normalization": "rmsnorm(offset = 1)"},  # x / rms(x) * (1 + w): the stored w is the parameter
     activation=(lambda c: c.hidden_act not in _GATED,
-                lambda c: f"hidden_act {c.hidden_act!r}" + (" (GELU's tanh approximation: Gemma's default, and what "
-                                                            "its config's 'gelu' means)" if "tanh" in str(c.hidden_act)
-                                                            else "")),
-    transforms=(add_one(r".*norm\.weight"),), folded="RMSNorm gains 1 + w (Gemma's norms multiply by 1 + w)")
+                lambda c: f"hidden_act {c.hidden_act!r} (Gemma's gated feed-forward has {', '.join(_GATED)})"))
 
 
 def _olmo_norms(config) -> dict[str, tuple[float, int]]:
@@ -148,7 +151,7 @@ GPT2 = Family(
      "positions": lambda c: f"learned(max_len = {c.n_positions})", "scale_embeddings": False,
      "bias.attention": True, "bias.ffn": True, "norm_eps": lambda c: float(c.layer_norm_epsilon),
      "decoder.layers": Key("n_layer"), "decoder.norm": "pre",
-     "decoder.activation": activation_of("activation_function"),
+     "decoder.activation": activation_of("activation_function", DECODER_ACTIVATIONS),
      "dropout.residual": rate("resid_pdrop"), "dropout.embedding": rate("embd_pdrop"),
      "dropout.attention": rate("attn_pdrop")},
     ((r"transformer\.wpe\.weight", "decoder.pos.weight"),
@@ -161,7 +164,7 @@ GPT2 = Family(
      (r"transformer\.ln_f\.(weight|bias)", r"decoder.norm.\1")),
     _lm_embeddings("transformer.wte.weight"), _ROTARY,
     (transpose(r"decoder\.layers\.\d+\.(self_attn\.(qkv|o)_proj|ffn\.fc[12])\.weight"), split_qkv("concat")),
-    refuse=(bad_activation("activation_function"),
+    refuse=(bad_activation("activation_function", DECODER_ACTIVATIONS),
             (lambda c: not c.scale_attn_weights, "scale_attn_weights = false (unscaled dot products)"),
             (lambda c: c.scale_attn_by_inverse_layer_idx, "scale_attn_by_inverse_layer_idx (a per-layer score scale)"),
             (lambda c: c.add_cross_attention, "add_cross_attention")),
@@ -173,7 +176,8 @@ GPT_NEOX = Family(
      "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
      "positions": rope, "scale_embeddings": False, "bias.attention": Key("attention_bias"), "bias.ffn": True,
      "norm_eps": lambda c: float(c.layer_norm_eps), "decoder.layers": Key("num_hidden_layers"),
-     "decoder.norm": "pre", "decoder.activation": activation_of("hidden_act"),
+     "decoder.norm": "pre", "decoder.activation": activation_of("hidden_act", DECODER_ACTIVATIONS),
+     "decoder.block": lambda c: "parallel(norms = 2)" if c.use_parallel_residual else None,
      "dropout.residual": rate("hidden_dropout"), "dropout.embedding": 0.0,
      "dropout.attention": rate("attention_dropout")},
     ((r"gpt_neox\.layers\.(\d+)\.input_layernorm\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
@@ -186,6 +190,88 @@ GPT_NEOX = Family(
      (r"gpt_neox\.final_layer_norm\.(weight|bias)", r"decoder.norm.\1")),
     _lm_embeddings("gpt_neox.embed_in.weight", ("embed_out.weight", "lm_head.weight")),
     _ROTARY + (r"gpt_neox\.layers\.\d+\.attention\.bias",), (split_qkv("per_head"),),
-    refuse=(ROPE_SCALING, bad_activation("hidden_act"),
-            (lambda c: c.use_parallel_residual, "use_parallel_residual (attention and feed-forward in parallel)")),
+    refuse=(ROPE_SCALING, bad_activation("hidden_act", DECODER_ACTIVATIONS)),
     folded="query_key_value split into q, k, v (per-head layout)", prefix="gpt_neox")
+
+# --- parallel blocks: Phi and Falcon ---------------------------------------------------------------
+
+PHI = Family(
+    "phi", "PhiConfig", "PhiForCausalLM",
+    {"d_model": Key("hidden_size"), "heads": Key("num_attention_heads"),
+     "kv_heads": lambda c: c.num_key_value_heads or c.num_attention_heads, "d_k": head_dim, "d_v": head_dim,
+     "d_ff": Key("intermediate_size"), "vocab": lambda c: f"shared({c.vocab_size})",
+     "tie": lambda c: "decoder" if tied(c) else "none", "positions": rope, "scale_embeddings": False,
+     "bias.attention": True, "bias.ffn": True, "bias.output": True, "norm_eps": lambda c: float(c.layer_norm_eps),
+     "decoder.layers": Key("num_hidden_layers"), "decoder.norm": "pre", "decoder.normalization": "layernorm",
+     "decoder.block": "parallel", "decoder.activation": activation_of("hidden_act", DECODER_ACTIVATIONS),
+     "dropout.residual": rate("resid_pdrop"), "dropout.embedding": rate("embd_pdrop"),
+     "dropout.attention": rate("attention_dropout")},
+    ((r"model\.layers\.(\d+)\.self_attn\.([qkv])_proj\.(weight|bias)", r"decoder.layers.\1.self_attn.\2_proj.\3"),
+     (r"model\.layers\.(\d+)\.self_attn\.dense\.(weight|bias)", r"decoder.layers.\1.self_attn.o_proj.\2"),
+     (r"model\.layers\.(\d+)\.mlp\.(fc1|fc2)\.(weight|bias)", r"decoder.layers.\1.ffn.\2.\3"),
+     (r"model\.layers\.(\d+)\.input_layernorm\.(weight|bias)", r"decoder.layers.\1.norm.\2"),
+     (r"model\.final_layernorm\.(weight|bias)", r"decoder.norm.\1"),
+     (r"lm_head\.bias", "output_bias")),
+    _lm_embeddings("model.embed_tokens.weight"), _ROTARY, (),
+    refuse=(ROPE_SCALING, bad_activation("hidden_act", DECODER_ACTIVATIONS),
+            (lambda c: c.qk_layernorm, "qk_layernorm (a LayerNorm of q and k; attncomp's qk_norm is RMSNorm)")),
+    prefix="model")
+
+
+def _falcon_groups(config) -> int:
+    """kv heads: the new architecture's num_kv_heads; multi-query's one; otherwise one per head."""
+    if config.new_decoder_architecture:
+        return config.num_kv_heads
+    return 1 if config.multi_query else config.num_attention_heads
+
+
+def _falcon_norms(config) -> int:
+    return config.num_ln_in_parallel_attn or (2 if config.new_decoder_architecture else 1)
+
+
+def _falcon_parallel(config) -> bool:
+    return bool(config.new_decoder_architecture or config.parallel_attn)
+
+
+def _falcon_block(config) -> str | None:
+    if not _falcon_parallel(config):
+        return None
+    return "parallel(norms = 2)" if config.new_decoder_architecture and _falcon_norms(config) == 2 else "parallel"
+
+
+def _falcon_input_norm(config) -> str | None:
+    """Where input_layernorm goes: the one norm of a parallel block, or the sequential block's first."""
+    if not _falcon_parallel(config):
+        return "self_attn_norm"
+    return None if _falcon_block(config) == "parallel(norms = 2)" else "norm"
+
+
+_FALCON = r"transformer\.h\.(\d+)\."
+FALCON = Family(
+    "falcon", "FalconConfig", "FalconForCausalLM",
+    {"d_model": Key("hidden_size"), "heads": Key("num_attention_heads"), "kv_heads": _falcon_groups,
+     "d_k": head_dim, "d_v": head_dim, "d_ff": lambda c: c.ffn_hidden_size or 4 * c.hidden_size,
+     "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
+     "positions": rope, "scale_embeddings": False, "bias.attention": Key("bias"), "bias.ffn": Key("bias"),
+     "norm_eps": lambda c: float(c.layer_norm_epsilon), "decoder.layers": Key("num_hidden_layers"),
+     "decoder.norm": "pre", "decoder.normalization": "layernorm", "decoder.block": _falcon_block,
+     "decoder.activation": activation_of("activation", DECODER_ACTIVATIONS),
+     "dropout.residual": rate("hidden_dropout"), "dropout.embedding": 0.0,
+     "dropout.attention": rate("attention_dropout")},
+    ((_FALCON + r"self_attention\.query_key_value\.(weight|bias)", r"decoder.layers.\1.self_attn.qkv_proj.\2"),
+     (_FALCON + r"self_attention\.dense\.(weight|bias)", r"decoder.layers.\1.self_attn.o_proj.\2"),
+     (_FALCON + r"mlp\.dense_h_to_4h\.(weight|bias)", r"decoder.layers.\1.ffn.fc1.\2"),
+     (_FALCON + r"mlp\.dense_4h_to_h\.(weight|bias)", r"decoder.layers.\1.ffn.fc2.\2"),
+     (_FALCON + r"input_layernorm\.(weight|bias)", r"decoder.layers.\1.input_layernorm.\2"),
+     (_FALCON + r"post_attention_layernorm\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2"),
+     (_FALCON + r"ln_attn\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
+     (_FALCON + r"ln_mlp\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2"),
+     (r"transformer\.ln_f\.(weight|bias)", r"decoder.norm.\1")),
+    _lm_embeddings("transformer.word_embeddings.weight"), _ROTARY,
+    (split_qkv("grouped", _falcon_groups), rename_module("input_layernorm", _falcon_input_norm)),
+    refuse=(ROPE_SCALING, bad_activation("activation", DECODER_ACTIVATIONS),
+            (lambda c: c.alibi, "alibi (ALiBi position biases with Falcon's scaling)"),
+            (lambda c: not c.new_decoder_architecture and c.parallel_attn and _falcon_norms(c) == 2,
+             "num_ln_in_parallel_attn = 2 without new_decoder_architecture")),
+    folded="query_key_value split into q, k, v (kv-group layout: each group's queries, then its key and value)",
+    prefix="transformer")

@@ -1,4 +1,4 @@
-"""Encoder-decoder families: Marian, BART, mBART."""
+"""Encoder-decoder families: Marian, BART, mBART, M2M100."""
 
 from __future__ import annotations
 
@@ -100,3 +100,19 @@ MARIAN = Family(
      drop("decoder.pos.weight", lambda c: True, lambda c: _halves(c))),
     refuse=(bad_activation("activation_function"),),
     folded="sinusoid tables computed, not copied; vocabulary rows renumbered with the tokenizers")
+
+
+def _fairseq_offset(config) -> int:
+    """M2M100's positions start at padding_idx + 1 (fairseq's make_positions)."""
+    return config.pad_token_id + 1
+
+
+M2M100 = Family(
+    "m2m_100", "M2M100Config", "M2M100ForConditionalGeneration",
+    _seq2seq("pre", **{"positions": lambda c: "sinusoidal(layout = halves, timescales = tensor2tensor, "
+                                              f"offset = {_fairseq_offset(c)})",
+                       "embedding_norm": None, "bias.output": None}),
+    _seq2seq_layer(), _seq2seq_embeddings, (r"model\.(encoder|decoder)\.embed_positions\.weights",), (),
+    refuse=(bad_activation("activation_function"),
+            (lambda c: not isinstance(c.pad_token_id, int), "no pad_token_id (fairseq's positions start after it)")),
+    pad_first=True, prefix="model", folded="sinusoid tables computed (fairseq's frequencies, from padding_idx + 1)")
