@@ -101,7 +101,7 @@ def _prepare_mono(args: argparse.Namespace) -> int:
 
 def _sample(args: argparse.Namespace) -> int:
     from attncomp.data.prepare import PrepareOptions, prepare
-    from attncomp.data.sample import write_corpus
+    from attncomp.data.sample_corpus import write_corpus
 
     with tempfile.TemporaryDirectory() as tmp:
         start = time.monotonic()

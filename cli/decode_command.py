@@ -103,7 +103,7 @@ def _warn_cut(translator, name: str | None) -> None:
 
 def _sampling(args: argparse.Namespace):
     """Sampling settings when --sample (or one of its options) is given, else None (beam search)."""
-    from attncomp.decode.sample import Sampling
+    from attncomp.decode.sampling import Sampling
 
     options = (getattr(args, "temperature", None), getattr(args, "top_k", None), getattr(args, "top_p", None))
     if not getattr(args, "sample", False) and all(o is None for o in options):

@@ -253,17 +253,17 @@ def _is_block_value(data: dict, path: Path_) -> bool:
 
 
 def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
-    model = doc.data.get("model")
-    if not isinstance(model, dict):
+    block = doc.data.get("model")
+    if not isinstance(block, dict):
         raise SpecError("the spec has no model block", where, hint="start with: model NAME { encoder { } decoder { } }")
-    model.setdefault("name", name)
-    shared = model.pop(STACK_DEFAULTS, {})
-    present = [s for s in STACKS if isinstance(model.get(s), dict)]
+    block.setdefault("name", name)
+    shared = block.pop(STACK_DEFAULTS, {})
+    present = [s for s in STACKS if isinstance(block.get(s), dict)]
     if not present:
         raise SpecError("the model has neither an encoder nor a decoder block", doc.spans.get(("model",), where),
                         hint="add encoder { } and/or decoder { }")
     for stack_name in present:
-        stack = model[stack_name]
+        stack = block[stack_name]
         for key, value in shared.items():
             if key == "cross_attention" and stack_name == "encoder":
                 continue
@@ -274,11 +274,11 @@ def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
         _fill_stack_choices(stack)
     if "cross_attention" in shared and "decoder" not in present:
         raise SpecError("cross_attention needs a decoder", doc.spans[("model", STACK_DEFAULTS, "cross_attention")])
-    if "tie" not in model:
+    if "tie" not in block:
         both = "encoder" in present and "decoder" in present
-        shared_vocab = model.get("vocab", {}).get("kind", "shared") == "shared"
-        model["tie"] = "all" if both and shared_vocab else "decoder" if "decoder" in present else "none"
-    dropout = model.setdefault("dropout", {})
+        shared_vocab = block.get("vocab", {}).get("kind", "shared") == "shared"
+        block["tie"] = "all" if both and shared_vocab else "decoder" if "decoder" in present else "none"
+    dropout = block.setdefault("dropout", {})
     if "embedding" not in dropout:
         dropout["embedding"] = dropout.get("residual", nodes.Dropout().residual)
         if ("model", "dropout", "residual") in doc.spans:
@@ -392,11 +392,11 @@ def _yield_stack_keys(base: Doc, over: Doc) -> None:
     """A model-level key in a later layer beats the same key set per stack in an earlier one:
     base says `encoder { layers = 6 }`, C1 says `model { layers = 2 }`, and the encoder gets 2."""
     later = over.data.get("model", {}).get(STACK_DEFAULTS, {})
-    model = base.data.get("model")
-    if not later or not isinstance(model, dict):
+    block = base.data.get("model")
+    if not later or not isinstance(block, dict):
         return
     for stack in STACKS:
-        earlier, own = model.get(stack), over.data["model"].get(stack) or {}
+        earlier, own = block.get(stack), over.data["model"].get(stack) or {}
         if not isinstance(earlier, dict):
             continue
         for key in set(later) & set(earlier):

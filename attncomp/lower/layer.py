@@ -32,7 +32,7 @@ MEMBERS = ("self_attn", "self_attn_norm", "self_attn_output_norm", "cross_attn",
 def sublayer(b: Builder, ctx, stack: nodes.Stack, x: Node, norm_name: str, body: Callable[[Node], Node]) -> Node:
     """post: Norm(x + Dropout(F(x)));  pre: x + Dropout(F(Norm(x)));  output: x + Dropout(Norm(F(x)));
     sandwich: x + Dropout(Norm'(F(Norm(x)))), Norm' being `<sublayer>_output_norm`."""
-    leaf, p = norm(stack.normalization, stack.d_model, ctx.model.norm_eps), ctx.model.dropout.residual
+    leaf, p = norm(stack.normalization, stack.d_model, ctx.arch.norm_eps), ctx.arch.dropout.residual
     if stack.norm == "post":
         return b.leaf(norm_name, leaf, b.add(x, b.dropout(body(x), p)), name="x")
     h = b.leaf(norm_name, leaf, x, name="h") if stack.norm in ("pre", "sandwich") else x
@@ -45,13 +45,13 @@ def sublayer(b: Builder, ctx, stack: nodes.Stack, x: Node, norm_name: str, body:
 
 def encoder_layer(ctx, stack: nodes.Stack) -> Unit:
     """forward(x, padding_mask[, positions])."""
-    model, length = ctx.model, "src_len"
+    arch, length = ctx.arch, "src_len"
     unit = Unit("EncoderLayer", "An encoder layer: self-attention, then the feed-forward net")
     attn, ffn = ctx.unit(self_attention, stack, False), ctx.unit(feed_forward, stack)
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", length, stack.d_model))
     padding = b.input("padding_mask", ("batch", 1, 1, length))
-    positions = position_input(b, model, stack, length, length)
+    positions = position_input(b, arch, stack, length, length)
     extra = () if positions is None else (positions,)
     x = sublayer(b, ctx, stack, x, "self_attn_norm",
                  lambda h: b.sub("self_attn", attn, "forward", h, padding, *extra, name="attended", shape=h.meta["shape"]))
@@ -64,7 +64,7 @@ def encoder_layer(ctx, stack: nodes.Stack) -> Unit:
 def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     """forward(x[, memory, padding_mask][, positions]), step(x, cache[, padding_mask][, rope]) and
     init_cache(memory) (decoder-only: init_cache(like, batch): a tensor of the model's dtype and device)."""
-    model = ctx.model
+    arch = ctx.arch
     cross = d_memory is not None
     unit = Unit("DecoderLayer", "A decoder layer: causal self-attention, " +
                 ("attention over the encoder's output, " if cross else "") + "then the feed-forward net")
@@ -78,7 +78,7 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     x = b.input("x", shape)
     memory = b.input("memory", ("batch", "src_len", d_memory)) if cross else None
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross else None
-    positions = position_input(b, model, stack, "tgt_len", "tgt_len")
+    positions = position_input(b, arch, stack, "tgt_len", "tgt_len")
     x = sublayer(b, ctx, stack, x, "self_attn_norm", call("self_attn", attn, "forward",
                                                           *(() if positions is None else (positions,))))
     if cross:
@@ -93,12 +93,12 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
 
 
 def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | None, ffn: Unit) -> None:
-    model = ctx.model
+    arch = ctx.arch
     b = Builder(unit, "step", decoding=True)
     x = b.input("x", ("batch", 1, stack.d_model))
     cache = b.input("cache")
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross_attn is not None else None
-    rope = b.input("rope") if isinstance(model.positions, nodes.Rope) else None
+    rope = b.input("rope") if isinstance(arch.positions, nodes.Rope) else None
     own = b.field(cache, "self_attn")
     past_k, past_v = b.field(own, "k"), b.field(own, "v")
     new: dict[str, Node] = {}
@@ -138,6 +138,6 @@ def _init_cache(unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | N
     b.output(b.call(LayerCache, own, memory_kv, name="cache"))
 
 
-def layer_inputs(model: nodes.Model) -> str | None:
+def layer_inputs(arch: nodes.Model) -> str | None:
     """The name of the positions input a stack hands its layers, if any."""
-    return input_name(model) if acts_on_scores(model) else None
+    return input_name(arch) if acts_on_scores(arch) else None

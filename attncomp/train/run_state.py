@@ -13,7 +13,7 @@ import torch.distributed as dist
 from attncomp import __version__
 from attncomp import checkpoint as ckpt
 from attncomp.errors import TrainingError
-from attncomp.train import cluster, states
+from attncomp.train import cluster, state_dicts
 from attncomp.train.batches import RunData
 from attncomp.train.config import RunConfig
 from attncomp.train.monitor import Monitor
@@ -37,8 +37,8 @@ class RunState:
     def save(self, metrics: dict, best: bool = False) -> Path:
         """A checkpoint: one file written by rank 0, or under FSDP a directory of DCP shards, one per worker;
         with `best`, also the run's checkpoint_best.pt (one file, written atomically)."""
-        rng = states.rng_states(self.data.device, self.data.cuda, self.world)
-        tensors = states.for_checkpoint(self.model, self.optimizer, self.cfg.fsdp)
+        rng = state_dicts.rng_states(self.data.device, self.data.cuda, self.world)
+        tensors = state_dicts.for_checkpoint(self.model, self.optimizer, self.cfg.fsdp)
         path = ckpt.checkpoint_path(self.out, self.step, sharded_dir=self.cfg.fsdp)
         saved = ckpt.Checkpoint(self._header(metrics), model=tensors["model"], optimizer=tensors["optimizer"],
                                 scheduler=self.scheduler.state_dict(), rng=rng)
@@ -85,12 +85,12 @@ class RunState:
         if header.kind != "train":
             raise TrainingError(f"{path} is an averaged checkpoint; training resumes from a train checkpoint")
         self._check_spec(path, header)
-        states.load(self.model, self.optimizer, self.cfg.fsdp, found)
+        state_dicts.load(self.model, self.optimizer, self.cfg.fsdp, found)
         self.scheduler.load_state_dict(found.scheduler)
         self.step, self.position = header.step, tuple(header.position)
         self.metrics = dict(header.metrics)  # train.validation's judgement continues from them
         if len(found.rng) == self.world:
-            states.set_rng_state(found.rng[self.rank], self.data.device, self.data.cuda)
+            state_dicts.set_rng_state(found.rng[self.rank], self.data.device, self.data.cuda)
         else:
             self.monitor.note(f"{path} was written by {len(found.rng)} workers, this run has {self.world}: "
                               "dropout continues from fresh random streams")
