@@ -11,7 +11,7 @@ from attncomp import files, train
 from attncomp.cli.args import output_dir, output_file, positive_float, positive_int
 from attncomp.cli.spec_commands import add_overrides
 from attncomp.errors import UsageError
-from attncomp.train import Checkpointing, DataOptions, Execution, Job, Logging, Parallelism
+from attncomp.train import CheckpointOptions, DataOptions, Execution, Job, Logging, Parallelism
 
 
 def _job(args: argparse.Namespace) -> Job:
@@ -25,8 +25,8 @@ def _job(args: argparse.Namespace) -> Job:
         parallelism=Parallelism(gpus=args.gpus, procs=args.procs, fsdp=args.fsdp, nnodes=args.nnodes,
                                 rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
                                 max_restarts=args.max_restarts, timeout=args.timeout),
-        checkpointing=Checkpointing(out=args.out, resume=args.resume, init=args.init, stop_at=args.stop_at,
-                                    time_limit=args.time_limit),
+        checkpointing=CheckpointOptions(out=args.out, resume=args.resume, init=args.init, stop_at=args.stop_at,
+                                        time_limit=args.time_limit),
         logging=Logging(log_every=args.log_every, log_interval=args.log_interval, profile=args.profile),
         execution=Execution(compile=args.compile, checkpoint_layers=args.checkpoint_layers,
                             fused_loss=not args.plain_loss),

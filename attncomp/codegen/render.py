@@ -176,7 +176,7 @@ def _cache_types() -> str:
 # --- the module -------------------------------------------------------------------------------------
 
 
-def _title(arch: nodes.Model) -> str:
+def _title(arch: nodes.ModelSpec) -> str:
     return f"The `{_identifier(arch.name)}` model: {family_of(arch).title}"
 
 

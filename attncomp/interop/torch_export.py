@@ -203,7 +203,7 @@ def write(found: Checkpoint, out: Path) -> list[Path]:
     return written + [out / SPEC, *(out / n for n in TOKENIZER_FILES.values()), out / META]
 
 
-def _cache_layout(model: nodes.Model) -> str:
+def _cache_layout(model: nodes.ModelSpec) -> str:
     family = family_of(model)
     if not family.decodes:
         return ""

@@ -79,7 +79,7 @@ class _Builder:
 
     def _slot(self, cls, key: str, path: Path_, out: dict) -> tuple[dict, Path_]:
         """Where a key of `cls` lands: model-level stack keys wait in STACK_DEFAULTS."""
-        if cls is nodes.Model and key not in nodes.Model.model_fields:
+        if cls is nodes.ModelSpec and key not in nodes.ModelSpec.model_fields:
             return out.setdefault(STACK_DEFAULTS, {}), path + (STACK_DEFAULTS,)
         return out, path
 
@@ -90,7 +90,7 @@ class _Builder:
         (inner,) = kind.members
         here = path + (block.name,)
         if block.label is not None:
-            if inner is not nodes.Model:
+            if inner is not nodes.ModelSpec:
                 raise SpecError(f'only a model block takes a name; write "{block.name} {{"', block.span)
             if self.top:
                 self.doc.spans[here + ("name",)] = block.label_span or block.span
@@ -202,7 +202,7 @@ class _Builder:
 class _Root(BaseModel):
     """The top level of a spec file: four blocks."""
 
-    model: nodes.Model
+    model: nodes.ModelSpec
     train: nodes.Train
     decode: nodes.Decode
     expect: nodes.Expect

@@ -70,13 +70,13 @@ def fields_of(cls: type[BaseModel]) -> Mapping[str, Kind]:
 @functools.cache
 def _model_keys() -> Mapping[str, Kind]:
     """Keys a model block accepts: its own, plus stack keys that default both stacks."""
-    own = {k: v for k, v in fields_of(nodes.Model).items() if k != "name"}
-    stack = fields_of(nodes.Decoder)
+    own = {k: v for k, v in fields_of(nodes.ModelSpec).items() if k != "name"}
+    stack = fields_of(nodes.DecoderSpec)
     return types.MappingProxyType({**stack, **own})
 
 
 def keys_of(cls: type[BaseModel]) -> Mapping[str, Kind]:
-    return _model_keys() if cls is nodes.Model else fields_of(cls)
+    return _model_keys() if cls is nodes.ModelSpec else fields_of(cls)
 
 
 def kind_name(cls: type[BaseModel]) -> str:

@@ -52,7 +52,7 @@ def merge_heads(b: Builder, x: Node) -> Node:
 
 
 def _project(b: Builder, role: str, x: Node, stack: nodes.Stack, heads: int, dim: int, d_in: int,
-             arch: nodes.Model) -> Node:
+             arch: nodes.ModelSpec) -> Node:
     """One of q, k, v: its projection, split into heads; q and k normalised where `qk_norm` says so
     (RMSNorm over the whole projection, OLMo 2; or over each head's d_k, Qwen3)."""
     out = b.leaf(f"{role}_proj", linear(d_in, heads * dim, arch.bias.of(role)), x, name=role)
@@ -65,7 +65,7 @@ def _project(b: Builder, role: str, x: Node, stack: nodes.Stack, heads: int, dim
     return out
 
 
-def project_kv(b: Builder, arch: nodes.Model, stack: nodes.Stack, source: Node, d_in: int,
+def project_kv(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, source: Node, d_in: int,
                rope: Node | None = None) -> tuple[Node, Node]:
     """Keys and values (B, kv_heads, T, d), keys rotated when the model has rotary positions."""
     k = _project(b, "k", source, stack, stack.key_value_heads, stack.d_k, d_in, arch)
@@ -75,7 +75,7 @@ def project_kv(b: Builder, arch: nodes.Model, stack: nodes.Stack, source: Node, 
     return k, v
 
 
-def project_q(b: Builder, arch: nodes.Model, stack: nodes.Stack, x: Node, rope: Node | None = None) -> Node:
+def project_q(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, rope: Node | None = None) -> Node:
     q = _project(b, "q", x, stack, stack.heads, stack.d_k, stack.d_model, arch)
     return q if rope is None else b.call(ops.rotate, q, rope, name="q")
 
@@ -98,7 +98,7 @@ def scores(b: Builder, q: Node, k: Node, kind: str, d_k: int) -> Node:
     return b.call(torch.mul, logits, inv_sqrt_const(d_k), name="scores")
 
 
-def attend(b: Builder, arch: nodes.Model, stack: nodes.Stack, q: Node, k: Node, v: Node, kind: str,
+def attend(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: Node, v: Node, kind: str,
            mask: Node | None = None, padded: bool = False, positions: Node | None = None,
            bias: Node | None = None) -> Node:
     """softmax(hide(scores + bias, mask)) @ v, explicitly. `padded`: the mask may hide every key of a
@@ -121,7 +121,7 @@ def attend(b: Builder, arch: nodes.Model, stack: nodes.Stack, q: Node, k: Node, 
     return out
 
 
-def _output(b: Builder, arch: nodes.Model, stack: nodes.Stack, heads: Node) -> Node:
+def _output(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, heads: Node) -> Node:
     proj = linear(stack.heads * stack.d_v, stack.d_model, arch.bias.of("o"))
     return b.leaf("o_proj", proj, merge_heads(b, heads), name="out")
 

@@ -72,7 +72,7 @@ class Family:
 SHAPES = {"src": ("batch", "src_len"), "tgt_in": ("batch", "tgt_len"), "tokens": ("batch", "tgt_len")}
 
 
-def embedding_names(arch: nodes.Model) -> dict[str, str]:
+def embedding_names(arch: nodes.ModelSpec) -> dict[str, str]:
     """Which member embeds the source, embeds the target, and projects to the vocabulary."""
     if arch.tie == "all":
         return {"src": "embed", "tgt": "embed", "output": "embed"}
@@ -248,7 +248,7 @@ ENCODER_ONLY = Family(
 FAMILIES = (ENCODER_DECODER, DECODER_ONLY, ENCODER_ONLY)
 
 
-def family_of(arch: nodes.Model) -> Family:
+def family_of(arch: nodes.ModelSpec) -> Family:
     """The family of a model: the one place that asks which stacks it has."""
     if arch.encoder is not None and arch.decoder is not None:
         return ENCODER_DECODER

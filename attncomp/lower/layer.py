@@ -138,6 +138,6 @@ def _init_cache(unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | N
     b.output(b.call(LayerCache, own, memory_kv, name="cache"))
 
 
-def layer_inputs(arch: nodes.Model) -> str | None:
+def layer_inputs(arch: nodes.ModelSpec) -> str | None:
     """The name of the positions input a stack hands its layers, if any."""
     return input_name(arch) if acts_on_scores(arch) else None

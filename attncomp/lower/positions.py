@@ -30,12 +30,12 @@ from attncomp.lower.units import Builder, embedding, inv_sqrt_const
 Node = fx.Node
 
 
-def acts_on_scores(arch: nodes.Model) -> bool:
+def acts_on_scores(arch: nodes.ModelSpec) -> bool:
     """Whether the positions reach self-attention (rope, ALiBi, relative) rather than the embeddings."""
     return isinstance(arch.positions, (nodes.Rope, nodes.ALiBi, nodes.Relative))
 
 
-def _input_shape(arch: nodes.Model, stack: nodes.Stack, q_len, k_len) -> tuple:
+def _input_shape(arch: nodes.ModelSpec, stack: nodes.Stack, q_len, k_len) -> tuple:
     pos = arch.positions
     if isinstance(pos, nodes.Rope):
         return (2, q_len, pos.dims(stack.d_k))
@@ -44,11 +44,11 @@ def _input_shape(arch: nodes.Model, stack: nodes.Stack, q_len, k_len) -> tuple:
     return (q_len, k_len)
 
 
-def input_name(arch: nodes.Model) -> str:
+def input_name(arch: nodes.ModelSpec) -> str:
     return {"rope": "rope", "alibi": "alibi", "relative": "relative"}[arch.positions.kind]
 
 
-def position_input(b: Builder, arch: nodes.Model, stack: nodes.Stack, q_len, k_len) -> Node | None:
+def position_input(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q_len, k_len) -> Node | None:
     """The placeholder of what the stack hands a self-attention about positions, or None."""
     if not acts_on_scores(arch):
         return None
@@ -63,7 +63,7 @@ def _range(b: Builder, x: Node, start: Node | int) -> Node:
     return b.call(torch.arange, start, end, device=device, name="positions")
 
 
-def add_to_embeddings(b: Builder, arch: nodes.Model, stack: nodes.Stack, x: Node, start: Node | int) -> Node:
+def add_to_embeddings(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, start: Node | int) -> Node:
     """x + PE for sinusoidal or learned positions; x for the others."""
     pos = arch.positions
     if not isinstance(pos, (nodes.Sinusoidal, nodes.Learned)):
@@ -77,7 +77,7 @@ def add_to_embeddings(b: Builder, arch: nodes.Model, stack: nodes.Stack, x: Node
     return b.add(x, pe)
 
 
-def for_layers(b: Builder, arch: nodes.Model, stack: nodes.Stack, x: Node, start: Node | int) -> Node | None:
+def for_layers(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, start: Node | int) -> Node | None:
     """What the stack's self-attentions read about positions (see the module docstring), or None."""
     pos = arch.positions
     if isinstance(pos, nodes.Rope):
@@ -90,7 +90,7 @@ def for_layers(b: Builder, arch: nodes.Model, stack: nodes.Stack, x: Node, start
     return None
 
 
-def score_bias(b: Builder, arch: nodes.Model, stack: nodes.Stack, like: Node, q_len: Node, k_len: Node) -> Node:
+def score_bias(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, like: Node, q_len: Node, k_len: Node) -> Node:
     """ALiBi's bias, or relative-position indices, for queries that are the last q_len of k_len positions."""
     device = b.call(getattr, like, "device", name="device")
     if isinstance(arch.positions, nodes.ALiBi):
@@ -99,14 +99,14 @@ def score_bias(b: Builder, arch: nodes.Model, stack: nodes.Stack, like: Node, q_
     return b.call(ops.relative_positions, q_len, k_len, arch.positions.max_distance, device, name="relative")
 
 
-def decode_bias(b: Builder, arch: nodes.Model, stack: nodes.Stack, x: Node, k: Node) -> Node | None:
+def decode_bias(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, k: Node) -> Node | None:
     """In a decode step: the bias (or indices) of x's queries over the keys k attends to."""
     if not isinstance(arch.positions, (nodes.ALiBi, nodes.Relative)):
         return None
     return score_bias(b, arch, stack, x, b.size(x, 1), b.size(k, 2))
 
 
-def bias_logits(b: Builder, arch: nodes.Model, stack: nodes.Stack, q: Node, index: Node) -> Node:
+def bias_logits(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, index: Node) -> Node:
     """Relative positions' logit term q_i . a^K_ij / sqrt(d_k), (B, h, Tq, Tk)."""
     rows = 2 * arch.positions.max_distance + 1
     table = b.leaf("relative_k", embedding(rows, stack.d_k), index, name="relative_k")
@@ -114,7 +114,7 @@ def bias_logits(b: Builder, arch: nodes.Model, stack: nodes.Stack, q: Node, inde
     return b.call(torch.mul, term, inv_sqrt_const(stack.d_k), name="relative_scores")
 
 
-def relative_values(b: Builder, arch: nodes.Model, stack: nodes.Stack, weights: Node, out: Node,
+def relative_values(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, weights: Node, out: Node,
                     index: Node) -> Node:
     """out + sum_j w_ij a^V_ij where the spec asks for the value term, else out."""
     if not arch.positions.values:

@@ -28,7 +28,7 @@ _counter = itertools.count()
 class Lowering:
     """One lowering of a model: the IR, and the units made so far (one per rule and arguments)."""
 
-    def __init__(self, arch: nodes.Model):
+    def __init__(self, arch: nodes.ModelSpec):
         self.arch = arch
         self._units: dict[tuple, Unit] = {}
 

@@ -23,7 +23,7 @@ from attncomp.train.step import TrainStep
 EVAL_TOKENS = 8192  # padded tokens per validation batch
 
 
-def _fits(split: Split, m: nodes.Model) -> np.ndarray:
+def _fits(split: Split, m: nodes.ModelSpec) -> np.ndarray:
     """Indices of the pairs a learned position table can hold (all of them with sinusoids)."""
     src, tgt = split.src.lengths, split.tgt.lengths
     if not isinstance(m.positions, nodes.Learned):

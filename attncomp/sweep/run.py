@@ -74,7 +74,7 @@ def row_job(row: Planned, options: Options, run_dir: Path) -> train.Job:
     """The row's training: one GPU, or one CPU worker; resumed from its newest checkpoint if it has one."""
     return train.Job(spec=row.path, overrides=tuple(row_overrides(options)),
                      data=train.DataOptions(path=options.data),
-                     checkpointing=train.Checkpointing(out=str(run_dir), resume=True, time_limit=options.minutes))
+                     checkpointing=train.CheckpointOptions(out=str(run_dir), resume=True, time_limit=options.minutes))
 
 
 def train_in_process(job: train.Job, log: Path | None = None) -> int:

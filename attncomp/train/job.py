@@ -32,7 +32,7 @@ class Parallelism(_Plain):
     timeout: float = 600.0  # seconds a collective waits for a frozen or lost worker
 
 
-class Checkpointing(_Plain):
+class CheckpointOptions(_Plain):
     out: str | None = None  # the run directory (None: runs/<model name>)
     resume: bool = False  # continue from the newest checkpoint in `out` (rules: attncomp.train.run_state)
     init: str | None = None  # a new run from these weights (checkpoint, sharded checkpoint or safetensors export)
@@ -59,7 +59,7 @@ class Job(_Plain):
     overrides: tuple[str, ...] = ()
     data: DataOptions
     parallelism: Parallelism = Parallelism()
-    checkpointing: Checkpointing = Checkpointing()
+    checkpointing: CheckpointOptions = CheckpointOptions()
     logging: Logging = Logging()
     execution: Execution = Execution()
     force: bool = False  # train even when the float32 parameters exceed the size limit

@@ -19,7 +19,8 @@ TINY = str(ROOT / "specs/examples/tiny.attn")
 
 def test_a_job_is_plain_data_that_round_trips_through_json():
     job = train.Job(spec=TINY, overrides=("train.steps=3",), data=train.DataOptions(path="d"),
-                    parallelism=train.Parallelism(procs=2, fsdp=True), checkpointing=train.Checkpointing(resume=True))
+                    parallelism=train.Parallelism(procs=2, fsdp=True),
+                    checkpointing=train.CheckpointOptions(resume=True))
     assert train.Job.model_validate_json(job.model_dump_json()) == job
     with pytest.raises(pydantic.ValidationError):
         train.Job(spec=TINY, data=train.DataOptions(path="d"), steps=3)  # a typo is an error, not a default
@@ -32,7 +33,7 @@ def test_the_command_line_only_parses_into_the_job():
     assert job == train.Job(spec=TINY, overrides=("train.steps=3",),
                             data=train.DataOptions(path="d", max_tokens_per_worker=1000),
                             parallelism=train.Parallelism(procs=2),
-                            checkpointing=train.Checkpointing(resume=True, stop_at=5),
+                            checkpointing=train.CheckpointOptions(resume=True, stop_at=5),
                             execution=train.Execution(fused_loss=False))
 
 
