@@ -7,6 +7,7 @@ import ast
 import re
 from collections import defaultdict
 
+from attncomp.lower.attention import NAMES
 from tests.conftest import ROOT
 
 
@@ -26,8 +27,6 @@ def test_no_class_name_means_two_things():
 
 
 def test_no_class_shares_a_name_with_a_compiled_unit():
-    from attncomp.lower.attention import NAMES
-
     units = set(NAMES.values())
     for path in (ROOT / "attncomp" / "lower").glob("*.py"):
         units |= set(re.findall(r'Unit\(\s*"(\w+)"', path.read_text()))
