@@ -10,6 +10,7 @@ import torch
 
 from attncomp.data.dataset import PreparedData
 from attncomp.errors import DataError, UsageError
+from attncomp.ir import nodes
 
 
 @dataclass
@@ -35,11 +36,11 @@ class RunConfig:
     init: str | None = None  # --init: a new run from these weights (a checkpoint, sharded one or safetensors export)
 
 
-def check_vocab(data: PreparedData, m) -> None:
-    """The data's vocabulary sizes must be the model's (`m`: the spec's model)."""
+def check_vocab(data: PreparedData, arch: nodes.ModelSpec) -> None:
+    """The data's vocabulary sizes must be those of the spec's model block."""
     have = (data.vocab["src_size"], data.vocab["tgt_size"])
-    need = (m.tgt_vocab, m.tgt_vocab) if m.encoder is None else (m.src_vocab, m.tgt_vocab)
-    if m.encoder is None and not data.vocab["shared"]:
+    need = (arch.tgt_vocab, arch.tgt_vocab) if arch.encoder is None else (arch.src_vocab, arch.tgt_vocab)
+    if arch.encoder is None and not data.vocab["shared"]:
         raise DataError(f"a decoder-only model reads source and target with one vocabulary, but {data.path} "
                         "has separate ones; prepare it without --separate-vocab")
     if have != need:
