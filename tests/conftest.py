@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -59,23 +60,42 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def shared_once(tmp_path_factory, name: str, make) -> Path:
+    """A directory made once for the whole run: with pytest-xdist, every worker gets the one the first
+    worker to ask made (under a file lock), rather than each making its own."""
+    from filelock import FileLock  # a dependency of torch
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    out, done = root / name, root / f"{name}.done"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)
+            make(out)
+            done.touch()
+    return out
+
+
 @pytest.fixture(scope="session")
 def sample_data(tmp_path_factory):
     """A small prepared sample corpus (3000 training pairs), shared by the runtime tests."""
     from attncomp.cli.main import run
 
-    out = tmp_path_factory.mktemp("data") / "sample"
-    assert run(["data", "sample", "--out", str(out), "--pairs", "3000", "--held-out", "200"]) == 0
-    return out
+    def make(out):
+        assert run(["data", "sample", "--out", str(out), "--pairs", "3000", "--held-out", "200"]) == 0
+
+    return shared_once(tmp_path_factory, "sample", make)
 
 
 @pytest.fixture(scope="session")
 def trained_tiny(sample_data, tmp_path_factory):
-    """specs/examples/tiny.attn trained 300 steps on the sample corpus (checkpoint directory)."""
+    """specs/examples/tiny.attn trained 300 steps on the sample corpus (checkpoint directory); read-only."""
     from attncomp.cli.main import run
 
-    out = tmp_path_factory.mktemp("runs") / "tiny"
-    code = run(["train", str(ROOT / "specs/examples/tiny.attn"), "--data", str(sample_data), "--out", str(out),
-                "--procs", "1", "--set", "train.steps=300", "--set", "train.checkpoint.every=150"])
-    assert code == 0
-    return out
+    def make(out):
+        code = run(["train", str(ROOT / "specs/examples/tiny.attn"), "--data", str(sample_data), "--out", str(out),
+                    "--procs", "1", "--set", "train.steps=300", "--set", "train.checkpoint.every=150"])
+        assert code == 0
+
+    return shared_once(tmp_path_factory, "trained-tiny", make)

@@ -49,6 +49,12 @@ def small(spec: nodes.Spec, factor: int = 16, vocab: int = 61, dropout: float = 
         stack = update.get(name)
         if stack is not None and isinstance(stack.attention, nodes.Local):
             update[name] = stack.model_copy(update={"attention": nodes.Local(window=2)})
+        if stack is not None and isinstance(model.positions, nodes.Rope):  # a partial rotation of a pair or more
+            d_k = stack.d_k
+            while abs(model.positions.fraction * d_k - model.positions.dims(d_k)) > 1e-9 or \
+                    model.positions.dims(d_k) % 2 or not model.positions.dims(d_k):
+                d_k += 1
+            update[name] = update[name].model_copy(update={"d_k": d_k})
     return ir.verify(spec.model_copy(update={"model": model.model_copy(update=update)}))
 
 

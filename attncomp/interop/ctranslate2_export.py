@@ -32,8 +32,8 @@ def _llama_choices(model: nodes.ModelSpec) -> list[str]:
     for name, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
         if stack is None:
             continue
-        if stack.normalization != "layernorm":
-            problems.append(f"model.{name}: only normalization = layernorm")
+        if stack.normalization != nodes.LayerNorm():
+            problems.append(f"model.{name}: only normalization = layernorm (with its gain and bias)")
         if stack.activation not in ("relu", "gelu"):
             problems.append(f"model.{name}: only relu or gelu activations")
         if stack.key_value_heads != stack.heads:
@@ -74,6 +74,9 @@ def check_supported(spec: nodes.Spec) -> None:
     if not isinstance(model.positions, (nodes.Learned, nodes.Sinusoidal)):
         problems.append(f"positions must be sinusoidal or learned, not {model.positions.kind} "
                         "(CTranslate2 adds positions to the embeddings, never to the attention scores)")
+    if isinstance(model.positions, nodes.Sinusoidal) and (model.positions.timescales, model.positions.offset) != \
+            ("paper", 0):
+        problems.append("sinusoidal positions with the paper's timescales from position 0 only (not exported)")
     if len({model.bias.of(p) for p in ("q", "k", "v")}) > 1:
         problems.append("bias: q, k and v must all have a bias or none (they are written fused)")
     if model.bias.output:

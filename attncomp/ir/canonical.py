@@ -57,7 +57,8 @@ def _value(value: Any) -> str:
         writer = _SCALAR_WRITERS.get(type(value))
         if writer:
             return writer(value)
-        args = [(k, getattr(value, k)) for k in type(value).model_fields if k != "kind"]
+        args = [(k, getattr(value, k)) for k in type(value).model_fields
+                if k != "kind" and not _omitted(value, k, getattr(value, k))]
         if not args:
             return value.kind
         return f"{value.kind}(" + ", ".join(f"{k} = {_value(v)}" for k, v in args) + ")"

@@ -53,6 +53,49 @@ class Local(Node):
 Attention = Annotated[Union[ScaledDot, Additive, Local], Field(discriminator="kind")]
 
 
+# --- norms and layer structure -----------------------------------------------------------------
+
+
+class LayerNorm(Node):
+    """LayerNorm (Ba et al. 2016): (x - mean(x)) / sqrt(var(x) + eps) * g + b."""
+
+    kind: Literal["layernorm"] = "layernorm"
+    gain: bool = Field(True, json_schema_extra=LATER,
+                       description="a learned gain g (false, with bias = false: no parameters, as OLMo)")
+    bias: bool = Field(True, json_schema_extra=LATER, description="a learned bias b (false: as GPT-NeoX-2, Gemma 3n)")
+
+
+class RMSNorm(Node):
+    """RMSNorm (Zhang & Sennrich 2019): x / sqrt(mean(x^2) + eps) * (offset + g), no centring, no bias.
+    `offset = 1` is Gemma's (1 + w) gain, its w starting at 0."""
+
+    kind: Literal["rmsnorm"] = "rmsnorm"
+    gain: bool = Field(True, json_schema_extra=LATER, description="a learned gain g (false: no parameters)")
+    offset: Literal[0, 1] = Field(0, json_schema_extra=LATER,
+                                  description="added to the gain: 1 is Gemma's x * (1 + w), w starting at 0")
+
+
+Normalization = Annotated[Union[LayerNorm, RMSNorm], Field(discriminator="kind")]
+
+
+class Sequential(Node):
+    """Sub-layers one after another, each reading the previous one's output (the paper)."""
+
+    kind: Literal["sequential"] = "sequential"
+
+
+class Parallel(Node):
+    """Self-attention and the feed-forward net read the same input, their outputs added to it:
+    x + Attn(Norm(x)) + FFN(Norm(x)) (GPT-J, PaLM, Phi, Falcon-7B: one norm) or
+    x + Attn(Norm_1(x)) + FFN(Norm_2(x)) (GPT-NeoX, Falcon's new decoder architecture: two)."""
+
+    kind: Literal["parallel"] = "parallel"
+    norms: Literal[1, 2] = Field(1, description="one norm both sub-layers read, or one each")
+
+
+Block = Annotated[Union[Sequential, Parallel], Field(discriminator="kind")]
+
+
 # --- stacks -----------------------------------------------------------------------------------
 
 
@@ -69,10 +112,12 @@ class Stack(Node):
     norm: Literal["post", "pre", "output", "sandwich"] = Field(
         "post", description="where each sub-layer's norm goes: post Norm(x + F(x)) (the paper), pre x + F(Norm(x)), "
                             "output x + Norm(F(x)) (OLMo 2), sandwich x + Norm(F(Norm(x))) (Gemma 2)")
-    activation: Literal["relu", "gelu", "silu", "swiglu", "geglu"] = Field(
-        "relu", description="feed-forward activation; swiglu and geglu are gated: W2(act(W_gate x) * (W_up x))")
-    normalization: Literal["layernorm", "rmsnorm"] = Field(
-        "layernorm", description="LayerNorm, or RMSNorm x / sqrt(mean(x^2) + eps) * g (no bias, no centring)")
+    activation: Literal["relu", "gelu", "silu", "swiglu", "geglu", "gelu_tanh", "geglu_tanh", "relu2"] = Field(
+        "relu", description="feed-forward activation: relu, gelu (erf), gelu_tanh (the tanh approximation, GPT-2's "
+                            "gelu_new), silu, relu2 (ReLU squared); gated: swiglu, geglu, geglu_tanh, "
+                            "W2(act(W_gate x) * (W_up x))")
+    normalization: Normalization = Field(
+        LayerNorm(), description="every norm of the stack: layernorm(gain, bias) or rmsnorm(gain, offset)")
     final_norm: bool = Field(False, description="a norm closes the stack (default: true unless norm = post)")
     kv_heads: Annotated[int, Field(ge=1, le=1024)] | None = Field(
         None, description="key/value heads (none: = heads; fewer: grouped-query attention, 1: multi-query)")
@@ -80,6 +125,9 @@ class Stack(Node):
         "none", json_schema_extra=LATER,
         description="RMSNorm of q and k before the scores: per head over d_k (Qwen3), or over the whole "
                     "projection (OLMo 2)")
+    block: Block = Field(Sequential(), json_schema_extra=LATER,
+                         description="sequential sub-layers (the paper), or parallel(norms = 1|2): attention "
+                                     "and feed-forward net reading one input")
 
     @property
     def key_value_heads(self) -> int:
@@ -90,7 +138,7 @@ class Stack(Node):
     @property
     def gated(self) -> bool:
         """A gated feed-forward (Shazeer 2020): two inner projections of width d_ff."""
-        return self.activation in ("swiglu", "geglu")
+        return self.activation in ("swiglu", "geglu", "geglu_tanh")
 
 
 class EncoderSpec(Stack):
@@ -129,13 +177,20 @@ class Sinusoidal(Node):
 
     `layout` orders the dimensions: `interleaved` is the paper's (sin, cos per pair of dimensions);
     `halves` is Marian's (all sines, then all cosines, the same frequencies), which fairseq and
-    tensor2tensor also write (with frequencies 10000^(-i/(d/2 - 1)) instead)."""
+    tensor2tensor also write, with frequencies 10000^(-i/(d/2 - 1)) (`timescales = tensor2tensor`) and
+    fairseq with positions from padding_idx + 1 (`offset`)."""
 
     kind: Literal["sinusoidal"] = "sinusoidal"
     layout: Literal["interleaved", "halves"] = Field(
         "interleaved",
         description="interleaved (the paper: sin, cos per dimension pair) or halves (Marian: sines, then cosines)",
     )
+    timescales: Literal["paper", "tensor2tensor"] = Field(
+        "paper", json_schema_extra=LATER,
+        description="frequencies 10000^(-2i/d_model) (the paper), or 10000^(-i/(d_model/2 - 1)) (tensor2tensor's "
+                    "get_timing_signal_1d, fairseq, M2M100; with layout = halves)")
+    offset: Annotated[int, Field(ge=0, le=1 << 16)] = Field(
+        0, json_schema_extra=LATER, description="the first position's index (fairseq: padding_idx + 1 = 2)")
 
 
 class Learned(Node):

@@ -11,7 +11,13 @@ from attncomp.ir import nodes
 from attncomp.syntax import ast, units
 
 
-def literal(allowed: tuple, raw: ast.Value, key: str) -> str:
+def literal(allowed: tuple, raw: ast.Value, key: str) -> str | int:
+    """One of the allowed names, or of the allowed whole numbers (`norms = 2`)."""
+    if all(isinstance(a, int) for a in allowed):
+        value = number(raw, key, integer=True)
+        if value not in allowed:
+            raise SpecError(f"{key} must be one of {' or '.join(map(str, allowed))}, got {value}", raw.span)
+        return value
     word = raw.id if isinstance(raw, ast.Name) else raw.value if isinstance(raw, ast.String) else None
     options = " or ".join(f'"{a}"' for a in allowed)
     if word is None:

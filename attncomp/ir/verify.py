@@ -63,6 +63,13 @@ def _attention(spec: nodes.Spec) -> None:
 
 def _positions(spec: nodes.Spec) -> None:
     m = spec.model
+    if isinstance(m.positions, nodes.Sinusoidal) and m.positions.timescales == "tensor2tensor":
+        if m.positions.layout != "halves":
+            raise SpecError("sinusoidal(timescales = tensor2tensor) writes sines then cosines: it needs "
+                            "layout = halves", spec.span("model", "positions"))
+        if min(s.d_model for s in m.stacks) < 4:
+            raise SpecError("sinusoidal(timescales = tensor2tensor) needs d_model of at least 4",
+                            spec.span("model", "positions"))
     if isinstance(m.positions, nodes.Learned) and isinstance(spec.decode.max_len, nodes.Fixed):
         if spec.decode.max_len.length > m.positions.max_len:
             raise SpecError(
@@ -159,8 +166,37 @@ def _rope(spec: nodes.Spec) -> None:
                             spec.span("model", "positions"), hint="choose a fraction that leaves an even count")
 
 
+def _normalization(spec: nodes.Spec) -> None:
+    """A norm's bias or offset needs its gain."""
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        norm = None if stack is None else stack.normalization
+        if norm is None or norm.gain:
+            continue
+        if isinstance(norm, nodes.LayerNorm) and norm.bias:
+            raise SpecError("layernorm(gain = false) has no bias either: write layernorm(gain = false, bias = false)",
+                            spec.span("model", name, "normalization"))
+        if isinstance(norm, nodes.RMSNorm) and norm.offset:
+            raise SpecError("rmsnorm(offset = 1) adds 1 to a learned gain, so it needs gain = true",
+                            spec.span("model", name, "normalization"))
+
+
+def _block(spec: nodes.Spec) -> None:
+    """Parallel sub-layers add both outputs to the layer's input: a norm after the sum (post) has no
+    place in them, nor has cross-attention (which reads the self-attention's output)."""
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is None or not isinstance(stack.block, nodes.Parallel):
+            continue
+        if stack.norm == "post":
+            where = spec._spans.get(("model", name, "norm")) or spec.span("model", name, "block")
+            raise SpecError(f"a parallel block in the {name} needs its norms before the sub-layers, not norm = post",
+                            where, hint="write norm = pre (or output, sandwich)")
+        if name == "decoder" and spec.model.encoder is not None:
+            raise SpecError("a parallel block has no place for cross-attention: the decoder of an "
+                            "encoder-decoder model stays sequential", spec.span("model", name, "block"))
+
+
 RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
-         _relative_scores, _mlm, _kv_heads, _rope)
+         _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:

@@ -5,6 +5,11 @@
     output (OLMo 2)    x = x + Dropout(Norm(Sublayer(x)))
     sandwich (Gemma 2) x = x + Dropout(Norm'(Sublayer(Norm(x))))
 
+With `block = parallel(norms = 1 | 2)` self-attention and the feed-forward net read one input, one norm
+of it or one each, and both outputs are added to it (GPT-J, PaLM, GPT-NeoX, Falcon):
+
+    parallel           x = x + Dropout(Attn(Norm(x))) + Dropout(FFN(Norm(x)))
+
 An encoder layer is self-attention then the feed-forward net; a decoder layer puts cross-attention
 between them when the model has an encoder. A decoder layer also has `step` (one new position, reading
 and extending its LayerCache) and `init_cache` (empty self-attention keys and values, the memory's
@@ -22,40 +27,70 @@ from attncomp.lower.attention import cross_attention, self_attention
 from attncomp.lower.cache import KV, LayerCache
 from attncomp.lower.feed_forward import feed_forward
 from attncomp.lower.positions import acts_on_scores, input_name, position_input
-from attncomp.lower.units import Builder, Unit, norm
+from attncomp.lower.norms import apply_norm
+from attncomp.lower.units import Builder, Unit
 
 Node = fx.Node
-MEMBERS = ("self_attn", "self_attn_norm", "self_attn_output_norm", "cross_attn", "cross_attn_norm",
+MEMBERS = ("norm", "self_attn", "self_attn_norm", "self_attn_output_norm", "cross_attn", "cross_attn_norm",
            "cross_attn_output_norm", "ffn", "ffn_norm", "ffn_output_norm")
 
 
 def sublayer(b: Builder, ctx, stack: nodes.Stack, x: Node, norm_name: str, body: Callable[[Node], Node]) -> Node:
     """post: Norm(x + Dropout(F(x)));  pre: x + Dropout(F(Norm(x)));  output: x + Dropout(Norm(F(x)));
     sandwich: x + Dropout(Norm'(F(Norm(x)))), Norm' being `<sublayer>_output_norm`."""
-    leaf, p = norm(stack.normalization, stack.d_model, ctx.arch.norm_eps), ctx.arch.dropout.residual
     if stack.norm == "post":
-        return b.leaf(norm_name, leaf, b.add(x, b.dropout(body(x), p)), name="x")
-    h = b.leaf(norm_name, leaf, x, name="h") if stack.norm in ("pre", "sandwich") else x
-    out = body(h)
+        return _norm(b, ctx, stack, norm_name, b.add(x, b.dropout(body(x), ctx.arch.dropout.residual)), "x")
+    h = _norm(b, ctx, stack, norm_name, x, "h") if stack.norm in ("pre", "sandwich") else x
+    return b.add(x, _output(b, ctx, stack, norm_name, body(h)))
+
+
+def sublayers(b: Builder, ctx, stack: nodes.Stack, x: Node, parts: list[tuple[str, Callable[[Node], Node]]]) -> Node:
+    """The layer's sub-layers, (norm name, body) each, in sequence or (block = parallel) side by side."""
+    if not isinstance(stack.block, nodes.Parallel):
+        for norm_name, body in parts:
+            x = sublayer(b, ctx, stack, x, norm_name, body)
+        return x
+    before = stack.norm in ("pre", "sandwich")  # verify refuses post
+    shared = _norm(b, ctx, stack, "norm", x, "h") if before and stack.block.norms == 1 else None
+    outs = []
+    for norm_name, body in parts:
+        h = shared if shared is not None else _norm(b, ctx, stack, norm_name, x, "h") if before else x
+        outs.append(_output(b, ctx, stack, norm_name, body(h)))
+    for out in outs:
+        x = b.add(x, out)
+    return x
+
+
+def _norm(b: Builder, ctx, stack: nodes.Stack, member: str, x: Node, name: str | None) -> Node:
+    return apply_norm(b, ctx, member, stack.normalization, stack.d_model, x, name=name)
+
+
+def _output(b: Builder, ctx, stack: nodes.Stack, norm_name: str, out: Node) -> Node:
+    """A sub-layer's output as the residual adds it: normed (output, sandwich), then dropped out."""
     if stack.norm in ("output", "sandwich"):
         name = norm_name if stack.norm == "output" else norm_name.replace("_norm", "_output_norm")
-        out = b.leaf(name, leaf, out, name=out.meta.get("var"))
-    return b.add(x, b.dropout(out, p))
+        out = _norm(b, ctx, stack, name, out, out.meta.get("var"))
+    return b.dropout(out, ctx.arch.dropout.residual)
+
+
+def _joined(stack: nodes.Stack) -> str:
+    return " beside the feed-forward net" if isinstance(stack.block, nodes.Parallel) else ", then the feed-forward net"
 
 
 def encoder_layer(ctx, stack: nodes.Stack) -> Unit:
     """forward(x, padding_mask[, positions])."""
     arch, length = ctx.arch, "src_len"
-    unit = Unit("EncoderLayer", "An encoder layer: self-attention, then the feed-forward net")
+    unit = Unit("EncoderLayer", "An encoder layer: self-attention" + _joined(stack))
     attn, ffn = ctx.unit(self_attention, stack, False), ctx.unit(feed_forward, stack)
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", length, stack.d_model))
     padding = b.input("padding_mask", ("batch", 1, 1, length))
     positions = position_input(b, arch, stack, length, length)
     extra = () if positions is None else (positions,)
-    x = sublayer(b, ctx, stack, x, "self_attn_norm",
-                 lambda h: b.sub("self_attn", attn, "forward", h, padding, *extra, name="attended", shape=h.meta["shape"]))
-    x = sublayer(b, ctx, stack, x, "ffn_norm", lambda h: b.sub("ffn", ffn, "forward", h, name="fed", shape=h.meta["shape"]))
+    x = sublayers(b, ctx, stack, x, [
+        ("self_attn_norm", lambda h: b.sub("self_attn", attn, "forward", h, padding, *extra, name="attended",
+                                           shape=h.meta["shape"])),
+        ("ffn_norm", lambda h: b.sub("ffn", ffn, "forward", h, name="fed", shape=h.meta["shape"]))])
     b.output(x)
     unit.reorder(MEMBERS)
     return unit
@@ -66,8 +101,8 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     init_cache(memory) (decoder-only: init_cache(like, batch): a tensor of the model's dtype and device)."""
     arch = ctx.arch
     cross = d_memory is not None
-    unit = Unit("DecoderLayer", "A decoder layer: causal self-attention, " +
-                ("attention over the encoder's output, " if cross else "") + "then the feed-forward net")
+    unit = Unit("DecoderLayer", "A decoder layer: causal self-attention" +
+                (", attention over the encoder's output" if cross else "") + _joined(stack))
     attn, ffn = ctx.unit(self_attention, stack, True), ctx.unit(feed_forward, stack)
     cross_attn = ctx.unit(cross_attention, stack, d_memory) if cross else None
     shape = ("batch", "tgt_len", stack.d_model)
@@ -79,11 +114,11 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     memory = b.input("memory", ("batch", "src_len", d_memory)) if cross else None
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross else None
     positions = position_input(b, arch, stack, "tgt_len", "tgt_len")
-    x = sublayer(b, ctx, stack, x, "self_attn_norm", call("self_attn", attn, "forward",
-                                                          *(() if positions is None else (positions,))))
+    parts = [("self_attn_norm", call("self_attn", attn, "forward", *(() if positions is None else (positions,))))]
     if cross:
-        x = sublayer(b, ctx, stack, x, "cross_attn_norm", call("cross_attn", cross_attn, "forward", memory, padding))
-    x = sublayer(b, ctx, stack, x, "ffn_norm", lambda h: b.sub("ffn", ffn, "forward", h, name="fed", shape=h.meta["shape"]))
+        parts.append(("cross_attn_norm", call("cross_attn", cross_attn, "forward", memory, padding)))
+    parts.append(("ffn_norm", lambda h: b.sub("ffn", ffn, "forward", h, name="fed", shape=h.meta["shape"])))
+    x = sublayers(b, ctx, stack, x, parts)
     b.output(x)
 
     _step(ctx, unit, stack, attn, cross_attn, ffn)
@@ -108,15 +143,15 @@ def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | No
         new["k"], new["v"] = b.item(out, 1, "k"), b.item(out, 2, "v")
         return b.item(out, 0, "attended", shape=h.meta.get("shape"))
 
-    x = sublayer(b, ctx, stack, x, "self_attn_norm", self_step)
-    memory_kv = None
-    if cross_attn is not None:
-        memory_kv = b.field(cache, "cross_attn")
+    def cross_step(h: Node) -> Node:
+        new["memory"] = memory_kv = b.field(cache, "cross_attn")
         k, v = b.field(memory_kv, "k"), b.field(memory_kv, "v")
-        x = sublayer(b, ctx, stack, x, "cross_attn_norm",
-                     lambda h: b.sub("cross_attn", cross_attn, "step", h, k, v, padding, name="attended",
-                                     shape=h.meta.get("shape")))
-    x = sublayer(b, ctx, stack, x, "ffn_norm", lambda h: b.sub("ffn", ffn, "forward", h, name="fed", shape=h.meta["shape"]))
+        return b.sub("cross_attn", cross_attn, "step", h, k, v, padding, name="attended", shape=h.meta.get("shape"))
+
+    parts = [("self_attn_norm", self_step)] + ([("cross_attn_norm", cross_step)] if cross_attn is not None else [])
+    parts.append(("ffn_norm", lambda h: b.sub("ffn", ffn, "forward", h, name="fed", shape=h.meta["shape"])))
+    x = sublayers(b, ctx, stack, x, parts)
+    memory_kv = new.get("memory")
     own_kv = b.call(KV, new["k"], new["v"], name="self_kv")
     b.output((x, b.call(LayerCache, own_kv, memory_kv, name="cache")))
 

@@ -82,6 +82,17 @@ def sinusoidal_halves(positions: Tensor, d_model: int, dtype: torch.dtype) -> Te
     return table.to(dtype)
 
 
+def sinusoidal_tensor2tensor(positions: Tensor, d_model: int, dtype: torch.dtype) -> Tensor:
+    """tensor2tensor's get_timing_signal_1d (and fairseq's): sines then cosines of pos * f_i,
+    f_i = 10000^(-i/(d_model/2 - 1)), a zero column when d_model is odd: (T,) -> (T, d_model)."""
+    half = d_model // 2
+    inv_freq = torch.exp(torch.arange(half, device=positions.device, dtype=torch.float64)
+                         * (-math.log(10000.0) / (half - 1)))
+    angles = positions.to(torch.float64).unsqueeze(1) * inv_freq.unsqueeze(0)  # (T, d_model // 2)
+    table = torch.cat((angles.sin(), angles.cos(), angles.new_zeros(angles.shape[0], d_model % 2)), dim=-1)
+    return table.to(dtype)
+
+
 def alibi_bias(heads: int, q_len: int, k_len: int, device: torch.device, dtype: torch.dtype) -> Tensor:
     """ALiBi's -m_h |i - j|: (h, Tq, Tk); the queries are the last Tq of the Tk positions (a decode step
     has Tq = 1). Slopes as in the paper's code: 2^(-8/n), its powers, for n heads a power of two;

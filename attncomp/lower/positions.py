@@ -72,7 +72,10 @@ def add_to_embeddings(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: 
     if isinstance(pos, nodes.Learned):
         pe = b.leaf("pos", embedding(pos.max_len, stack.d_model), positions, name="pe")
     else:
-        table = ops.sinusoidal_halves if pos.layout == "halves" else ops.sinusoidal
+        if pos.offset:
+            positions = b.call(operator.add, positions, pos.offset, name="positions")
+        table = ops.sinusoidal_tensor2tensor if pos.timescales == "tensor2tensor" else \
+            ops.sinusoidal_halves if pos.layout == "halves" else ops.sinusoidal
         pe = b.call(table, positions, stack.d_model, b.call(getattr, x, "dtype", name="dtype"), name="pe")
     return b.add(x, pe)
 

@@ -16,7 +16,8 @@ from torch import fx
 from attncomp.ir import nodes
 from attncomp.lower import loops, positions
 from attncomp.lower.layer import decoder_layer, encoder_layer
-from attncomp.lower.units import Builder, Unit, norm, sqrt_const
+from attncomp.lower.norms import apply_norm
+from attncomp.lower.units import Builder, Unit, sqrt_const
 
 Node = fx.Node
 MEMBERS = ("pos", "embed_norm", "layers", "norm")
@@ -29,14 +30,14 @@ def _embedded(b: Builder, ctx, stack: nodes.Stack, x: Node, start: Node | int = 
         x = b.call(torch.mul, x, sqrt_const(stack.d_model), name="x")
     x = positions.add_to_embeddings(b, arch, stack, x, start)
     if arch.embedding_norm:
-        x = b.leaf("embed_norm", norm(stack.normalization, stack.d_model, arch.norm_eps), x, name="x")
+        x = apply_norm(b, ctx, "embed_norm", stack.normalization, stack.d_model, x, name="x")
     return b.dropout(x, arch.dropout.embedding, name="x")
 
 
 def _closed(b: Builder, ctx, stack: nodes.Stack, x: Node) -> Node:
     if not stack.final_norm:
         return x
-    return b.leaf("norm", norm(stack.normalization, stack.d_model, ctx.arch.norm_eps), x, name="x")
+    return apply_norm(b, ctx, "norm", stack.normalization, stack.d_model, x, name="x")
 
 
 def _layer_list(ctx, stack: nodes.Stack, layer: Unit) -> list[Unit]:

@@ -85,6 +85,8 @@ class Leaf:
         if self.kind == "Embedding":
             return {"weight": tuple(self.args)}
         (dim,) = self.args
+        if not dict(self.kwargs).get("elementwise_affine", True):
+            return {}
         if self.kind == "LayerNorm":
             return {"weight": (dim,), "bias": (dim,)} if dict(self.kwargs).get("bias", True) else {"weight": (dim,)}
         return {"weight": (dim,)}
@@ -94,10 +96,17 @@ def linear(d_in: int, d_out: int, bias: bool) -> Leaf:
     return Leaf("Linear", (d_in, d_out), () if bias else (("bias", False),))
 
 
-def norm(kind: str, dim: int, eps: float) -> Leaf:
-    """LayerNorm (Ba et al. 2016) or RMSNorm (Zhang & Sennrich 2019); eps only where not torch's default."""
-    name = "RMSNorm" if kind == "rmsnorm" else "LayerNorm"
-    return Leaf(name, (dim,), (("eps", eps),) if name == "RMSNorm" or eps != 1e-5 else ())
+def norm(kind, dim: int, eps: float) -> Leaf:
+    """nn.LayerNorm (Ba et al. 2016) or nn.RMSNorm (Zhang & Sennrich 2019) for a normalization of the IR
+    (or its kind's name); eps only where not torch's default. RMSNorm with an offset gain is a unit of its
+    own (attncomp.lower.norms)."""
+    name = "RMSNorm" if getattr(kind, "kind", kind) == "rmsnorm" else "LayerNorm"
+    kwargs = (("eps", eps),) if name == "RMSNorm" or eps != 1e-5 else ()
+    if not getattr(kind, "gain", True):
+        kwargs += (("elementwise_affine", False),)
+    elif name == "LayerNorm" and not getattr(kind, "bias", True):
+        kwargs += (("bias", False),)
+    return Leaf(name, (dim,), tuple(sorted(kwargs)))
 
 
 def embedding(rows: int, dim: int) -> Leaf:

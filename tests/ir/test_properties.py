@@ -98,6 +98,8 @@ def _repair(data: dict, stack: dict) -> dict:
         if key in model["vocab"]:
             model["vocab"][key] = max(6, model["vocab"][key])
     positions = model["positions"]
+    if positions["kind"] == "sinusoidal" and positions["timescales"] == "tensor2tensor":
+        positions["layout"] = "halves"  # with d_model >= 4, below
     for s in (model["encoder"], decoder):
         if s is not None and s["attention"]["kind"] == "local" and positions["kind"] == "learned":
             s["attention"]["window"] = min(s["attention"]["window"], positions["max_len"] - 1) or 1
@@ -108,6 +110,15 @@ def _repair(data: dict, stack: dict) -> dict:
                 s["kv_heads"] = math.gcd(s["kv_heads"], s["heads"])  # key/value heads divide the query heads
             if positions["kind"] == "rope":  # rope rotates pairs: an even number of dims
                 positions["fraction"], s["d_k"] = 1.0, s["d_k"] + s["d_k"] % 2
+            if positions["kind"] == "sinusoidal" and positions["timescales"] == "tensor2tensor":
+                s["d_model"] = max(s["d_model"], 4)
+            norm = s["normalization"]
+            if not norm["gain"]:  # nothing to bias or offset without a gain
+                norm["bias" if norm["kind"] == "layernorm" else "offset"] = False if norm["kind"] == "layernorm" else 0
+            if s["block"]["kind"] == "parallel":  # norms before the sub-layers; no cross-attention
+                s["norm"] = "pre" if s["norm"] == "post" else s["norm"]
+                if s is decoder and model["encoder"] is not None:
+                    s["block"] = {"kind": "sequential"}
     if positions["kind"] == "learned" and data["decode"]["max_len"]["kind"] == "fixed":
         data["decode"]["max_len"]["length"] = min(data["decode"]["max_len"]["length"], positions["max_len"])
     for tolerance in data["expect"].values():

@@ -1,5 +1,6 @@
 """Every architecture choice beyond the paper trains: a few updates of the runner on the sample corpus
-lower the validation loss. Three narrowed specs together hold every new choice once."""
+lower the validation loss. Five narrowed specs together hold every new choice once; the layer-structure
+examples of specs/examples/ (GPT-NeoX, OLMo, Gemma and a new combination) train too."""
 
 from __future__ import annotations
 
@@ -20,11 +21,25 @@ CHOICES = {
     "rope_swiglu_mqa_lm": ["model.encoder=none", "model.tie=decoder", "model.positions=rope(fraction = 0.5)",
                            "model.norm=pre", "model.normalization=rmsnorm", "model.activation=swiglu",
                            "model.kv_heads=1", "model.bias=false"],
+    "parallel_offset_rmsnorm_geglu_tanh_lm": ["model.encoder=none", "model.tie=decoder", "model.positions=rope",
+                                              "model.norm=pre", "model.block=parallel(norms = 2)",
+                                              "model.normalization=rmsnorm(offset = 1)", "model.activation=geglu_tanh"],
+    "parallel_encoder_relu2_bare_layernorm": ["model.norm=pre", "model.encoder.block=parallel",
+                                              "model.normalization=layernorm(gain = false, bias = false)",
+                                              "model.activation=relu2"],
 }
+EXAMPLES = ["neox", "olmo", "gemma", "novel"]
 
 
 @pytest.mark.parametrize("name", sorted(CHOICES))
 def test_new_choices_train(name, small_data, tmp_path):  # noqa: F811
     spec = ir.load(ROOT / "specs/examples/tiny.attn", NARROW + CHOICES[name])
+    before, after = _train(spec, small_data / "parallel", tmp_path / name)
+    assert after["loss"] < before["loss"] and np.isfinite(after["ppl"])
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_layer_structure_examples_train(name, small_data, tmp_path):  # noqa: F811
+    spec = ir.load(ROOT / f"specs/examples/{name}.attn")
     before, after = _train(spec, small_data / "parallel", tmp_path / name)
     assert after["loss"] < before["loss"] and np.isfinite(after["ppl"])
