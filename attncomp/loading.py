@@ -12,21 +12,8 @@ import torch
 
 from attncomp import checkpoint, ir
 from attncomp.compiler import DEFAULT_PASSES, compile_spec
-from attncomp.interop import safetensors_dir
 from attncomp.lower import CompiledModel
 from attncomp.lower.size import load_stored
-
-
-def _is_export(path) -> bool:
-    return isinstance(path, (str, os.PathLike)) and safetensors_dir.is_export(path)
-
-
-def read_trained(path, gathered: bool = True) -> checkpoint.Checkpoint:
-    """A checked checkpoint file, sharded directory (gathered into one with `gathered`) or safetensors
-    export (read without unpickling anything): every field checked, the spec parsed alone, its hash verified."""
-    if _is_export(path):
-        return safetensors_dir.read(path)
-    return checkpoint.read(path) if gathered else checkpoint.load(path)
 
 
 def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | str | None = None,
@@ -35,7 +22,7 @@ def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | 
     """A trained model from a checkpoint (file, sharded directory or safetensors export), compiled from
     the spec stored in it (+ overrides). With `expect_spec`, the checkpoint must have been trained with exactly that spec.
     """
-    found = read_trained(path, gathered=False)
+    found = checkpoint.read_trained(path, gathered=False)
     stored = checkpoint.stored_spec(found)
     if expect_spec is not None:
         wanted = ir.load(expect_spec)

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import fx
 from torch.utils.flop_counter import FlopCounterMode
 
+from attncomp import ir
 from attncomp.ir import nodes
 from attncomp.ir.flops import FLOP_BATCH, FLOP_LENGTH, training_flops
 from attncomp.lower import CompiledModel, family_of, ops
@@ -237,8 +238,6 @@ def check_expect(spec: nodes.Spec, params: int, flops: float) -> list[dict]:
 
 def build_report(model: CompiledModel) -> BuildReport:
     """The report of a model compiled on the meta device."""
-    from attncomp import ir
-
     params, by = count_params(model)
     flops = training_flops(model.spec)  # equal to count_flops(model) for every architecture (tests/ir/test_flops.py)
     expect = check_expect(model.spec, params, flops)

@@ -134,7 +134,7 @@ def baseline(corpus: Path, out: Path, vocab: int, workers: int, sample_sentences
     import sentencepiece as spm
 
     from attncomp.data.prepare import CHUNK, PrepareOptions, sources_of
-    from attncomp.data.sampling import write_sample
+    from attncomp.data.tokenizer_sample import write_sample
     from attncomp.data.tokenizer import trainer_options
 
     options = PrepareOptions("en", "de", vocab_size=vocab)

@@ -22,6 +22,7 @@ from typing import Callable
 
 from attncomp import files
 from attncomp.errors import printable
+from attncomp.passes import PASSES
 
 
 Bad = argparse.ArgumentTypeError
@@ -105,8 +106,6 @@ def pass_names(text: str) -> list[str]:
         return []
     names = text.split(",")
     if any(not name.strip() for name in names):
-        from attncomp.passes import PASSES
-
         raise Bad(f"an empty pass name in {shown(text)!r}; passes: {', '.join(PASSES)} ('' for none)")
     return names
 

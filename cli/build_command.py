@@ -9,8 +9,12 @@ from pathlib import Path
 from attncomp import ir
 from attncomp.cli.args import pass_names
 from attncomp.cli.spec_commands import add_overrides, expand_specs
+from attncomp.codegen import output_path, render, write_atomically
+from attncomp.compiler import compile_spec
 from attncomp.errors import ExpectError, UsageError, printable
 from attncomp.lower.size import estimate, refuse_if_too_large
+from attncomp.passes import DEFAULT_PASSES, check_pass_names
+from attncomp.report import build_report, format_report
 
 EMIT = ("ir", "fx", "fx-opt", "py")
 
@@ -24,9 +28,6 @@ def _load(path: str, args: argparse.Namespace):
 
 
 def _emit(stage: str, spec, path: str, passes: list[str], entry: str | None) -> str:
-    from attncomp.codegen import render
-    from attncomp.compiler import compile_spec
-
     if stage == "ir":
         return ir.to_text(spec)
     if stage == "py":
@@ -42,10 +43,6 @@ def _emit(stage: str, spec, path: str, passes: list[str], entry: str | None) -> 
 
 
 def _build_one(path: str, args: argparse.Namespace) -> dict:
-    from attncomp.codegen import output_path, render, write_atomically
-    from attncomp.compiler import compile_spec
-    from attncomp.report import build_report, format_report
-
     spec = _load(path, args)
     if not args.json:
         print(f"{spec.model.name}: estimated {estimate(spec).describe()}; building", flush=True)
@@ -71,8 +68,6 @@ def _build_one(path: str, args: argparse.Namespace) -> dict:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from attncomp.passes import check_pass_names
-
     check_pass_names(args.passes)
     files = expand_specs(args.specs)
     if args.emit:
@@ -86,8 +81,6 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from attncomp.passes import DEFAULT_PASSES
-
     p = sub.add_parser("build", help="compile specs: report params, FLOPs, fused attention; write generated/")
     p.add_argument("specs", nargs="+", metavar="SPEC", help="spec files, directories or globs")
     p.add_argument("-o", "--out", metavar="DIR", help="write DIR/<spec>.py (default: generated/, mirroring specs/)")

@@ -10,12 +10,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from attncomp import checkpoint
 from attncomp.cli.args import fraction, int_at_least, language, non_negative_int, output_dir, positive_int
+from attncomp.data.dataset import PreparedData
+from attncomp.data.prepare import SAMPLE, PrepareOptions, given_digest, prepare
+from attncomp.data.sample_corpus import write_corpus
 from attncomp.errors import UsageError
 
 
 vocab_size = int_at_least(8)  # sentencepiece's specials and a few pieces
-SAMPLE = 2_000_000  # attncomp.data.prepare.SAMPLE, without importing numpy for --help
 
 
 def cores() -> int:
@@ -44,15 +47,11 @@ def _given_tokenizers(args: argparse.Namespace) -> tuple[bytes, bytes] | None:
     if args.separate_vocab or args.src_vocab_size or args.tgt_vocab_size:
         raise UsageError("--tokenizers takes the checkpoint's vocabularies; leave out --separate-vocab, "
                          "--src-vocab-size and --tgt-vocab-size")
-    from attncomp.loading import read_trained
-
-    found = read_trained(args.tokenizers)
+    found = checkpoint.read_trained(args.tokenizers)
     return tuple(found.header.tokenizers[side].numpy().tobytes() for side in ("src", "tgt"))
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from attncomp.data.prepare import PrepareOptions, given_digest, prepare
-
     if args.lang is not None:
         return _prepare_mono(args)
     if args.src == args.tgt:
@@ -79,8 +78,6 @@ def _prepare(args: argparse.Namespace) -> int:
 
 def _prepare_mono(args: argparse.Namespace) -> int:
     """`data prepare --lang LANG`: PREFIX.LANG, one language, for language models."""
-    from attncomp.data.prepare import PrepareOptions, given_digest, prepare
-
     if args.separate_vocab or args.src_vocab_size or args.tgt_vocab_size or (args.src, args.tgt) != ("src", "tgt") \
             or args.tgt_column:
         raise UsageError("--lang prepares one language with one vocabulary; leave out --src, --tgt, --tgt-column, "
@@ -100,9 +97,6 @@ def _prepare_mono(args: argparse.Namespace) -> int:
 
 
 def _sample(args: argparse.Namespace) -> int:
-    from attncomp.data.prepare import PrepareOptions, prepare
-    from attncomp.data.sample import write_corpus
-
     with tempfile.TemporaryDirectory() as tmp:
         start = time.monotonic()
         prefixes = write_corpus(Path(tmp), train_pairs=args.pairs, held_out=args.held_out, seed=args.seed)
@@ -124,8 +118,6 @@ def _sample(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from attncomp.data.dataset import PreparedData
-
     data = PreparedData(args.dir)
     print(json.dumps({k: data.manifest[k] for k in ("languages", "vocab", "splits")}, indent=2))
     return 0

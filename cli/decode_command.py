@@ -11,10 +11,18 @@ import time
 import warnings
 from pathlib import Path
 
+import torch
+
 from attncomp.cli.args import (device as device_name, finite_non_negative_float, fraction, input_file, int_at_least,
                                output_file, positive_float, positive_int, write_text_atomic)
 from attncomp.cli.spec_commands import add_overrides
+from attncomp.data.tokenizer import Tokenizer
+from attncomp.decode.sampling import Sampling
+from attncomp.decode.score import sacrebleu_test_set, score
+from attncomp.decode.translate import Translator
 from attncomp.errors import UsageError, printable
+from attncomp.loading import load_checkpoint
+from attncomp.passes import DEFAULT_PASSES
 
 MAX_SOURCE_TOKENS = 256  # the longest pair `data prepare` keeps by default (--max-len), </s> included
 MAX_HYPOTHESES = 1024  # --beam and --nbest: beams or samples of a line are rows of one batch
@@ -59,14 +67,6 @@ def _read(path: str | None) -> list[str]:
 
 
 def _translator(args: argparse.Namespace):
-    import torch
-
-    from attncomp.loading import load_checkpoint
-    from attncomp.data.tokenizer import Tokenizer
-    from attncomp.decode.translate import Translator
-
-    from attncomp.passes import DEFAULT_PASSES
-
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     # on CPU, fuse_qkv's concatenation of W_Q, W_K, W_V at every decode_step costs more than the one
     # matmul saves (docs/performance.md, "CPU decoding"); its graphs compute the same function
@@ -103,8 +103,6 @@ def _warn_cut(translator, name: str | None) -> None:
 
 def _sampling(args: argparse.Namespace):
     """Sampling settings when --sample (or one of its options) is given, else None (beam search)."""
-    from attncomp.decode.sample import Sampling
-
     options = (getattr(args, "temperature", None), getattr(args, "top_k", None), getattr(args, "top_p", None))
     if not getattr(args, "sample", False) and all(o is None for o in options):
         return None
@@ -159,8 +157,6 @@ def _translate(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from attncomp.decode.score import sacrebleu_test_set, score
-
     if args.sacrebleu_test:
         if not args.langpair:
             raise UsageError("--sacrebleu-test needs --langpair (e.g. en-de)")

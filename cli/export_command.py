@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from attncomp import checkpoint
+from attncomp.checkpoint import safetensors_dir
+from attncomp.data.tokenizer import Tokenizer
+from attncomp.errors import UsageError
+from attncomp.interop import ctranslate2_export, hf_export, torch_export
+
 FORMATS = ("safetensors", "ctranslate2", "torch-export", "hf")
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16")
 
 
 def _ctranslate2(found, out: Path, quantization: str) -> list[Path]:
-    from attncomp import checkpoint
-    from attncomp.data.tokenizer import Tokenizer
-    from attncomp.interop import ctranslate2_export
-
     spec = checkpoint.stored_spec(found)
     src, tgt = (ctranslate2_export.vocabulary(Tokenizer(found.header.tokenizers[side].numpy().tobytes()))
                 for side in ("src", "tgt"))
@@ -24,10 +26,6 @@ def _ctranslate2(found, out: Path, quantization: str) -> list[Path]:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from attncomp.loading import read_trained
-    from attncomp.errors import UsageError
-    from attncomp.interop import safetensors_dir, torch_export
-
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"--out {args.out}: exists and is not an empty directory")
@@ -35,7 +33,7 @@ def _export(args: argparse.Namespace) -> int:
         raise UsageError("--quantization applies to --format ctranslate2 only")
     if args.family is not None and args.format != "hf":
         raise UsageError("--family applies to --format hf only")
-    found = read_trained(args.checkpoint)  # checked; a sharded one gathered; an export read back
+    found = checkpoint.read_trained(args.checkpoint)  # checked; a sharded one gathered; an export read back
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -45,8 +43,6 @@ def _export(args: argparse.Namespace) -> int:
     elif args.format == "torch-export":
         written = torch_export.write(found, out)
     elif args.format == "hf":
-        from attncomp.interop import hf_export
-
         written = hf_export.write(found, out, args.family)
     else:
         written = _ctranslate2(found, out, args.quantization)

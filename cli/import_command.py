@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from attncomp.errors import UsageError
+from attncomp.interop import hf_import
+
 
 def _import(args: argparse.Namespace) -> int:
-    from attncomp.errors import UsageError
-    from attncomp.interop import hf_import
-
     out = Path(args.out)
     try:
         if out.exists() and (not out.is_dir() or any(out.iterdir())):

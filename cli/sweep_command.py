@@ -13,27 +13,15 @@ from attncomp import files
 from attncomp.cli.args import output_dir
 from attncomp.cli.spec_commands import add_overrides, expand_specs
 from attncomp.errors import UsageError
-
-
-def _in_process(argv: list[str], log: Path | None) -> int:
-    """`attncomp train ARGV` in this process (rows one after another); its messages go to the terminal."""
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-
-    from attncomp.cli.main import run
-
-    try:
-        return run(argv)
-    except SignalException as stop:  # the launcher turns SIGINT/SIGTERM into this; the sweep stops cleanly
-        return 128 + int(stop.sigval)
+from attncomp.sweep.run import plan, run_sweep
+from attncomp.sweep.state import Options, SweepState
 
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _options(args: argparse.Namespace):
-    from attncomp.sweep.state import Options
-
+def _options(args: argparse.Namespace) -> Options:
     if (args.steps is None) == (args.minutes is None):
         raise UsageError("give the budget of every row: --steps N or --minutes M (one of them)")
     if args.steps is not None and args.steps < 1:
@@ -49,9 +37,6 @@ def _options(args: argparse.Namespace):
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from attncomp.sweep.run import ChildTrainer, plan, run_sweep
-    from attncomp.sweep.state import SweepState
-
     options = _options(args)
     paths = expand_specs(args.specs)
     missing = [p for p in paths if not os.path.isfile(p)]
@@ -61,13 +46,11 @@ def _sweep(args: argparse.Namespace) -> int:
     out = Path(args.out)
     state = SweepState.open(out, options)
     files.make_dir(out)  # before any training: a --out that cannot be made is refused now
-    threads = max(1, (os.cpu_count() or 1) // args.parallel)
-    train = _in_process if args.parallel == 1 else ChildTrainer(threads)
     say = lambda message: print(message, file=sys.stderr)  # noqa: E731
     say(f"sweep: {len(rows)} row(s) -> {out} ({'one at a time' if args.parallel == 1 else f'{args.parallel} at once'})")
     previous = signal.signal(signal.SIGTERM, _interrupt)  # stop the rows in training, keep what is finished
     try:
-        run_sweep(state, rows, train, args.parallel, say)
+        run_sweep(state, rows, parallel=args.parallel, say=say)
     finally:
         signal.signal(signal.SIGTERM, previous)
     say(f"sweep: done; table in {out / 'results.md'} (.csv, .json), HParams in {out / 'tb'}")

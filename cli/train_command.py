@@ -3,140 +3,42 @@
 from __future__ import annotations
 
 import argparse
-import functools
-import json
 import sys
 from pathlib import Path
 
-from attncomp import ir
-from attncomp import files
+from attncomp import checkpoint as ckpt
+from attncomp import files, train
 from attncomp.cli.args import output_dir, output_file, positive_float, positive_int
 from attncomp.cli.spec_commands import add_overrides
-from attncomp.errors import UsageError, printable
-from attncomp.lower.size import refuse_if_too_large
+from attncomp.errors import UsageError
+from attncomp.train import CheckpointOptions, DataOptions, Execution, Job, Logging, Parallelism
 
 
-def _devices(args: argparse.Namespace) -> tuple[str, int]:
-    import torch
-
-    if args.gpus is not None and args.procs is not None:
-        raise UsageError("give --gpus or --procs, not both")
-    if args.gpus is not None:
-        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if args.gpus < 1 or args.gpus > have:
-            raise UsageError(f"asked for {args.gpus} GPU(s); this machine has {have}" +
-                             ("" if have else " (use --procs N for CPU workers)"))
-        return "cuda", args.gpus
-    if args.procs is not None:
-        if args.procs < 1:
-            raise UsageError("--procs must be at least 1")
-        return "cpu", args.procs
-    return ("cuda", 1) if torch.cuda.is_available() else ("cpu", 1)
-
-
-# keys a resumed run may change
-RUN_LENGTH = ("train.steps", "train.checkpoint.", "train.validation.patience", "decode.", "expect.")
-
-
-def resume_changes(spec: ir.Spec, stored: str, origin: str) -> list[str]:
-    """Resuming a checkpoint trained with spec text `stored` under `spec`: the changed keys, all of which
-    must only say how long the run goes (steps, checkpoint cadence) or how it is decoded."""
-    rows = ir.diff(ir.load_flat(stored, origin), spec)
-    refused = [f"{key} ({old} -> {new})" for key, old, new in rows if not key.startswith(RUN_LENGTH)]
-    if refused:
-        raise UsageError(f"{origin} was trained with another architecture or recipe: {', '.join(refused)}; "
-                         "--resume may change only train.steps, train.checkpoint and train.validation.patience "
-                         "(and decode, expect); start a new run (another --out) for the rest")
-    return [f"{key}: {old} -> {new}" for key, old, new in rows]
-
-
-def _nodes(args: argparse.Namespace):
-    from attncomp.train.launch import Nodes, check_nodes
-
+def _job(args: argparse.Namespace) -> Job:
+    """The command's options as a Job (attncomp.train.job): everything else is the library's."""
     if args.node_rank is not None:
         raise UsageError("--node-rank is not used: the c10d rendezvous assigns each machine's rank (see "
                          "docs/training.md); give every machine the same --nnodes, --rdzv-endpoint and --rdzv-id")
-    nodes = Nodes(args.nnodes, args.rdzv_endpoint, args.rdzv_id, args.max_restarts, args.timeout)
-    check_nodes(nodes)
-    return nodes
+    return Job(
+        spec=args.spec, overrides=tuple(args.overrides), force=args.force,
+        data=DataOptions(path=str(args.data), max_tokens_per_worker=args.max_tokens_per_gpu),
+        parallelism=Parallelism(gpus=args.gpus, procs=args.procs, fsdp=args.fsdp, nnodes=args.nnodes,
+                                rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
+                                max_restarts=args.max_restarts, timeout=args.timeout),
+        checkpointing=CheckpointOptions(out=args.out, resume=args.resume, init=args.init, stop_at=args.stop_at,
+                                        time_limit=args.time_limit),
+        logging=Logging(log_every=args.log_every, log_interval=args.log_interval, profile=args.profile),
+        execution=Execution(compile=args.compile, checkpoint_layers=args.checkpoint_layers,
+                            fused_loss=not args.plain_loss),
+    )
 
 
 def _train(args: argparse.Namespace) -> int:
-    from attncomp.compiler import model_factory
-    from attncomp.data.dataset import PreparedData
-    from attncomp import checkpoint as ckpt
-    from attncomp.train.launch import Stopped, launch
-    from attncomp.train.runner import RunConfig, check_vocab
-    from attncomp.train.worker import worker
-
-    spec = ir.load(args.spec, args.overrides)
-    if not args.force:  # as build and compile do, before any data is read or worker starts
-        refuse_if_too_large(spec, printable(args.spec))
-    nodes = _nodes(args)
-    device, nproc = _devices(args)
-    if args.fsdp and nproc * args.nnodes < 2:
-        raise UsageError("--fsdp shards the model across workers: it needs at least 2 (--gpus N or --procs N)")
-    data = PreparedData(args.data)
-    check_vocab(data, spec.model)  # fail here, before any worker starts
-    _check_validation(spec, data)
-    out = Path(args.out or Path("runs") / spec.model.name)
-    if ckpt.listed(out) and not args.resume:
-        raise UsageError(f"{out} already has checkpoints; continue with --resume, or choose another --out")
-    init = None if args.resume and ckpt.listed(out) else args.init  # resuming: the run's checkpoint wins
-    if init is not None:
-        from attncomp.train.warm_start import check_initial
-
-        check_initial(spec, data, init)
-    out.mkdir(parents=True, exist_ok=True)
-    text = ir.to_text(spec)
-    files.write_atomically(out / "spec.attn", text)
-    per_worker = args.max_tokens_per_gpu or (32768 if device == "cuda" else 4096)
-    cfg = RunConfig(factory=functools.partial(model_factory, spec), spec_text=text, spec_hash=ir.spec_hash(spec),
-                    data=str(args.data), out=str(out), device=device, max_tokens_per_worker=per_worker,
-                    resume=args.resume, compile=args.compile,
-                    checkpoint_layers=args.checkpoint_layers, profile=args.profile, log_every=args.log_every,
-                    log_interval=args.log_interval,
-                    stop_at=args.stop_at, time_limit=args.time_limit, fused_loss=not args.plain_loss,
-                    fsdp=args.fsdp, timeout=nodes.timeout, resume_check=functools.partial(resume_changes, spec),
-                    init=init)
-    _write_run_json(out, {"spec": args.spec, "set": args.overrides, "data": str(args.data), "device": device,
-                          "workers_per_node": nproc, "nnodes": args.nnodes, "max_tokens_per_worker": per_worker,
-                          "time_limit": args.time_limit, "timeout": nodes.timeout,
-                          "max_restarts": nodes.max_restarts, "init": args.init})
-    print(f"training {spec.model.name} on {nproc * args.nnodes} {'GPU' if device == 'cuda' else 'CPU'} worker(s) "
-          f"-> {out}", file=sys.stderr)
-    results, received = launch(worker, (cfg,), nproc, out, nodes)
-    stopped = next((r for r in results if isinstance(r, dict) and "stopped" in r), None)
-    if stopped is not None:
-        raise Stopped(f"{received or stopped['stopped']}: saved {stopped['checkpoint']} at step {stopped['step']}; "
-                      "continue with --resume")
-    average = out / ckpt.AVERAGE
-    print(f"done: {average if average.exists() else out}", file=sys.stderr)
+    train.run(_job(args))
     return 0
 
 
-def _check_validation(spec: ir.Spec, data) -> None:
-    """train.validation needs a valid split."""
-    v = spec.train.validation
-    if v is None:
-        return
-    if not data.has_split("valid"):
-        raise UsageError(f"train.validation needs a valid split, but {data.path} has none (prepare it with --valid)")
-
-
-def _write_run_json(out: Path, options: dict) -> None:
-    """The command's options; a resumed run keeps the record of earlier extensions."""
-    from attncomp.train.cluster import RUN_RECORD, read_run_record
-
-    earlier = read_run_record(out).get("extended")
-    if earlier:
-        options["extended"] = earlier
-    files.write_atomically(out / RUN_RECORD, json.dumps(options, indent=2) + "\n")
-
-
 def _average(args: argparse.Namespace) -> int:
-    from attncomp import checkpoint as ckpt
-
     paths = [Path(p) for p in args.checkpoints]
     if args.last < 1:
         raise UsageError(f"--last must be at least 1, not {args.last}")
@@ -153,8 +55,6 @@ def _average(args: argparse.Namespace) -> int:
 
 
 def _consolidate(args: argparse.Namespace) -> int:
-    from attncomp import checkpoint as ckpt
-
     source = Path(args.source)
     try:
         is_dir = source.is_dir()

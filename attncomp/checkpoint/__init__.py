@@ -14,8 +14,6 @@ good one; averaging streams, holding one checkpoint and a float64 running sum at
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import re
 import shutil
 from pathlib import Path
@@ -23,24 +21,20 @@ from typing import Any, Callable
 
 import torch
 
-from attncomp.files import os_reason, shown_path, write_atomically
-
-from attncomp.checkpoint import sharded
+from attncomp.checkpoint import safetensors_dir, sharded
 from attncomp.checkpoint.average import average
-from attncomp.checkpoint.schema import (
-    FORMAT, KNOWN_VERSIONS, VERSION, Checkpoint, CheckpointError, Header, check_model, from_payload,
-)
+from attncomp.checkpoint.reading import load, read, read_trained, stored_spec
+from attncomp.checkpoint.schema import FORMAT, KNOWN_VERSIONS, VERSION, Checkpoint, CheckpointError, Header
+from attncomp.files import write_atomically
 
 PATTERN = re.compile(r"checkpoint_(\d+)(\.pt)?$")
 AVERAGE = "checkpoint_avg.pt"
 BEST = "checkpoint_best.pt"  # train.validation's best checkpoint: never pruned (PATTERN does not match it)
 
 __all__ = ["AVERAGE", "BEST", "FORMAT", "KNOWN_VERSIONS", "VERSION", "Checkpoint", "CheckpointError", "Header",
-           "average", "checkpoint_path", "is_checkpoint_dir", "last_readable", "latest_readable", "listed", "load", "prune", "read", "readable",
-           "remove_stale", "save", "sharded", "stored_spec", "write_file"]
-
-_specs: dict[tuple[str, int | None], Any] = {}  # (text, weights stored) -> Spec: a run's checkpoints parse it once
-
+           "average", "checkpoint_path", "is_checkpoint_dir", "last_readable", "latest_readable", "listed", "load",
+           "prune", "read", "read_trained", "readable", "remove_stale", "safetensors_dir", "save", "sharded",
+           "stored_spec", "write_file"]
 
 def checkpoint_path(directory: Path, step: int, sharded_dir: bool = False) -> Path:
     return directory / (f"checkpoint_{step:08d}" + ("" if sharded_dir else ".pt"))
@@ -54,74 +48,6 @@ def write_file(payload: dict, path: Path) -> None:
 def save(checkpoint: Checkpoint, path: Path) -> None:
     """The single-file form, atomically."""
     write_file(checkpoint.payload(), path)
-
-
-def _torch_load(path: Path) -> Any:
-    """The stored dict, memory-mapped (tensors are read when touched), with weights_only."""
-    try:
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError as err:
-            if "mmap" not in str(err):
-                raise
-            return torch.load(path, map_location="cpu", weights_only=True)  # the legacy (non-zip) format
-    except Exception as err:  # truncated zip, pickle of foreign objects, not a torch file at all
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CheckpointError(f"{path} is not a readable attncomp checkpoint ({reason[:160]})") from None
-
-
-def stored_spec(checkpoint: Checkpoint):
-    """The checkpoint's spec (an ir Spec), parsed alone. The recorded hash is that of the stored text
-    (the canonical text when it was written), so a checkpoint stays readable after the canonical form
-    gains keys: a spec written before the `bias` block still loads, with today's meaning of `bias`."""
-    from attncomp.lower.size import load_stored
-
-    text = checkpoint.header.spec
-    if hashlib.sha256(text.encode("utf-8")).hexdigest() != checkpoint.header.spec_hash:
-        raise CheckpointError(f"{checkpoint.path}: field 'spec_hash' does not match its stored spec")
-    key = (text, checkpoint.stored_elements())  # a spec over the size limit is read only with its weights
-    if key not in _specs:
-        _specs[key] = load_stored(text, f"{checkpoint.path} (its stored spec)", stored=key[1])
-    return _specs[key]
-
-
-def load(path: str | Path, *, model: bool = True) -> Checkpoint:
-    """A checked checkpoint (file or sharded directory); `model=False` leaves its weights unread."""
-    path = Path(path)
-    try:
-        path.is_dir()
-    except (OSError, ValueError) as err:  # a name too long, a NUL byte
-        reason = os_reason(err) if isinstance(err, OSError) else "a NUL byte in the path"
-        raise CheckpointError(f"cannot read {shown_path(path)}: {reason}") from None
-    if path.is_dir():
-        header = path / sharded.HEADER
-        if not header.is_file():
-            raise CheckpointError(f"{path} is a directory without {sharded.HEADER}: not a sharded checkpoint")
-        found = from_payload(path, _torch_load(header), model=False)
-        if not found.header.sharded:
-            raise CheckpointError(f"{path}: field 'sharded' is false in a sharded checkpoint's header")
-        found.stored = sharded.check_metadata(path)
-        if model:
-            found.model = check_model(path, sharded.read_full(path, {"model"}).get("model"))
-    elif path.is_file():
-        found = from_payload(path, _torch_load(path), model=model)
-        if found.header.sharded:
-            raise CheckpointError(f"{path}: field 'sharded' is true in a single-file checkpoint")
-    else:
-        raise CheckpointError(f"no checkpoint {path}")
-    found.path = path
-    stored_spec(found)
-    return found
-
-
-def read(path: str | Path) -> Checkpoint:
-    """The whole checkpoint in single-file form: a sharded one's model and optimiser are gathered."""
-    found = load(path)
-    if found.header.sharded:
-        if found.header.kind == "train":
-            found.optimizer = sharded.read_full(found.path, {"optimizer"}).get("optimizer")
-        found.header = dataclasses.replace(found.header, sharded=False)
-    return found
 
 
 def readable(path: Path) -> bool:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import torch
 
+from attncomp.checkpoint.reading import load, stored_spec
 from attncomp.checkpoint.schema import Checkpoint, CheckpointError
 
 
@@ -65,22 +66,20 @@ def average(paths: list[Path], warn: Callable[[str], Any] | None = None) -> Chec
     an error. Checkpoints of different models are always an error (a run extended with --resume changes
     only its recipe, so its checkpoints average).
     """
-    from attncomp import checkpoint as ckpt
-
     if not paths:
         raise CheckpointError("no checkpoints to average")
     running, used, skipped = _Sum(), [], []
     last, last_path, last_model = None, None, None
     for path in paths:
         try:
-            found = ckpt.load(path)
+            found = load(path)
         except CheckpointError as err:
             if warn is None:
                 raise
             warn(f"skipping {err}")
             skipped.append(path)
             continue
-        model_spec = ckpt.stored_spec(found).model  # a run extended with --resume changes the recipe, not the model
+        model_spec = stored_spec(found).model  # a run extended with --resume changes the recipe, not the model
         if last is not None and model_spec != last_model:
             raise CheckpointError(f"{path} holds another model than {last_path}; they cannot be averaged")
         if last is not None and not _same_tokenizers(found.header.tokenizers, last.tokenizers):

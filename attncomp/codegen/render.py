@@ -176,8 +176,8 @@ def _cache_types() -> str:
 # --- the module -------------------------------------------------------------------------------------
 
 
-def _title(model: nodes.Model) -> str:
-    return f"The `{_identifier(model.name)}` model: {family_of(model).title}"
+def _title(arch: nodes.ModelSpec) -> str:
+    return f"The `{_identifier(arch.name)}` model: {family_of(arch).title}"
 
 
 def _entry_doc(family) -> list[str]:

@@ -51,7 +51,9 @@ class Encoded:
     dropped: int
 
 
-class Encoder:
+class ChunkEncoder:
+    """Turns one chunk of text pairs into token arrays, dropping the training pairs the length filter refuses."""
+
     def __init__(self, encoding: Encoding):
         self.encoding = encoding
         self.src = Tokenizer(encoding.src_model)
@@ -85,13 +87,13 @@ def _lengths(ids: list[list[int]]) -> np.ndarray:
     return np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
 
 
-_worker: Encoder | None = None
+_worker: ChunkEncoder | None = None
 
 
 def _start_worker(encoding: Encoding) -> None:
     global _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent stops the pool
-    _worker = Encoder(encoding)
+    _worker = ChunkEncoder(encoding)
 
 
 def _encode_in_worker(chunk: Chunk) -> Encoded:
@@ -101,7 +103,7 @@ def _encode_in_worker(chunk: Chunk) -> Encoded:
 def encode_chunks(chunks: Iterator[Chunk], encoding: Encoding, workers: int) -> Iterator[Encoded]:
     """The chunks encoded, in order, by `workers` processes (this one alone when 1)."""
     if workers == 1:
-        encoder = Encoder(encoding)
+        encoder = ChunkEncoder(encoding)
         yield from map(encoder, chunks)
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"

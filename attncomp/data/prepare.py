@@ -1,7 +1,7 @@
 """`attncomp data prepare`: parallel text -> sentencepiece BPE + memory-mapped token arrays.
 
 In memory that does not grow with the corpus: the text streams by in chunks (`CHUNK` pairs), once
-to count and check it, once (training text only) to write the tokenizer's sample (`sampling.py`),
+to count and check it, once (training text only) to write the tokenizer's sample (`tokenizer_sample.py`),
 and once to encode it on `workers` processes (`encode.py`), each chunk's token arrays appended to
 disk as they come; the input files are also hashed once for the fingerprint.
 
@@ -36,7 +36,7 @@ import numpy as np
 
 from attncomp import __version__
 from attncomp.data.encode import Encoding, SideWriter, encode_chunks
-from attncomp.data.sampling import write_sample
+from attncomp.data.tokenizer_sample import write_sample
 from attncomp.data.sources import Source
 from attncomp.data.text import file_digest
 from attncomp.data.tokenizer import Tokenizer, train_sentencepiece

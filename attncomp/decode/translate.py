@@ -15,7 +15,7 @@ import torch
 
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.beam import CachedStepper, Hypothesis, beam_search
-from attncomp.decode.sample import Sampling, sample
+from attncomp.decode.sampling import Sampling, sample
 from attncomp.ir import nodes
 from attncomp.lower import family_of
 from attncomp.progress import Progress

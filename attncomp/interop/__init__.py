@@ -6,15 +6,4 @@ a missing library is one clear error naming the extra, never an ImportError trac
 
 from __future__ import annotations
 
-import importlib
-
-from attncomp.errors import UsageError
-
-
-def require(module: str, for_what: str):
-    """Import a third-party library of the `interop` extra, or fail with one line saying how to get it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise UsageError(f"{for_what} needs the Python package '{module}': "
-                         "pip install 'attncomp[interop]'") from None
+from attncomp.optional import require  # noqa: F401 (interop's modules import it from here)

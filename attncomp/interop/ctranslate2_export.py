@@ -24,7 +24,7 @@ POSITIONS = 2048  # rows of the sinusoid table CTranslate2 gets (source and outp
 
 
 
-def _llama_choices(model: nodes.Model) -> list[str]:
+def _llama_choices(model: nodes.ModelSpec) -> list[str]:
     """RMSNorm, gated or SiLU feed-forwards, grouped-query attention and a final norm that does not
     follow the norm placement: CTranslate2's converter spec may express some of them, but none of
     them is exported (or tested) here, so each is refused."""
@@ -62,7 +62,7 @@ def check_supported(spec: nodes.Spec) -> None:
     for name, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
         if stack is None:
             continue
-        kinds = [stack.attention] + ([stack.cross_attention] if isinstance(stack, nodes.Decoder) else [])
+        kinds = [stack.attention] + ([stack.cross_attention] if isinstance(stack, nodes.DecoderSpec) else [])
         if any(not isinstance(k, nodes.ScaledDot) for k in kinds):
             problems.append(f"model.{name}: only scaled_dot attention")
         if stack.d_k * stack.heads != stack.d_model or stack.d_v * stack.heads != stack.d_model:

@@ -36,6 +36,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
+from attncomp.checkpoint.safetensors_dir import TORCH_EXPORT_FORMAT as EXPORT_FORMAT
 from attncomp.checkpoint.schema import Checkpoint, CheckpointError
 from attncomp.errors import UsageError
 from attncomp.files import read_json, read_regular, write_atomically
@@ -45,7 +46,6 @@ from attncomp.lower.cache import KV, DecodingCache, LayerCache
 from attncomp.lower.size import load_stored
 from attncomp.vocab import BOS, EOS, PAD, SEP, SPECIAL_TOKENS, UNK
 
-EXPORT_FORMAT = "attncomp-torch-export"
 EXPORT_VERSION = 1
 SPEC, META = "spec.attn", "attncomp.json"
 TOKENIZER_FILES = {"src": "src.model", "tgt": "tgt.model"}
@@ -203,7 +203,7 @@ def write(found: Checkpoint, out: Path) -> list[Path]:
     return written + [out / SPEC, *(out / n for n in TOKENIZER_FILES.values()), out / META]
 
 
-def _cache_layout(model: nodes.Model) -> str:
+def _cache_layout(model: nodes.ModelSpec) -> str:
     family = family_of(model)
     if not family.decodes:
         return ""

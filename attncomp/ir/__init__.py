@@ -22,8 +22,8 @@ def looks_like_text(source: str | os.PathLike) -> bool:
 
 def load(source: str | os.PathLike, overrides: Sequence[str] = (), directory: str | None = None) -> Spec:
     """A spec file path or spec text (+ `key=value` overrides) -> a resolved, verified Spec."""
-    from attncomp.ir.build import build
-    from attncomp.syntax import load_path, load_text, parse_override
+    from attncomp.ir.build import build  # the parser, only when a spec is read (the module's docstring)
+    from attncomp.syntax import load_path, load_text, parse_override  # likewise
 
     if looks_like_text(source):
         files = load_text(str(source), directory=directory)
@@ -35,10 +35,9 @@ def load(source: str | os.PathLike, overrides: Sequence[str] = (), directory: st
 def load_flat(text: str, origin: str, overrides: Sequence[str] = ()) -> Spec:
     """Canonical spec text stored in an artifact (a checkpoint, an export) -> a Spec, reading no other
     file: `extends` is refused. `origin` names the artifact in errors. Readers of artifacts use
-    attncomp.lower.size.load_stored, which also holds the spec to the size limit (unless its weights
-    are stored with it)."""
-    from attncomp.ir.build import build
-    from attncomp.syntax import load_flat as parse_flat, parse_override
+    attncomp.lower.size.load_stored, which also holds the spec to the size limit."""
+    from attncomp.ir.build import build  # the parser, only when a spec is read (the module's docstring)
+    from attncomp.syntax import load_flat as parse_flat, parse_override  # likewise
 
     return verify(build(parse_flat(text, origin), [parse_override(o) for o in overrides]))
 

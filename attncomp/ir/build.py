@@ -79,7 +79,7 @@ class _Builder:
 
     def _slot(self, cls, key: str, path: Path_, out: dict) -> tuple[dict, Path_]:
         """Where a key of `cls` lands: model-level stack keys wait in STACK_DEFAULTS."""
-        if cls is nodes.Model and key not in nodes.Model.model_fields:
+        if cls is nodes.ModelSpec and key not in nodes.ModelSpec.model_fields:
             return out.setdefault(STACK_DEFAULTS, {}), path + (STACK_DEFAULTS,)
         return out, path
 
@@ -92,7 +92,7 @@ class _Builder:
         (inner,) = kind.members
         here = path + (block.name,)
         if block.label is not None:
-            if inner is not nodes.Model:
+            if inner is not nodes.ModelSpec:
                 raise SpecError(f'only a model block takes a name; write "{block.name} {{"', block.span)
             if self.top:
                 self.doc.spans[here + ("name",)] = block.label_span or block.span
@@ -107,7 +107,7 @@ class _Builder:
 
     def named_block(self, cls, kind: Kind, block: ast.Block, path: Path_, out: dict) -> None:
         """`layer NAME { ... }`: one of a stack's layer kinds, kept by name until validation."""
-        if cls is nodes.Model:
+        if cls is nodes.ModelSpec:
             raise SpecError(f"{block.name} kinds belong to a stack: write them in encoder {{ }} or decoder {{ }}",
                             block.span)
         if block.label is None:
@@ -129,7 +129,7 @@ class _Builder:
         while parents:  # dotted keys: dropout.residual = 0.2, layer.global.every = 3
             name = parents.pop(0)
             kind = self._lookup(cls, name, item.span, path)
-            if kind.what == "named" and cls is nodes.Model:
+            if kind.what == "named" and cls is nodes.ModelSpec:
                 raise SpecError(f"{name} kinds belong to a stack: write model.decoder.{name}.NAME.KEY = ...", item.span)
             if kind.what == "named" and parents:
                 label = parents.pop(0)
@@ -239,7 +239,7 @@ class _Builder:
 class _Root(BaseModel):
     """The top level of a spec file: four blocks."""
 
-    model: nodes.Model
+    model: nodes.ModelSpec
     train: nodes.Train
     decode: nodes.Decode
     expect: nodes.Expect
@@ -290,17 +290,17 @@ def _is_block_value(data: dict, path: Path_) -> bool:
 
 
 def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
-    model = doc.data.get("model")
-    if not isinstance(model, dict):
+    block = doc.data.get("model")
+    if not isinstance(block, dict):
         raise SpecError("the spec has no model block", where, hint="start with: model NAME { encoder { } decoder { } }")
-    model.setdefault("name", name)
-    shared = model.pop(STACK_DEFAULTS, {})
-    present = [s for s in STACKS if isinstance(model.get(s), dict)]
+    block.setdefault("name", name)
+    shared = block.pop(STACK_DEFAULTS, {})
+    present = [s for s in STACKS if isinstance(block.get(s), dict)]
     if not present:
         raise SpecError("the model has neither an encoder nor a decoder block", doc.spans.get(("model",), where),
                         hint="add encoder { } and/or decoder { }")
     for stack_name in present:
-        stack = model[stack_name]
+        stack = block[stack_name]
         for key, value in shared.items():
             if key == "cross_attention" and stack_name == "encoder":
                 continue
@@ -313,11 +313,11 @@ def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
             stack["layer"] = tuple({"name": label, **body} for label, body in stack["layer"].items())
     if "cross_attention" in shared and "decoder" not in present:
         raise SpecError("cross_attention needs a decoder", doc.spans[("model", STACK_DEFAULTS, "cross_attention")])
-    if "tie" not in model:
+    if "tie" not in block:
         both = "encoder" in present and "decoder" in present
-        shared_vocab = model.get("vocab", {}).get("kind", "shared") == "shared"
-        model["tie"] = "all" if both and shared_vocab else "decoder" if "decoder" in present else "none"
-    dropout = model.setdefault("dropout", {})
+        shared_vocab = block.get("vocab", {}).get("kind", "shared") == "shared"
+        block["tie"] = "all" if both and shared_vocab else "decoder" if "decoder" in present else "none"
+    dropout = block.setdefault("dropout", {})
     if "embedding" not in dropout:
         dropout["embedding"] = dropout.get("residual", nodes.Dropout().residual)
         if ("model", "dropout", "residual") in doc.spans:
@@ -434,11 +434,11 @@ def _yield_stack_keys(base: Doc, over: Doc) -> None:
     """A model-level key in a later layer beats the same key set per stack in an earlier one:
     base says `encoder { layers = 6 }`, C1 says `model { layers = 2 }`, and the encoder gets 2."""
     later = over.data.get("model", {}).get(STACK_DEFAULTS, {})
-    model = base.data.get("model")
-    if not later or not isinstance(model, dict):
+    block = base.data.get("model")
+    if not later or not isinstance(block, dict):
         return
     for stack in STACKS:
-        earlier, own = model.get(stack), over.data["model"].get(stack) or {}
+        earlier, own = block.get(stack), over.data["model"].get(stack) or {}
         if not isinstance(earlier, dict):
             continue
         for key in set(later) & set(earlier):

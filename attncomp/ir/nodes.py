@@ -204,11 +204,13 @@ class Stack(Node):
         return self.activation in ("swiglu", "geglu", "geglu_tanh")
 
 
-class Encoder(Stack):
-    pass
+class EncoderSpec(Stack):
+    """The `encoder { }` block (its nn.Module, made by the lowering, is the compiled model's `Encoder`)."""
 
 
-class Decoder(Stack):
+class DecoderSpec(Stack):
+    """The `decoder { }` block (its nn.Module is the compiled model's `Decoder`)."""
+
     cross_attention: Attention = Field(ScaledDot(), description="encoder-decoder attention kind")
 
 
@@ -365,8 +367,9 @@ class DenseHead(Node):
 Head = Annotated[Union[LinearHead, DenseHead], Field(discriminator="kind")]
 
 
-class Model(Node):
-    """The architecture."""
+class ModelSpec(Node):
+    """The `model { }` block: the architecture (its nn.Module is a CompiledModel, whose class is `Model`).
+    Code names a ModelSpec `arch`; `model` is always an nn.Module."""
 
     name: str = Field("model", description="the model's name (an ASCII identifier)")
     vocab: Vocab = Field(Shared(size=37000), description="vocabulary: shared(size) or separate(src, tgt)")
@@ -382,8 +385,8 @@ class Model(Node):
                                  json_schema_extra=LATER)
     head: Head = Field(LinearHead(), description="before the output projection: linear (none) or dense(activation)",
                        json_schema_extra=LATER)
-    encoder: Encoder | None = Field(None, description="the encoder stack, absent for decoder-only")
-    decoder: Decoder | None = Field(None, description="the decoder stack, absent for encoder-only")
+    encoder: EncoderSpec | None = Field(None, description="the encoder stack, absent for decoder-only")
+    decoder: DecoderSpec | None = Field(None, description="the decoder stack, absent for encoder-only")
     dropout: Dropout = Field(Dropout(), description="dropout probabilities")
 
     @field_validator("name")
@@ -637,7 +640,7 @@ class Expect(Node):
 class Spec(Node):
     """A resolved spec: every default filled in. `_spans` maps key paths to their source spans."""
 
-    model: Model
+    model: ModelSpec
     train: Train = Train()
     decode: Decode = Decode()
     expect: Expect = Expect()

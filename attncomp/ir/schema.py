@@ -73,14 +73,14 @@ def fields_of(cls: type[BaseModel]) -> Mapping[str, Kind]:
 @functools.cache
 def _model_keys() -> Mapping[str, Kind]:
     """Keys a model block accepts: its own, plus stack keys that default both stacks."""
-    own = {k: v for k, v in fields_of(nodes.Model).items() if k != "name"}
-    stack = fields_of(nodes.Decoder)
+    own = {k: v for k, v in fields_of(nodes.ModelSpec).items() if k != "name"}
+    stack = fields_of(nodes.DecoderSpec)
     return types.MappingProxyType({**stack, **own})
 
 
 def keys_of(cls: type[BaseModel]) -> Mapping[str, Kind]:
     """The keys a block of `cls` accepts (a named block's name is its label, not a key)."""
-    if cls is nodes.Model:
+    if cls is nodes.ModelSpec:
         return _model_keys()
     if cls is nodes.LayerKind:
         return types.MappingProxyType({k: v for k, v in fields_of(cls).items() if k != "name"})

@@ -52,31 +52,31 @@ def merge_heads(b: Builder, x: Node) -> Node:
 
 
 def _project(b: Builder, role: str, x: Node, stack: nodes.Stack, heads: int, dim: int, d_in: int,
-             model: nodes.Model) -> Node:
+             arch: nodes.ModelSpec) -> Node:
     """One of q, k, v: its projection, split into heads; q and k normalised where `qk_norm` says so
     (RMSNorm over the whole projection, OLMo 2; or over each head's d_k, Qwen3)."""
-    out = b.leaf(f"{role}_proj", linear(d_in, heads * dim, model.bias.of(role)), x, name=role)
+    out = b.leaf(f"{role}_proj", linear(d_in, heads * dim, arch.bias.of(role)), x, name=role)
     qk = role in ("q", "k")
     if qk and stack.qk_norm == "projection":
-        out = b.leaf(f"{role}_norm", norm("rmsnorm", heads * dim, model.norm_eps), out, name=role)
+        out = b.leaf(f"{role}_norm", norm("rmsnorm", heads * dim, arch.norm_eps), out, name=role)
     out = split_heads(b, out, heads, dim, role)
     if qk and stack.qk_norm == "head":
-        out = b.leaf(f"{role}_norm", norm("rmsnorm", dim, model.norm_eps), out, name=role)
+        out = b.leaf(f"{role}_norm", norm("rmsnorm", dim, arch.norm_eps), out, name=role)
     return out
 
 
-def project_kv(b: Builder, model: nodes.Model, stack: nodes.Stack, source: Node, d_in: int,
+def project_kv(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, source: Node, d_in: int,
                rope: Node | None = None) -> tuple[Node, Node]:
     """Keys and values (B, kv_heads, T, d), keys rotated when the model has rotary positions."""
-    k = _project(b, "k", source, stack, stack.key_value_heads, stack.d_k, d_in, model)
-    v = _project(b, "v", source, stack, stack.key_value_heads, stack.d_v, d_in, model)
+    k = _project(b, "k", source, stack, stack.key_value_heads, stack.d_k, d_in, arch)
+    v = _project(b, "v", source, stack, stack.key_value_heads, stack.d_v, d_in, arch)
     if rope is not None:
         k = b.call(ops.rotate, k, rope, name="k")
     return k, v
 
 
-def project_q(b: Builder, model: nodes.Model, stack: nodes.Stack, x: Node, rope: Node | None = None) -> Node:
-    q = _project(b, "q", x, stack, stack.heads, stack.d_k, stack.d_model, model)
+def project_q(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, rope: Node | None = None) -> Node:
+    q = _project(b, "q", x, stack, stack.heads, stack.d_k, stack.d_model, arch)
     return q if rope is None else b.call(ops.rotate, q, rope, name="q")
 
 
@@ -98,15 +98,15 @@ def scores(b: Builder, q: Node, k: Node, kind: str, d_k: int) -> Node:
     return b.call(torch.mul, logits, inv_sqrt_const(d_k), name="scores")
 
 
-def attend(b: Builder, model: nodes.Model, stack: nodes.Stack, q: Node, k: Node, v: Node, kind: str,
+def attend(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: Node, v: Node, kind: str,
            mask: Node | None = None, padded: bool = False, positions: Node | None = None,
            bias: Node | None = None) -> Node:
     """softmax(hide(scores + bias, mask)) @ v, explicitly. `padded`: the mask may hide every key of a
     query (it has padding), whose weights are then defined as 0. `positions`: relative-position indices
     (their logit and value terms); `bias`: a float bias on the scores (ALiBi)."""
     s = scores(b, q, k, kind, stack.d_k)
-    if isinstance(model.positions, nodes.Relative) and positions is not None:
-        s = b.call(torch.add, s, bias_logits(b, model, stack, q, positions), name="scores")
+    if isinstance(arch.positions, nodes.Relative) and positions is not None:
+        s = b.call(torch.add, s, bias_logits(b, arch, stack, q, positions), name="scores")
     elif bias is not None:
         s = b.call(torch.add, s, bias, name="scores")
     if mask is not None:
@@ -114,15 +114,15 @@ def attend(b: Builder, model: nodes.Model, stack: nodes.Stack, q: Node, k: Node,
     weights = b.call(torch.softmax, s, -1, name="weights")
     if padded:
         weights = b.call(ops.zero_rows, weights, mask, name="weights")
-    weights = b.dropout(weights, model.dropout.attention, name="weights")
+    weights = b.dropout(weights, arch.dropout.attention, name="weights")
     out = b.call(torch.matmul, weights, v, name="heads")
-    if isinstance(model.positions, nodes.Relative) and positions is not None:
-        out = relative_values(b, model, stack, weights, out, positions)
+    if isinstance(arch.positions, nodes.Relative) and positions is not None:
+        out = relative_values(b, arch, stack, weights, out, positions)
     return out
 
 
-def _output(b: Builder, model: nodes.Model, stack: nodes.Stack, heads: Node) -> Node:
-    proj = linear(stack.heads * stack.d_v, stack.d_model, model.bias.of("o"))
+def _output(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, heads: Node) -> Node:
+    proj = linear(stack.heads * stack.d_v, stack.d_model, arch.bias.of("o"))
     return b.leaf("o_proj", proj, merge_heads(b, heads), name="out")
 
 
@@ -146,7 +146,7 @@ def _heads_shape(x: Node, heads: int, dim: int) -> tuple | None:
 
 def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
     """An encoder's self-attention (`causal=False`: padding mask, or a band), or a decoder's (`step` too)."""
-    model = ctx.model
+    arch = ctx.arch
     unit = Unit(NAMES["causal" if causal else "self"],
                 "Multi-head self-attention" + (" over the keys up to each query (causal)" if causal else ""))
     kind, d = stack.attention.kind, stack.d_model
@@ -154,15 +154,15 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", length, d))
     padding = None if causal else b.input("padding_mask", ("batch", 1, 1, length))
-    positions = position_input(b, model, stack, length, length)
-    rope = positions if isinstance(model.positions, nodes.Rope) else None
-    k, v = project_kv(b, model, stack, x, d, rope)
-    q = project_q(b, model, stack, x, rope)
+    positions = position_input(b, arch, stack, length, length)
+    rope = positions if isinstance(arch.positions, nodes.Rope) else None
+    k, v = project_kv(b, arch, stack, x, d, rope)
+    q = project_q(b, arch, stack, x, rope)
     k, v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     mask = _mask(b, stack, x, padding, causal)
-    heads = attend(b, model, stack, q, k, v, kind, mask, padded=padding is not None, positions=positions,
-                   bias=positions if isinstance(model.positions, nodes.ALiBi) else None)
-    b.output(_output(b, model, stack, heads))
+    heads = attend(b, arch, stack, q, k, v, kind, mask, padded=padding is not None, positions=positions,
+                   bias=positions if isinstance(arch.positions, nodes.ALiBi) else None)
+    b.output(_output(b, arch, stack, heads))
     if causal:
         _self_attention_step(ctx, unit, stack)
         _empty_cache(unit, stack)
@@ -173,15 +173,15 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
 def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
     """step(x, k, v[, rope]) -> (out, k, v): one new position per sentence; the keys and values of the
     positions before it arrive as the cache's k and v, and go back extended by the new ones."""
-    model = ctx.model
+    arch = ctx.arch
     d, kvh = stack.d_model, stack.key_value_heads
     b = Builder(unit, "step", decoding=True)
     x = b.input("x", ("batch", 1, d))
     past_k = b.input("past_k", ("batch", kvh, "cache_len", stack.d_k))
     past_v = b.input("past_v", ("batch", kvh, "cache_len", stack.d_v))
-    rope = b.input("rope", (2, 1, model.positions.dims(stack.d_k))) if isinstance(model.positions, nodes.Rope) \
+    rope = b.input("rope", (2, 1, arch.positions.dims(stack.d_k))) if isinstance(arch.positions, nodes.Rope) \
         else None
-    k_new, v_new = project_kv(b, model, stack, x, d, rope)
+    k_new, v_new = project_kv(b, arch, stack, x, d, rope)
     k = b.call(torch.cat, (past_k, k_new), 2, name="k")
     v = b.call(torch.cat, (past_v, v_new), 2, name="v")
     seen_k, seen_v = k, v
@@ -189,12 +189,12 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
         keep = (slice(None), slice(None), slice(-(stack.attention.window + 1), None))
         seen_k = b.call(operator.getitem, k, keep, name="k")
         seen_v = b.call(operator.getitem, v, keep, name="v")
-    q = project_q(b, model, stack, x, rope)
+    q = project_q(b, arch, stack, x, rope)
     seen_k, seen_v = repeat_kv(b, seen_k, stack), repeat_kv(b, seen_v, stack)
-    positions = decode_bias(b, model, stack, x, seen_k)
-    heads = attend(b, model, stack, q, seen_k, seen_v, stack.attention.kind, positions=positions,
-                   bias=positions if isinstance(model.positions, nodes.ALiBi) else None)
-    b.output((_output(b, model, stack, heads), k, v))
+    positions = decode_bias(b, arch, stack, x, seen_k)
+    heads = attend(b, arch, stack, q, seen_k, seen_v, stack.attention.kind, positions=positions,
+                   bias=positions if isinstance(arch.positions, nodes.ALiBi) else None)
+    b.output((_output(b, arch, stack, heads), k, v))
 
 
 def _empty_cache(unit: Unit, stack: nodes.Stack) -> None:
@@ -210,7 +210,7 @@ def _empty_cache(unit: Unit, stack: nodes.Stack) -> None:
 
 def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     """Encoder-decoder attention: queries from the decoder, keys and values from the memory."""
-    model = ctx.model
+    arch = ctx.arch
     unit = Unit(NAMES["cross"], "Encoder-decoder attention: queries from the decoder, keys and values from "
                 "the encoder's output")
     kind = stack.cross_attention.kind
@@ -218,22 +218,22 @@ def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     x = b.input("x", ("batch", "tgt_len", stack.d_model))
     memory = b.input("memory", ("batch", "src_len", d_memory))
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
-    k, v = project_kv(b, model, stack, memory, d_memory)
-    q = project_q(b, model, stack, x)
-    heads = attend(b, model, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
-    b.output(_output(b, model, stack, heads))
+    k, v = project_kv(b, arch, stack, memory, d_memory)
+    q = project_q(b, arch, stack, x)
+    heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
+    b.output(_output(b, arch, stack, heads))
 
     b = Builder(unit, "kv", decoding=True)  # once per sentence, at the start of decoding
     memory = b.input("memory", ("batch", "src_len", d_memory))
-    b.output(project_kv(b, model, stack, memory, d_memory))
+    b.output(project_kv(b, arch, stack, memory, d_memory))
 
     b = Builder(unit, "step", decoding=True)
     x = b.input("x", ("batch", 1, stack.d_model))
     k = b.input("k", ("batch", stack.key_value_heads, "src_len", stack.d_k))
     v = b.input("v", ("batch", stack.key_value_heads, "src_len", stack.d_v))
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
-    q = project_q(b, model, stack, x)
-    heads = attend(b, model, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
-    b.output(_output(b, model, stack, heads))
+    q = project_q(b, arch, stack, x)
+    heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
+    b.output(_output(b, arch, stack, heads))
     unit.reorder(MEMBERS)
     return unit

@@ -72,16 +72,16 @@ class Family:
 SHAPES = {"src": ("batch", "src_len"), "tgt_in": ("batch", "tgt_len"), "tokens": ("batch", "tgt_len")}
 
 
-def embedding_names(model: nodes.Model) -> dict[str, str]:
+def embedding_names(arch: nodes.ModelSpec) -> dict[str, str]:
     """Which member embeds the source, embeds the target, and projects to the vocabulary."""
-    if model.tie == "all":
+    if arch.tie == "all":
         return {"src": "embed", "tgt": "embed", "output": "embed"}
     names = {"src": "src_embed", "tgt": "tgt_embed", "output": "output"}
-    if model.tie == "decoder":
+    if arch.tie == "decoder":
         names["output"] = "tgt_embed"
-    if model.tie == "encoder":
+    if arch.tie == "encoder":
         names["output"] = "src_embed"
-    if model.decoder is None:  # encoder-only: the output reads the encoder
+    if arch.decoder is None:  # encoder-only: the output reads the encoder
         names["tgt"] = names["src"]
     return names
 
@@ -90,42 +90,42 @@ def embedding_names(model: nodes.Model) -> dict[str, str]:
 
 
 def _embed(b: Builder, ctx, side: str, tokens: Node) -> Node:
-    model = ctx.model
-    name = embedding_names(model)[side]
-    rows = model.src_vocab if name == "src_embed" else model.tgt_vocab
-    return b.leaf(name, embedding(rows, (model.encoder if name == "src_embed" else model.decoder or model.encoder)
+    arch = ctx.arch
+    name = embedding_names(arch)[side]
+    rows = arch.src_vocab if name == "src_embed" else arch.tgt_vocab
+    return b.leaf(name, embedding(rows, (arch.encoder if name == "src_embed" else arch.decoder or arch.encoder)
                                   .d_model), tokens, name="x")
 
 
 def _head(b: Builder, ctx, x: Node) -> Node:
-    model = ctx.model
-    if not isinstance(model.head, nodes.DenseHead):
+    arch = ctx.arch
+    if not isinstance(arch.head, nodes.DenseHead):
         return x
-    return b.sub("head", ctx.unit(prediction_head, model.head), "forward", x, name="x", shape=x.meta.get("shape"))
+    return b.sub("head", ctx.unit(prediction_head, arch.head), "forward", x, name="x", shape=x.meta.get("shape"))
 
 
 def prediction_head(ctx, head: nodes.DenseHead) -> Unit:
     """BERT's prediction-head transform before the output projection: LayerNorm(act(dense(x)))."""
-    d = ctx.model.d_model
+    d = ctx.arch.d_model
     unit = Unit("PredictionHead", "The prediction-head transform: LayerNorm(act(dense(x)))")
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", "seq_len", d))
     dense = b.leaf("dense", linear(d, d, head.bias), x, name="x")
     act = b.call(torch.relu if head.activation == "relu" else F.gelu, dense, name="x")
-    b.output(b.leaf("norm", norm("layernorm", d, ctx.model.norm_eps), act, name="x"))
+    b.output(b.leaf("norm", norm("layernorm", d, ctx.arch.norm_eps), act, name="x"))
     return unit
 
 
 def _logits(b: Builder, ctx, x: Node) -> Node:
     """Hidden states -> vocabulary logits: the output projection or the tied embedding (+ output_bias)."""
-    model = ctx.model
-    target = embedding_names(model)["output"]
+    arch = ctx.arch
+    target = embedding_names(arch)["output"]
     if target == "output":
-        out = b.leaf("output", linear(model.d_model, model.tgt_vocab, False), x, name="logits")
+        out = b.leaf("output", linear(arch.d_model, arch.tgt_vocab, False), x, name="logits")
     else:
         out = b.call(F.linear, x, b.param(f"{target}.weight", name="embedding"), name="logits")
-    if model.bias.output:
-        out = b.add(out, b.param("output_bias", Param((model.tgt_vocab,), "zeros")), name="logits")
+    if arch.bias.output:
+        out = b.add(out, b.param("output_bias", Param((arch.tgt_vocab,), "zeros")), name="logits")
     return out
 
 
@@ -146,26 +146,26 @@ def _padding(b: Builder, src: Node) -> Node:
 
 
 def _encoder_decoder(ctx, unit: Unit) -> None:
-    model = ctx.model
-    enc, dec = ctx.unit(encoder, model.encoder), ctx.unit(decoder, model.decoder, model.encoder.d_model)
+    arch = ctx.arch
+    enc, dec = ctx.unit(encoder, arch.encoder), ctx.unit(decoder, arch.decoder, arch.encoder.d_model)
     for name, project, padded in (("forward", True, True), ("hidden", False, True), ("hidden_dense", False, False)):
         b = Builder(unit, name)
         src, tgt = _inputs(b, ("src", "tgt_in"))
         padding = _padding(b, src) if padded else None
         memory = b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src), padding, name="memory",
-                       shape=("batch", "src_len", model.encoder.d_model))
+                       shape=("batch", "src_len", arch.encoder.d_model))
         x = b.sub("decoder", dec, "forward", _embed(b, ctx, "tgt", tgt), memory, padding, name="x",
-                  shape=("batch", "tgt_len", model.d_model))
+                  shape=("batch", "tgt_len", arch.d_model))
         _finish(b, ctx, x, project)
 
     b = Builder(unit, "encode")
     (src,) = _inputs(b, ("src",))
     b.output(b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src), _padding(b, src), name="memory",
-                   shape=("batch", "src_len", model.encoder.d_model)))
+                   shape=("batch", "src_len", arch.encoder.d_model)))
 
     b = Builder(unit, "init_cache", decoding=True)
     (src,) = _inputs(b, ("src",))
-    memory = b.input("memory", ("batch", "src_len", model.encoder.d_model))
+    memory = b.input("memory", ("batch", "src_len", arch.encoder.d_model))
     caches = b.sub("decoder", dec, "init_cache", memory, name="caches")
     b.output(b.call(DecodingCache, _padding(b, src), caches, name="cache"))
 
@@ -182,7 +182,7 @@ def _step(b: Builder, ctx, dec: Unit, tokens: Node, cache: Node, padding: Node |
     start = b.size(b.field(first, "k"), 2, "cache_len")
     out = b.sub("decoder", dec, "step", _embed(b, ctx, "tgt", tokens), caches, *(() if padding is None else (padding,)),
                 start, name="stepped")
-    x = b.item(out, 0, "x", shape=("batch", 1, ctx.model.d_model))
+    x = b.item(out, 0, "x", shape=("batch", 1, ctx.arch.d_model))
     last = b.call(torch.select, x, 1, -1, name="x")  # (B, d): the newest position
     x = _head(b, ctx, last)
     logits = _logits(b, ctx, x)
@@ -190,18 +190,18 @@ def _step(b: Builder, ctx, dec: Unit, tokens: Node, cache: Node, padding: Node |
 
 
 def _decoder_only(ctx, unit: Unit) -> None:
-    model = ctx.model
-    dec = ctx.unit(decoder, model.decoder, None)
+    arch = ctx.arch
+    dec = ctx.unit(decoder, arch.decoder, None)
     for name, project in (("forward", True), ("hidden", False)):
         b = Builder(unit, name)
         (tokens,) = _inputs(b, ("tokens",))
         x = b.sub("decoder", dec, "forward", _embed(b, ctx, "tgt", tokens), name="x",
-                  shape=("batch", "tgt_len", model.d_model))
+                  shape=("batch", "tgt_len", arch.d_model))
         _finish(b, ctx, x, project)
 
     b = Builder(unit, "init_cache", decoding=True)
     (tokens,) = _inputs(b, ("tokens",))  # the prompt: only its batch size matters here
-    like = b.param(f"{embedding_names(model)['tgt']}.weight", name="like")  # the model's dtype and device
+    like = b.param(f"{embedding_names(arch)['tgt']}.weight", name="like")  # the model's dtype and device
     caches = b.sub("decoder", dec, "init_cache", like, b.size(tokens, 0, "batch"), name="caches")
     b.output(b.call(DecodingCache, None, caches, name="cache"))
 
@@ -211,14 +211,14 @@ def _decoder_only(ctx, unit: Unit) -> None:
 
 
 def _encoder_only(ctx, unit: Unit) -> None:
-    model = ctx.model
-    enc = ctx.unit(encoder, model.encoder)
+    arch = ctx.arch
+    enc = ctx.unit(encoder, arch.encoder)
     for name, project, padded in (("forward", True, True), ("hidden", False, True), ("hidden_dense", False, False),
                                   ("encode", None, True)):
         b = Builder(unit, name)
         (src,) = _inputs(b, ("src",))
         x = b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src), _padding(b, src) if padded else None,
-                  name="memory" if project is None else "x", shape=("batch", "src_len", model.d_model))
+                  name="memory" if project is None else "x", shape=("batch", "src_len", arch.d_model))
         if project is None:
             b.output(x)
         else:
@@ -248,17 +248,17 @@ ENCODER_ONLY = Family(
 FAMILIES = (ENCODER_DECODER, DECODER_ONLY, ENCODER_ONLY)
 
 
-def family_of(model: nodes.Model) -> Family:
+def family_of(arch: nodes.ModelSpec) -> Family:
     """The family of a model: the one place that asks which stacks it has."""
-    if model.encoder is not None and model.decoder is not None:
+    if arch.encoder is not None and arch.decoder is not None:
         return ENCODER_DECODER
-    return DECODER_ONLY if model.decoder is not None else ENCODER_ONLY
+    return DECODER_ONLY if arch.decoder is not None else ENCODER_ONLY
 
 
 def model_unit(ctx) -> Unit:
     """The model: its embeddings, stacks and output projection, and its family's entry points."""
-    family = family_of(ctx.model)
-    unit = Unit("Model", f"The `{ctx.model.name}` model: {family.title}")
+    family = family_of(ctx.arch)
+    unit = Unit("Model", f"The `{ctx.arch.name}` model: {family.title}")
     family.lower(ctx, unit)
     unit.reorder(MEMBERS)
     return unit

@@ -28,9 +28,9 @@ def activate(b: Builder, activation: str, x, name: str):
 
 
 def feed_forward(ctx, stack: nodes.Stack) -> Unit:
-    model = ctx.model
+    arch = ctx.arch
     unit = Unit("FeedForward", "The position-wise feed-forward network")
-    d, d_ff, bias = stack.d_model, stack.d_ff, model.bias
+    d, d_ff, bias = stack.d_model, stack.d_ff, arch.bias
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", "seq_len", d))
     act = ACTIVATIONS[stack.activation]
@@ -39,7 +39,7 @@ def feed_forward(ctx, stack: nodes.Stack) -> Unit:
         hidden = b.call(torch.mul, gate, b.leaf("fc1", linear(d, d_ff, bias.of("fc1")), x, name="up"), name="hidden")
     else:
         hidden = activate(b, act, b.leaf("fc1", linear(d, d_ff, bias.of("fc1")), x, name="hidden"), name="hidden")
-    hidden = b.dropout(hidden, model.dropout.activation)
+    hidden = b.dropout(hidden, arch.dropout.activation)
     b.output(b.leaf("fc2", linear(d_ff, d, bias.of("fc2")), hidden, name="out"))
     unit.reorder(("fc1", "fc2", "gate"))
     return unit

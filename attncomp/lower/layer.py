@@ -39,7 +39,7 @@ def sublayer(b: Builder, ctx, stack: nodes.Stack, x: Node, norm_name: str, body:
     """post: Norm(x + Dropout(F(x)));  pre: x + Dropout(F(Norm(x)));  output: x + Dropout(Norm(F(x)));
     sandwich: x + Dropout(Norm'(F(Norm(x)))), Norm' being `<sublayer>_output_norm`."""
     if stack.norm == "post":
-        return _norm(b, ctx, stack, norm_name, b.add(x, b.dropout(body(x), ctx.model.dropout.residual)), "x")
+        return _norm(b, ctx, stack, norm_name, b.add(x, b.dropout(body(x), ctx.arch.dropout.residual)), "x")
     h = _norm(b, ctx, stack, norm_name, x, "h") if stack.norm in ("pre", "sandwich") else x
     return b.add(x, _output(b, ctx, stack, norm_name, body(h)))
 
@@ -70,7 +70,7 @@ def _output(b: Builder, ctx, stack: nodes.Stack, norm_name: str, out: Node) -> N
     if stack.norm in ("output", "sandwich"):
         name = norm_name if stack.norm == "output" else norm_name.replace("_norm", "_output_norm")
         out = _norm(b, ctx, stack, name, out, out.meta.get("var"))
-    return b.dropout(out, ctx.model.dropout.residual)
+    return b.dropout(out, ctx.arch.dropout.residual)
 
 
 def _joined(stack: nodes.Stack) -> str:
@@ -86,14 +86,14 @@ def _kind(stack: nodes.Stack, kind: str) -> tuple[str, str]:
 
 def encoder_layer(ctx, stack: nodes.Stack, kind: str = "") -> Unit:
     """forward(x, padding_mask[, positions])."""
-    model, length = ctx.model, "src_len"
+    arch, length = ctx.arch, "src_len"
     prefix, doc = _kind(stack, kind)
     unit = Unit(f"{prefix}EncoderLayer", (doc or "An encoder layer: ") + "self-attention" + _joined(stack))
     attn, ffn = ctx.unit(self_attention, stack, False), ctx.unit(feed_forward, stack)
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", length, stack.d_model))
     padding = b.input("padding_mask", ("batch", 1, 1, length))
-    positions = position_input(b, model, stack, length, length)
+    positions = position_input(b, arch, stack, length, length)
     extra = () if positions is None else (positions,)
     x = sublayers(b, ctx, stack, x, [
         ("self_attn_norm", lambda h: b.sub("self_attn", attn, "forward", h, padding, *extra, name="attended",
@@ -107,7 +107,7 @@ def encoder_layer(ctx, stack: nodes.Stack, kind: str = "") -> Unit:
 def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "") -> Unit:
     """forward(x[, memory, padding_mask][, positions]), step(x, cache[, padding_mask][, rope]) and
     init_cache(memory) (decoder-only: init_cache(like, batch): a tensor of the model's dtype and device)."""
-    model = ctx.model
+    arch = ctx.arch
     cross = d_memory is not None
     prefix, doc = _kind(stack, kind)
     unit = Unit(f"{prefix}DecoderLayer", (doc or "A decoder layer: ") + "causal self-attention" +
@@ -122,7 +122,7 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "")
     x = b.input("x", shape)
     memory = b.input("memory", ("batch", "src_len", d_memory)) if cross else None
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross else None
-    positions = position_input(b, model, stack, "tgt_len", "tgt_len")
+    positions = position_input(b, arch, stack, "tgt_len", "tgt_len")
     parts = [("self_attn_norm", call("self_attn", attn, "forward", *(() if positions is None else (positions,))))]
     if cross:
         parts.append(("cross_attn_norm", call("cross_attn", cross_attn, "forward", memory, padding)))
@@ -137,12 +137,12 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "")
 
 
 def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | None, ffn: Unit) -> None:
-    model = ctx.model
+    arch = ctx.arch
     b = Builder(unit, "step", decoding=True)
     x = b.input("x", ("batch", 1, stack.d_model))
     cache = b.input("cache")
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross_attn is not None else None
-    rope = b.input("rope") if isinstance(model.positions, nodes.Rope) else None
+    rope = b.input("rope") if isinstance(arch.positions, nodes.Rope) else None
     own = b.field(cache, "self_attn")
     past_k, past_v = b.field(own, "k"), b.field(own, "v")
     new: dict[str, Node] = {}
@@ -182,6 +182,6 @@ def _init_cache(unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | N
     b.output(b.call(LayerCache, own, memory_kv, name="cache"))
 
 
-def layer_inputs(model: nodes.Model) -> str | None:
+def layer_inputs(arch: nodes.ModelSpec) -> str | None:
     """The name of the positions input a stack hands its layers, if any."""
-    return input_name(model) if acts_on_scores(model) else None
+    return input_name(arch) if acts_on_scores(arch) else None

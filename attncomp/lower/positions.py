@@ -30,13 +30,13 @@ from attncomp.lower.units import Builder, embedding, inv_sqrt_const
 Node = fx.Node
 
 
-def acts_on_scores(model: nodes.Model) -> bool:
+def acts_on_scores(arch: nodes.ModelSpec) -> bool:
     """Whether the positions reach self-attention (rope, ALiBi, relative) rather than the embeddings."""
-    return isinstance(model.positions, (nodes.Rope, nodes.ALiBi, nodes.Relative))
+    return isinstance(arch.positions, (nodes.Rope, nodes.ALiBi, nodes.Relative))
 
 
-def _input_shape(model: nodes.Model, stack: nodes.Stack, q_len, k_len) -> tuple:
-    pos = model.positions
+def _input_shape(arch: nodes.ModelSpec, stack: nodes.Stack, q_len, k_len) -> tuple:
+    pos = arch.positions
     if isinstance(pos, nodes.Rope):
         return (2, q_len, pos.dims(stack.d_k))
     if isinstance(pos, nodes.ALiBi):
@@ -44,15 +44,15 @@ def _input_shape(model: nodes.Model, stack: nodes.Stack, q_len, k_len) -> tuple:
     return (q_len, k_len)
 
 
-def input_name(model: nodes.Model) -> str:
-    return {"rope": "rope", "alibi": "alibi", "relative": "relative"}[model.positions.kind]
+def input_name(arch: nodes.ModelSpec) -> str:
+    return {"rope": "rope", "alibi": "alibi", "relative": "relative"}[arch.positions.kind]
 
 
-def position_input(b: Builder, model: nodes.Model, stack: nodes.Stack, q_len, k_len) -> Node | None:
+def position_input(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q_len, k_len) -> Node | None:
     """The placeholder of what the stack hands a self-attention about positions, or None."""
-    if not acts_on_scores(model):
+    if not acts_on_scores(arch):
         return None
-    return b.input(input_name(model), _input_shape(model, stack, q_len, k_len))
+    return b.input(input_name(arch), _input_shape(arch, stack, q_len, k_len))
 
 
 def _range(b: Builder, x: Node, start: Node | int) -> Node:
@@ -63,9 +63,9 @@ def _range(b: Builder, x: Node, start: Node | int) -> Node:
     return b.call(torch.arange, start, end, device=device, name="positions")
 
 
-def add_to_embeddings(b: Builder, model: nodes.Model, stack: nodes.Stack, x: Node, start: Node | int) -> Node:
+def add_to_embeddings(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, start: Node | int) -> Node:
     """x + PE for sinusoidal or learned positions; x for the others."""
-    pos = model.positions
+    pos = arch.positions
     if not isinstance(pos, (nodes.Sinusoidal, nodes.Learned)):
         return x
     positions = _range(b, x, start)
@@ -80,48 +80,48 @@ def add_to_embeddings(b: Builder, model: nodes.Model, stack: nodes.Stack, x: Nod
     return b.add(x, pe)
 
 
-def for_layers(b: Builder, model: nodes.Model, stack: nodes.Stack, x: Node, start: Node | int) -> Node | None:
+def for_layers(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, start: Node | int) -> Node | None:
     """What the stack's self-attentions read about positions (see the module docstring), or None."""
-    pos = model.positions
+    pos = arch.positions
     if isinstance(pos, nodes.Rope):
         positions = _range(b, x, start)
         dtype = b.call(getattr, x, "dtype", name="dtype")
         return b.call(ops.rope_table, positions, pos.dims(stack.d_k), pos.base, dtype, name="rope")
     if isinstance(pos, (nodes.ALiBi, nodes.Relative)):
         length = b.size(x, 1)
-        return score_bias(b, model, stack, x, length, length)
+        return score_bias(b, arch, stack, x, length, length)
     return None
 
 
-def score_bias(b: Builder, model: nodes.Model, stack: nodes.Stack, like: Node, q_len: Node, k_len: Node) -> Node:
+def score_bias(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, like: Node, q_len: Node, k_len: Node) -> Node:
     """ALiBi's bias, or relative-position indices, for queries that are the last q_len of k_len positions."""
     device = b.call(getattr, like, "device", name="device")
-    if isinstance(model.positions, nodes.ALiBi):
+    if isinstance(arch.positions, nodes.ALiBi):
         dtype = b.call(getattr, like, "dtype", name="dtype")
         return b.call(ops.alibi_bias, stack.heads, q_len, k_len, device, dtype, name="alibi")
-    return b.call(ops.relative_positions, q_len, k_len, model.positions.max_distance, device, name="relative")
+    return b.call(ops.relative_positions, q_len, k_len, arch.positions.max_distance, device, name="relative")
 
 
-def decode_bias(b: Builder, model: nodes.Model, stack: nodes.Stack, x: Node, k: Node) -> Node | None:
+def decode_bias(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, k: Node) -> Node | None:
     """In a decode step: the bias (or indices) of x's queries over the keys k attends to."""
-    if not isinstance(model.positions, (nodes.ALiBi, nodes.Relative)):
+    if not isinstance(arch.positions, (nodes.ALiBi, nodes.Relative)):
         return None
-    return score_bias(b, model, stack, x, b.size(x, 1), b.size(k, 2))
+    return score_bias(b, arch, stack, x, b.size(x, 1), b.size(k, 2))
 
 
-def bias_logits(b: Builder, model: nodes.Model, stack: nodes.Stack, q: Node, index: Node) -> Node:
+def bias_logits(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, index: Node) -> Node:
     """Relative positions' logit term q_i . a^K_ij / sqrt(d_k), (B, h, Tq, Tk)."""
-    rows = 2 * model.positions.max_distance + 1
+    rows = 2 * arch.positions.max_distance + 1
     table = b.leaf("relative_k", embedding(rows, stack.d_k), index, name="relative_k")
     term = b.call(torch.einsum, "bhqd,qkd->bhqk", q, table, name="relative_scores")
     return b.call(torch.mul, term, inv_sqrt_const(stack.d_k), name="relative_scores")
 
 
-def relative_values(b: Builder, model: nodes.Model, stack: nodes.Stack, weights: Node, out: Node,
+def relative_values(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, weights: Node, out: Node,
                     index: Node) -> Node:
     """out + sum_j w_ij a^V_ij where the spec asks for the value term, else out."""
-    if not model.positions.values:
+    if not arch.positions.values:
         return out
-    rows = 2 * model.positions.max_distance + 1
+    rows = 2 * arch.positions.max_distance + 1
     table = b.leaf("relative_v", embedding(rows, stack.d_v), index, name="relative_v")
     return b.add(out, b.call(torch.einsum, "bhqk,qkd->bhqd", weights, table, name="relative_heads"), name="heads")

@@ -28,8 +28,8 @@ _counter = itertools.count()
 class Lowering:
     """One lowering of a model: the IR, and the units made so far (one per rule and arguments)."""
 
-    def __init__(self, model: nodes.Model):
-        self.model = model
+    def __init__(self, arch: nodes.ModelSpec):
+        self.arch = arch
         self._units: dict[tuple, Unit] = {}
 
     def unit(self, rule: Callable[..., Unit], *args: Any) -> Unit:

@@ -25,13 +25,13 @@ MEMBERS = ("pos", "embed_norm", "layers", "norm")
 
 def _embedded(b: Builder, ctx, stack: nodes.Stack, x: Node, start: Node | int = 0) -> Node:
     """Dropout(Norm(x * sqrt(d_model) + PE)), the norm only with embedding_norm."""
-    model = ctx.model
-    if model.scale_embeddings:
+    arch = ctx.arch
+    if arch.scale_embeddings:
         x = b.call(torch.mul, x, sqrt_const(stack.d_model), name="x")
-    x = positions.add_to_embeddings(b, model, stack, x, start)
-    if model.embedding_norm:
+    x = positions.add_to_embeddings(b, arch, stack, x, start)
+    if arch.embedding_norm:
         x = apply_norm(b, ctx, "embed_norm", stack.normalization, stack.d_model, x, name="x")
-    return b.dropout(x, model.dropout.embedding, name="x")
+    return b.dropout(x, arch.dropout.embedding, name="x")
 
 
 def _closed(b: Builder, ctx, stack: nodes.Stack, x: Node) -> Node:
@@ -51,7 +51,7 @@ def encoder(ctx, stack: nodes.Stack) -> Unit:
     x = b.input("x", ("batch", "src_len", stack.d_model))
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
     x = _embedded(b, ctx, stack, x)
-    extra = positions.for_layers(b, ctx.model, stack, x, 0)
+    extra = positions.for_layers(b, ctx.arch, stack, x, 0)
     layers = b.layers("layers", _layer_list(ctx, stack, encoder_layer))
     x = b.call(loops.each_layer, layers, x, padding, *(() if extra is None else (extra,)), name="x",
                shape=x.meta.get("shape"))
@@ -64,14 +64,14 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     cross = d_memory is not None
     unit = Unit("Decoder", f"The decoder: {stack.layers} layers over the embedded target" +
                 (", attending to the encoder's output" if cross else ""))
-    model = ctx.model
+    arch = ctx.arch
 
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", "tgt_len", stack.d_model))
     memory = (b.input("memory", ("batch", "src_len", d_memory)), b.input("padding_mask", ("batch", 1, 1, "src_len"))) \
         if cross else ()
     x = _embedded(b, ctx, stack, x)
-    extra = positions.for_layers(b, model, stack, x, 0)
+    extra = positions.for_layers(b, arch, stack, x, 0)
     layers = b.layers("layers", _layer_list(ctx, stack, decoder_layer, d_memory))
     x = b.call(loops.each_layer, layers, x, *memory, *(() if extra is None else (extra,)), name="x",
                shape=x.meta.get("shape"))
@@ -84,7 +84,7 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     start = b.input("start")
     start.meta["value"] = "cache_len"
     x = _embedded(b, ctx, stack, x, start)
-    rope = positions.for_layers(b, model, stack, x, start) if isinstance(model.positions, nodes.Rope) else None
+    rope = positions.for_layers(b, arch, stack, x, start) if isinstance(arch.positions, nodes.Rope) else None
     layers = b.layers("layers", _layer_list(ctx, stack, decoder_layer, d_memory))
     out = b.call(loops.each_layer_step, layers, x, caches, *padding, *(() if rope is None else (rope,)),
                  name="stepped")

@@ -23,23 +23,23 @@ from attncomp.train.step import TrainStep
 EVAL_TOKENS = 8192  # padded tokens per validation batch
 
 
-def _fits(split: Split, m: nodes.Model) -> np.ndarray:
+def _fits(split: Split, arch: nodes.ModelSpec) -> np.ndarray:
     """Indices of the pairs a learned position table can hold (all of them with sinusoids)."""
     src, tgt = split.src.lengths, split.tgt.lengths
-    if not isinstance(m.positions, nodes.Learned):
+    if not isinstance(arch.positions, nodes.Learned):
         return np.arange(len(split))
-    longest = m.positions.max_len
-    keep = (src + tgt <= longest) if m.encoder is None else (src <= longest) & (tgt <= longest)
+    longest = arch.positions.max_len
+    keep = (src + tgt <= longest) if arch.encoder is None else (src <= longest) & (tgt <= longest)
     return np.flatnonzero(keep)
 
 
 @torch.no_grad()
 def perplexity(model: torch.nn.Module, split: Split) -> float:
     """exp of the validation NLL per target token."""
-    m = model.spec.model
+    arch = model.spec.model
     step = TrainStep(model, smoothing=0.0)
-    collate = lm_batch if m.encoder is None else translation_batch
-    indices = _fits(split, m)
+    collate = lm_batch if arch.encoder is None else translation_batch
+    indices = _fits(split, arch)
     lengths = split.src.lengths + split.tgt.lengths
     indices = indices[np.argsort(lengths[indices], kind="stable")]
     totals = torch.zeros(3, dtype=torch.float64)

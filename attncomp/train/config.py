@@ -1,5 +1,5 @@
-"""What a training run is told (RunConfig), and what is made straight from it: the vocabulary check
-and the optimiser."""
+"""What each worker of a run is told (RunConfig, made from the Job by attncomp.train.run_job), and what
+is made straight from it: the vocabulary and validation checks, and the optimiser."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Callable
 import torch
 
 from attncomp.data.dataset import PreparedData
-from attncomp.errors import DataError
+from attncomp.errors import DataError, UsageError
+from attncomp.ir import nodes
 
 
 @dataclass
@@ -32,16 +33,14 @@ class RunConfig:
     fused_loss: bool = True  # the output projection and the loss in chunks, without full logits
     fsdp: bool = False  # shard parameters, gradients and optimiser state across workers (FSDP2)
     timeout: float = 600.0  # seconds a collective may wait for a peer before the run stops
-    # resume_check(stored spec text, checkpoint name) -> the allowed changes ("key: old -> new"), or raises
-    resume_check: Callable[[str, str], list[str]] | None = None
     init: str | None = None  # --init: a new run from these weights (a checkpoint, sharded one or safetensors export)
 
 
-def check_vocab(data: PreparedData, m) -> None:
-    """The data's vocabulary sizes must be the model's (`m`: the spec's model)."""
+def check_vocab(data: PreparedData, arch: nodes.ModelSpec) -> None:
+    """The data's vocabulary sizes must be those of the spec's model block."""
     have = (data.vocab["src_size"], data.vocab["tgt_size"])
-    need = (m.tgt_vocab, m.tgt_vocab) if m.encoder is None else (m.src_vocab, m.tgt_vocab)
-    if m.encoder is None and not data.vocab["shared"]:
+    need = (arch.tgt_vocab, arch.tgt_vocab) if arch.encoder is None else (arch.src_vocab, arch.tgt_vocab)
+    if arch.encoder is None and not data.vocab["shared"]:
         raise DataError(f"a decoder-only model reads source and target with one vocabulary, but {data.path} "
                         "has separate ones; prepare it without --separate-vocab")
     if have != need:
@@ -50,6 +49,12 @@ def check_vocab(data: PreparedData, m) -> None:
                         f" tokens but the spec's model expects {need[0]}"
                         f"{'' if need[0] == need[1] else ' + ' + str(need[1])}; prepare the data with that size, "
                         f'or train with --set "model.vocab={shown}"')
+
+
+def check_validation(spec_train, data: PreparedData) -> None:
+    """train.validation needs a valid split."""
+    if spec_train.validation is not None and not data.has_split("valid"):
+        raise UsageError(f"train.validation needs a valid split, but {data.path} has none (prepare it with --valid)")
 
 
 def make_optimizer(spec_optimizer, params, cuda: bool) -> torch.optim.Optimizer:

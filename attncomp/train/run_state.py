@@ -1,5 +1,10 @@
 """The state of a run between updates — step, position in the data, model, optimiser, schedule, RNG —
-and its save and resume: atomic checkpoints (sharded under FSDP), resume checks, the final average."""
+and its save and resume: atomic checkpoints (sharded under FSDP), the resume rules, the final average.
+
+The resume rules: a run resumes from the newest readable checkpoint of its directory (all ranks agree
+on it); the spec must be the one it was trained with, except for keys that only say how long the run
+goes, how it checkpoints or how it is decoded (RUN_LENGTH), and each such change is recorded in
+run.json's `extended`; `init` weights count only until the run has a checkpoint of its own."""
 
 from __future__ import annotations
 
@@ -10,13 +15,36 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from attncomp import __version__
+from attncomp import __version__, ir
 from attncomp import checkpoint as ckpt
-from attncomp.errors import TrainingError
-from attncomp.train import cluster, states
+from attncomp.errors import TrainingError, UsageError
+from attncomp.train import cluster, state_dicts
 from attncomp.train.batches import RunData
 from attncomp.train.config import RunConfig
 from attncomp.train.monitor import Monitor
+
+
+# keys a resumed run may change
+RUN_LENGTH = ("train.steps", "train.checkpoint.", "train.validation.patience", "decode.", "expect.")
+
+
+def resume_changes(spec: ir.Spec, stored: str, origin: str) -> list[str]:
+    """Resuming a checkpoint trained with spec text `stored` under `spec`: the changed keys, all of which
+    must only say how long the run goes (steps, checkpoint cadence) or how it is decoded."""
+    rows = ir.diff(ir.load_flat(stored, origin), spec)
+    refused = [f"{key} ({old} -> {new})" for key, old, new in rows if not key.startswith(RUN_LENGTH)]
+    if refused:
+        raise UsageError(f"{origin} was trained with another architecture or recipe: {', '.join(refused)}; "
+                         "--resume may change only train.steps, train.checkpoint and train.validation.patience "
+                         "(and decode, expect); start a new run (another --out) for the rest")
+    return [f"{key}: {old} -> {new}" for key, old, new in rows]
+
+
+def initial_weights(out: Path, resume: bool, init: str | None) -> str | None:
+    """The weights a run starts from: `init`, unless it resumes and its directory has a checkpoint (that wins)."""
+    if ckpt.listed(out) and not resume:
+        raise UsageError(f"{out} already has checkpoints; continue with --resume, or choose another --out")
+    return None if resume and ckpt.listed(out) else init
 
 
 class RunState:
@@ -37,8 +65,8 @@ class RunState:
     def save(self, metrics: dict, best: bool = False) -> Path:
         """A checkpoint: one file written by rank 0, or under FSDP a directory of DCP shards, one per worker;
         with `best`, also the run's checkpoint_best.pt (one file, written atomically)."""
-        rng = states.rng_states(self.data.device, self.data.cuda, self.world)
-        tensors = states.for_checkpoint(self.model, self.optimizer, self.cfg.fsdp)
+        rng = state_dicts.rng_states(self.data.device, self.data.cuda, self.world)
+        tensors = state_dicts.for_checkpoint(self.model, self.optimizer, self.cfg.fsdp)
         path = ckpt.checkpoint_path(self.out, self.step, sharded_dir=self.cfg.fsdp)
         saved = ckpt.Checkpoint(self._header(metrics), model=tensors["model"], optimizer=tensors["optimizer"],
                                 scheduler=self.scheduler.state_dict(), rng=rng)
@@ -69,9 +97,7 @@ class RunState:
         """The same spec, or one that only changes how long the run goes (recorded in the log and run.json)."""
         if header.spec_hash == self.cfg.spec_hash:
             return
-        if self.cfg.resume_check is None:
-            raise TrainingError(f"{path} was trained with another spec; resume with the same spec and --set options")
-        changes = self.cfg.resume_check(header.spec, str(path))
+        changes = resume_changes(self.model.spec, header.spec, str(path))
         self.monitor.note(f"extending the run from step {header.step}: {'; '.join(changes)}")
         if self.rank == 0:
             cluster.record_extension(self.out, path, header.step, changes)
@@ -85,12 +111,12 @@ class RunState:
         if header.kind != "train":
             raise TrainingError(f"{path} is an averaged checkpoint; training resumes from a train checkpoint")
         self._check_spec(path, header)
-        states.load(self.model, self.optimizer, self.cfg.fsdp, found)
+        state_dicts.load(self.model, self.optimizer, self.cfg.fsdp, found)
         self.scheduler.load_state_dict(found.scheduler)
         self.step, self.position = header.step, tuple(header.position)
         self.metrics = dict(header.metrics)  # train.validation's judgement continues from them
         if len(found.rng) == self.world:
-            states.set_rng_state(found.rng[self.rank], self.data.device, self.data.cuda)
+            state_dicts.set_rng_state(found.rng[self.rank], self.data.device, self.data.cuda)
         else:
             self.monitor.note(f"{path} was written by {len(found.rng)} workers, this run has {self.world}: "
                               "dropout continues from fresh random streams")

@@ -17,6 +17,7 @@ from typing import Callable
 import torch
 
 from attncomp.checkpoint.schema import BEST, BEST_STEP, STALE  # the judgement's state, in the checkpoint's metrics
+from attncomp.decode.bleu import bleu
 from attncomp.ir import nodes
 from attncomp.train.batches import RunData
 from attncomp.train.cluster import agree
@@ -51,8 +52,6 @@ class Validator:
         value = 0.0
         model = self.model if self.replica is None else self._unsharded()
         if self.rank == 0:
-            from attncomp.decode.bleu import bleu
-
             was_training = model.training
             value, _ = bleu(model, self.data.data, self.data.valid_split, self.v.bleu, self.data.device)
             model.train(was_training)

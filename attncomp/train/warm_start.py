@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from attncomp.checkpoint import read_trained
+from attncomp.compiler import compile_spec
 from attncomp.data.dataset import PreparedData
 from attncomp.errors import TrainingError
 
@@ -40,9 +42,6 @@ def shape_differences(have: dict[str, tuple[int, ...]], need: dict[str, tuple[in
 
 def check_initial(spec, data: PreparedData, path: str) -> None:
     """One clear error unless the weights at `path` fit the spec's model and the data's tokenizers are theirs."""
-    from attncomp.compiler import compile_spec
-    from attncomp.loading import read_trained
-
     found = read_trained(path, gathered=False)  # the weights only: a sharded one's optimiser stays unread
     model = compile_spec(spec, passes=(), device="meta")
     differences = shape_differences(_shapes(found.model), _shapes(model.state_dict()))
@@ -58,6 +57,4 @@ def check_initial(spec, data: PreparedData, path: str) -> None:
 
 def load_initial(model: torch.nn.Module, path: str) -> None:
     """The weights at `path` into `model` (checked by check_initial before the workers started)."""
-    from attncomp.loading import read_trained
-
     model.load_state_dict(read_trained(path, gathered=False).model)

@@ -11,7 +11,7 @@ import pytest
 
 from attncomp.cli.main import run
 from attncomp.data.dataset import PreparedData
-from attncomp.data.sample import generate
+from attncomp.data.sample_corpus import generate
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.errors import DataError
 from attncomp.vocab import EOS

@@ -17,8 +17,8 @@ from attncomp.cli.main import run
 from attncomp.data import prepare as prepare_module
 from attncomp.data import text as text_module
 from attncomp.data.dataset import PreparedData
-from attncomp.data.sample import generate
-from attncomp.data.sampling import Choice
+from attncomp.data.sample_corpus import generate
+from attncomp.data.tokenizer_sample import Choice
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -122,7 +122,7 @@ def ascii_safe(text: str) -> str:
 def test_model_names_are_ascii_identifiers():
     for name in ("é", "m\u2028", "a b", "class", "x" * 65, "1m"):
         with pytest.raises(ValueError):
-            nodes.Model(name=name)
+            nodes.ModelSpec(name=name)
 
 
 # --- `build -o`: every failure to write is one line --------------------------------------------

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from attncomp.decode.sample import Sampling, filter_logits
+from attncomp.decode.sampling import Sampling, filter_logits
 from tests.conftest import ROOT
 
 CHECKPOINT = ROOT / "tests/fixtures/legacy/checkpoint.pt"

@@ -18,7 +18,8 @@ import torch
 import attncomp
 from attncomp import checkpoint, ir
 from attncomp.errors import SpecError
-from attncomp.interop import safetensors_dir, torch_export
+from attncomp.checkpoint import safetensors_dir
+from attncomp.interop import torch_export
 from attncomp.loading import load_checkpoint
 from attncomp.lower import size
 from tests.conftest import ROOT

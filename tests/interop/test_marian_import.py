@@ -18,7 +18,7 @@ import torch
 
 from attncomp.cli.main import run
 from attncomp.loading import load_checkpoint
-from attncomp.data.sample import generate
+from attncomp.data.sample_corpus import generate
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.translate import Translator
 from attncomp.interop import marian_import

@@ -161,7 +161,7 @@ def _repair(data: dict, stack: dict) -> dict:
 @st.composite
 def valid_specs(draw) -> nodes.Spec:
     data = draw(node_data(nodes.Spec))
-    stack = draw(node_data(nodes.Encoder))
+    stack = draw(node_data(nodes.EncoderSpec))
     return ir.verify(nodes.Spec.model_validate(_repair(data, stack)))
 
 

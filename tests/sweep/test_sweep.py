@@ -9,9 +9,10 @@ import shutil
 
 import pytest
 
+from attncomp import train
 from attncomp.cli.main import run
 from attncomp.sweep.paper import TABLE3
-from attncomp.sweep.run import plan, run_sweep
+from attncomp.sweep.run import ChildTrainer, plan, run_sweep
 from attncomp.sweep.state import Options, SweepState
 from tests.conftest import ROOT
 
@@ -80,8 +81,8 @@ def test_stopped_sweep_resumes_without_redoing_finished_rows(swept, sample_data,
     shutil.rmtree(out / "rows" / "A1")
     finished = (out / "rows" / "base" / "checkpoint_avg.pt").stat().st_mtime_ns
 
-    def stopped(argv, log):  # A1 stops at step 4 with a checkpoint, then the sweep is interrupted
-        assert run([*argv, "--stop-at", "4"]) == 0
+    def stopped(job, log):  # A1 stops at step 4 with a checkpoint, then the sweep is interrupted
+        train.run(job.model_copy(update={"checkpointing": job.checkpointing.model_copy(update={"stop_at": 4})}))
         return 130
 
     options = Options(str(sample_data.resolve()), 8, None, ("train.checkpoint.every=4",), 20)
@@ -131,3 +132,21 @@ def test_bad_input_is_one_clear_line(case, message, sample_data, tmp_path, capsy
     assert message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) <= 3  # a spec error: the message, its line and a caret
     assert not (tmp_path / "out" / "rows").exists()
+
+
+def test_parallel_rows_train_in_child_processes_with_their_own_logs(sample_data, tmp_path):
+    specs = _specs(tmp_path)
+    out = tmp_path / "out"
+    assert run(["sweep", *specs, "--data", str(sample_data), "--out", str(out), "--steps", "2",
+                "--set", "train.checkpoint.every=2", "--bleu-sentences", "0", "--parallel", "2"]) == 0
+    for row in ("base", "A1"):
+        log = (out / "rows" / row / "train.log").read_text()
+        assert "1 CPU worker(s)" in log and "done: " in log, log
+    assert set(_rows(out)) == {"base", "A1"}
+
+
+def test_a_row_failing_in_its_child_process_is_an_exit_code_and_its_log(tmp_path):
+    job = train.Job(spec=str(ROOT / "specs/examples/tiny.attn"), data=train.DataOptions(path=str(tmp_path / "none")))
+    log = tmp_path / "row" / "train.log"
+    assert ChildTrainer(1)(job, log) == 2
+    assert log.read_text().startswith("error: ") and "Traceback" not in log.read_text()

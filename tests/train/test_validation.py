@@ -11,7 +11,6 @@ import torch
 from attncomp import checkpoint as ckpt
 from attncomp import ir
 from attncomp.cli.main import run
-from attncomp.cli.train_command import resume_changes
 from attncomp.compiler import model_factory
 from attncomp.data.dataset import PreparedData
 from attncomp.errors import TrainingError
@@ -52,8 +51,7 @@ def trainer(data, out, *overrides, init=None, resume=False) -> Trainer:
     spec = ir.load(TINY, [*SHORT, *overrides])
     out.mkdir(parents=True, exist_ok=True)
     cfg = RunConfig(factory=functools.partial(model_factory, spec), spec_text=ir.to_text(spec),
-                    spec_hash=ir.spec_hash(spec), data=str(data), out=str(out), resume=resume, init=init,
-                    resume_check=functools.partial(resume_changes, spec))
+                    spec_hash=ir.spec_hash(spec), data=str(data), out=str(out), resume=resume, init=init)
     return Trainer(cfg, rank=0, world=1, local_rank=0)
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from attncomp.decode.sample import Sampling, filter_logits, sample
+from attncomp.decode.sampling import Sampling, filter_logits, sample
 from attncomp.vocab import EOS
 from tests.decode.test_beam import A, B, C, TableStepper
 

@@ -17,11 +17,14 @@ import hashlib
 import json
 from pathlib import Path
 
+import torch
+
 from attncomp.checkpoint.schema import FORMAT, VERSION, Checkpoint, CheckpointError, Header, check_model, header_from
 from attncomp.files import check_regular, read_json, read_regular, write_atomically
-from attncomp.interop import require
+from attncomp.optional import require
 
 EXPORT_FORMAT = "attncomp-safetensors"
+TORCH_EXPORT_FORMAT = "attncomp-torch-export"  # attncomp.interop.torch_export's directories: not read here
 EXPORT_VERSION = 1
 WEIGHTS, SPEC, META = "model.safetensors", "spec.attn", "attncomp.json"
 TOKENIZER_FILES = {"src": "src.model", "tgt": "tgt.model"}
@@ -64,9 +67,7 @@ def _read_text(path: Path) -> str:
 
 def _meta(directory: Path) -> dict:
     meta = read_json(directory / META, what="metadata file", limit=MAX_SIDE_FILE_BYTES, error=CheckpointError)
-    from attncomp.interop import torch_export
-
-    if isinstance(meta, dict) and meta.get("format") == torch_export.EXPORT_FORMAT:
+    if isinstance(meta, dict) and meta.get("format") == TORCH_EXPORT_FORMAT:
         raise CheckpointError(f"{directory} is a torch.export export: its programs load with "
                               "attncomp.interop.torch_export.load, not as a checkpoint")
     if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT:
@@ -78,13 +79,11 @@ def _meta(directory: Path) -> dict:
 
 
 def _weights(path: Path, model: bool) -> dict:
-    import torch
-
     st = require("safetensors.torch", f"reading {path}")
     check_regular(path, what="safetensors file", error=CheckpointError)  # safetensors maps it by name
     try:
         if not model:  # names and shapes only: the header's check sees a non-empty dict, the size guard counts
-            from safetensors import safe_open
+            from safetensors import safe_open  # an optional dependency, here since require() above
 
             with safe_open(str(path), framework="pt") as f:
                 return {name: torch.empty(f.get_slice(name).get_shape(), device="meta") for name in f.keys()}
@@ -96,8 +95,6 @@ def _weights(path: Path, model: bool) -> dict:
 
 def read(directory: str | Path, *, model: bool = True) -> Checkpoint:
     """The exported model as a checked Checkpoint (every field, the spec hash, finite weights)."""
-    import torch
-
     directory = Path(directory)
     meta = _meta(directory)
     spec = _read_text(directory / SPEC)

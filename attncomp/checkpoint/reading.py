@@ -1,0 +1,93 @@
+"""Reading a checkpoint: every field checked (attncomp.checkpoint.schema), the stored spec parsed alone
+and its hash verified, the weights present and finite; a file, a sharded directory or a safetensors export."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attncomp.checkpoint import safetensors_dir, sharded
+from attncomp.checkpoint.schema import Checkpoint, CheckpointError, check_model, from_payload
+from attncomp.files import os_reason, shown_path
+from attncomp.lower.size import load_stored
+
+_specs: dict[tuple[str, int | None], Any] = {}  # (text, weights stored) -> Spec: a run's checkpoints parse it once
+
+
+def _torch_load(path: Path) -> Any:
+    """The stored dict, memory-mapped (tensors are read when touched), with weights_only."""
+    try:
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as err:
+            if "mmap" not in str(err):
+                raise
+            return torch.load(path, map_location="cpu", weights_only=True)  # the legacy (non-zip) format
+    except Exception as err:  # truncated zip, pickle of foreign objects, not a torch file at all
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"{path} is not a readable attncomp checkpoint ({reason[:160]})") from None
+
+
+def stored_spec(checkpoint: Checkpoint):
+    """The checkpoint's spec (an ir Spec), parsed alone. The recorded hash is that of the stored text
+    (the canonical text when it was written), so a checkpoint stays readable after the canonical form
+    gains keys: a spec written before the `bias` block still loads, with today's meaning of `bias`."""
+    text = checkpoint.header.spec
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != checkpoint.header.spec_hash:
+        raise CheckpointError(f"{checkpoint.path}: field 'spec_hash' does not match its stored spec")
+    key = (text, checkpoint.stored_elements())  # a spec over the size limit is read only with its weights
+    if key not in _specs:
+        _specs[key] = load_stored(text, f"{checkpoint.path} (its stored spec)", stored=key[1])
+    return _specs[key]
+
+
+def load(path: str | Path, *, model: bool = True) -> Checkpoint:
+    """A checked checkpoint (file or sharded directory); `model=False` leaves its weights unread."""
+    path = Path(path)
+    try:
+        path.is_dir()
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte
+        reason = os_reason(err) if isinstance(err, OSError) else "a NUL byte in the path"
+        raise CheckpointError(f"cannot read {shown_path(path)}: {reason}") from None
+    if path.is_dir():
+        header = path / sharded.HEADER
+        if not header.is_file():
+            raise CheckpointError(f"{path} is a directory without {sharded.HEADER}: not a sharded checkpoint")
+        found = from_payload(path, _torch_load(header), model=False)
+        if not found.header.sharded:
+            raise CheckpointError(f"{path}: field 'sharded' is false in a sharded checkpoint's header")
+        found.stored = sharded.check_metadata(path)
+        if model:
+            found.model = check_model(path, sharded.read_full(path, {"model"}).get("model"))
+    elif path.is_file():
+        found = from_payload(path, _torch_load(path), model=model)
+        if found.header.sharded:
+            raise CheckpointError(f"{path}: field 'sharded' is true in a single-file checkpoint")
+    else:
+        raise CheckpointError(f"no checkpoint {path}")
+    found.path = path
+    stored_spec(found)
+    return found
+
+
+def read(path: str | Path) -> Checkpoint:
+    """The whole checkpoint in single-file form: a sharded one's model and optimiser are gathered."""
+    found = load(path)
+    if found.header.sharded:
+        if found.header.kind == "train":
+            found.optimizer = sharded.read_full(found.path, {"optimizer"}).get("optimizer")
+        found.header = dataclasses.replace(found.header, sharded=False)
+    return found
+
+
+def read_trained(path: str | Path, gathered: bool = True) -> Checkpoint:
+    """A checked checkpoint file, sharded directory (gathered into one with `gathered`) or safetensors
+    export (read without unpickling anything): every field checked, the spec parsed alone, its hash verified."""
+    if isinstance(path, (str, os.PathLike)) and safetensors_dir.is_export(path):
+        return safetensors_dir.read(path)
+    return read(path) if gathered else load(path)

@@ -1,0 +1,17 @@
+"""Optional third-party libraries (the `interop` and `parquet` extras): imported when a command needs one,
+or one clear line saying how to install it, never an ImportError traceback."""
+
+from __future__ import annotations
+
+import importlib
+
+from attncomp.errors import UsageError
+
+
+def require(module: str, for_what: str):
+    """Import a third-party library of the `interop` extra, or fail with one line saying how to get it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UsageError(f"{for_what} needs the Python package '{module}': "
+                         "pip install 'attncomp[interop]'") from None
