@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from attncomp.errors import UsageError
-from attncomp.interop import hf_import
+from attncomp.interop import importing
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -16,9 +16,9 @@ def _import(args: argparse.Namespace) -> int:
             raise UsageError(f"--out {args.out}: exists and is not an empty directory")
     except (OSError, ValueError) as err:  # a name too long, a NUL byte, an unreadable directory
         raise UsageError(f"--out {args.out}: {getattr(err, 'strerror', None) or err}") from None
-    imported = hf_import.import_directory(Path(args.directory), allow_pickle=args.allow_pickle)
+    imported = importing.import_directory(Path(args.directory), allow_pickle=args.allow_pickle)
     try:
-        written = hf_import.write(imported, out, Path(args.directory))
+        written = importing.write(imported, out, Path(args.directory))
     except (OSError, ValueError) as err:  # ValueError: a NUL byte in the name
         raise UsageError(f"cannot write --out {args.out}: {getattr(err, 'strerror', None) or err}") from None
     print(f"wrote {out} ({', '.join(p.name for p in written)}): a {imported.family} model; "

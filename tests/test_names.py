@@ -29,7 +29,7 @@ def test_no_class_name_means_two_things():
 def test_no_class_shares_a_name_with_a_compiled_unit():
     units = set(NAMES.values())
     for path in (ROOT / "attncomp" / "lower").glob("*.py"):
-        units |= set(re.findall(r'Unit\(\s*"(\w+)"', path.read_text()))
+        units |= set(re.findall(r'Unit\(\s*f?"(?:\{\w+\})?(\w+)"', path.read_text()))  # f"{prefix}EncoderLayer"
         units |= set(re.findall(r'Unit\(\s*\w+,\s*"(\w+)"', path.read_text()))
     assert {"Model", "Encoder", "EncoderLayer", "FeedForward"} <= units
     shared = {name: where for name, where in _classes().items() if name in units}

@@ -45,7 +45,7 @@ def _imported(found) -> dict | None:
     return manifest
 
 
-def hf_state(family: mapping.Family, config, weights: dict[str, torch.Tensor], hf_names: list[str]) -> dict:
+def hf_state(family: mapping.FamilyEntry, config, weights: dict[str, torch.Tensor], hf_names: list[str]) -> dict:
     """attncomp's weights under the HF names of `hf_names` (tied names sharing one tensor)."""
     state = dict(weights)
     rows = mapping.pad_rows(config) if family.pad_first else None

@@ -56,7 +56,7 @@ def _one_line(err: Exception) -> str:
     return (text or type(err).__name__)[:200]
 
 
-def read_config(directory: Path) -> tuple[mapping.Family, object]:
+def read_config(directory: Path) -> tuple[mapping.FamilyEntry, object]:
     """The family and transformers config object of DIR; anything else is one line saying why not."""
     path = directory / "config.json"
     if not is_file(path):
@@ -79,7 +79,7 @@ def read_config(directory: Path) -> tuple[mapping.Family, object]:
     return family, config
 
 
-def spec_of(family: mapping.Family, config, directory: Path, name: str | None = None,
+def spec_of(family: mapping.FamilyEntry, config, directory: Path, name: str | None = None,
             extra: dict | None = None) -> tuple[str, object]:
     """The spec text of a config and its IR; a config the language rejects is one line."""
     try:
@@ -173,7 +173,7 @@ def check_weights(spec, weights: dict[str, torch.Tensor], what: str) -> None:
 # --- the import --------------------------------------------------------------------------------------
 
 
-def _tokenizer(directory: Path, family: mapping.Family) -> bytes:
+def _tokenizer(directory: Path, family: mapping.FamilyEntry) -> bytes:
     path = directory / TOKENIZER
     if not is_file(path):
         raise UsageError(f"{directory} has no {TOKENIZER} (the tokenizer of a {family.label} model, "
@@ -186,7 +186,7 @@ def _tokenizer(directory: Path, family: mapping.Family) -> bytes:
     return data
 
 
-def convert(family: mapping.Family, config, state: dict[str, torch.Tensor]) -> tuple[dict, list[int] | None]:
+def convert(family: mapping.FamilyEntry, config, state: dict[str, torch.Tensor]) -> tuple[dict, list[int] | None]:
     """The state dict in attncomp's names, rows in attncomp's id order where the family needs it."""
     weights = mapping.convert(family, config, state)
     rows = mapping.pad_rows(config) if family.pad_first else None
@@ -196,13 +196,12 @@ def convert(family: mapping.Family, config, state: dict[str, torch.Tensor]) -> t
 
 
 def import_directory(directory: str | Path, allow_pickle: bool = False) -> Imported:
-    """Read DIR and map it onto attncomp (Marian's tokenizers through attncomp.interop.marian_import)."""
+    """Read DIR and map it onto attncomp: every family but Marian, which attncomp.interop.importing
+    sends to attncomp.interop.marian_import (it reads Marian's own tokenizers)."""
     directory = Path(directory)
     family, config = read_config(directory)
     if family is families.MARIAN:
-        from attncomp.interop import marian_import
-
-        return marian_import.import_directory(directory, allow_pickle, config)
+        raise UsageError(f"{directory}: a Marian model is imported by attncomp.interop.importing")
     text, spec = spec_of(family, config, directory)
     tokenizer = _tokenizer(directory, family)
     weights, rows = convert(family, config, read_weights(directory, allow_pickle))

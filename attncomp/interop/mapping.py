@@ -1,4 +1,4 @@
-"""One mapping mechanism for every Hugging Face family: a family is a table entry (`Family`), and this
+"""One mapping mechanism for every Hugging Face family: a family is a table entry (`FamilyEntry`), and this
 module reads any entry.
 
 An entry says, as data,
@@ -59,7 +59,7 @@ class Transform:
 
 
 @dataclass(frozen=True)
-class Family:
+class FamilyEntry:
     model_type: str  # config.json's model_type
     config_class: str  # transformers' config class
     model_class: str  # transformers' model class whose state dict this maps (tests, export)
@@ -90,7 +90,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def check(family: Family, config) -> None:
+def check(family: FamilyEntry, config) -> None:
     """One line naming everything of this config that the spec language cannot express."""
     problems = [what(config) if callable(what) else what for test, what in family.refuse if test(config)]
     if problems:
@@ -98,7 +98,7 @@ def check(family: Family, config) -> None:
                          "(no spec equivalent)")
 
 
-def spec_text(family: Family, config, name: str | None = None, extra: dict[str, Any] | None = None) -> str:
+def spec_text(family: FamilyEntry, config, name: str | None = None, extra: dict[str, Any] | None = None) -> str:
     """The spec of `config`: the model block, dropout as the config has it (train and decode take their
     defaults); `extra` overrides spec keys (Marian's renumbered vocabulary)."""
     check(family, config)
@@ -151,7 +151,7 @@ def attention(config) -> str:
 # --- weights ---------------------------------------------------------------------------------------
 
 
-def _rename(family: Family, key: str) -> str | None:
+def _rename(family: FamilyEntry, key: str) -> str | None:
     if any(re.fullmatch(pattern, key) for pattern in family.dropped):
         return None
     for pattern, replacement in family.renames:
@@ -161,12 +161,12 @@ def _rename(family: Family, key: str) -> str | None:
     raise UsageError(f"attncomp does not know the {family.label} tensor {key[:120]!r}")
 
 
-def _known(family: Family, key: str, aliases: set[str]) -> bool:
+def _known(family: FamilyEntry, key: str, aliases: set[str]) -> bool:
     return key in aliases or any(re.fullmatch(p, key) for p in family.dropped) or \
         any(re.fullmatch(p, key) for p, _ in family.renames)
 
 
-def normalized(family: Family, config, hf: State) -> State:
+def normalized(family: FamilyEntry, config, hf: State) -> State:
     """Names as transformers loads them: TF-era `gamma`/`beta` are weight/bias, and a checkpoint of the bare
     model (GPT-2's `h.0...`, no `transformer.`) gets the base-model prefix back."""
     aliases = {name for names in family.embeddings(config).values() for name in names}
@@ -179,7 +179,7 @@ def normalized(family: Family, config, hf: State) -> State:
     return out
 
 
-def convert(family: Family, config, hf: State) -> State:
+def convert(family: FamilyEntry, config, hf: State) -> State:
     """An HF state dict -> attncomp's canonical names: embeddings, renames, then the transforms."""
     hf = normalized(family, config, hf)
     out: State = {}
@@ -389,7 +389,7 @@ def regather(state: State, rows: list[int], names: tuple[str, ...] = BY_VOCABULA
 # --- the way back (export) ---------------------------------------------------------------------------
 
 
-def origins(family: Family, config, hf_names: list[str]) -> dict[str, list[str]]:
+def origins(family: FamilyEntry, config, hf_names: list[str]) -> dict[str, list[str]]:
     """attncomp's name before the transforms -> the HF names it comes from (several for a tied group):
     the renames and aliases of `convert`, read backwards over the names a transformers model has."""
     out: dict[str, list[str]] = {}
@@ -405,7 +405,7 @@ def origins(family: Family, config, hf_names: list[str]) -> dict[str, list[str]]
     return out
 
 
-def revert(family: Family, config, state: State) -> State:
+def revert(family: FamilyEntry, config, state: State) -> State:
     """attncomp's state dict -> names before the transforms (each transform inverted, last first)."""
     state = dict(state)
     for transform in reversed(family.transforms):

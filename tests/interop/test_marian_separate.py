@@ -15,9 +15,9 @@ from attncomp import ir
 from attncomp.cli.main import run
 from attncomp.compiler import DEFAULT_PASSES
 from attncomp.loading import load_checkpoint
-from attncomp.data.sample import generate
+from attncomp.data.sample_corpus import generate
 from attncomp.data.tokenizer import Tokenizer
-from attncomp.interop import hf_import
+from attncomp.interop import importing
 from tests.interop.test_hf_marian import _marian_halves
 from tests.interop.test_marian_import import _lines, _marian_vocab, _train_spm
 
@@ -60,7 +60,7 @@ def separate(tmp_path_factory):
     tokenizer.save_pretrained(out)
     for leftover in out.glob("*_spm.*"):
         leftover.unlink()
-    return out, hf, tokenizer, hf_import.import_directory(out)
+    return out, hf, tokenizer, importing.import_directory(out)
 
 
 def test_the_spec_has_two_vocabularies_and_the_output_tied_to_the_target(separate, tmp_path):

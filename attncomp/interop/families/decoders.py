@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from attncomp.errors import UsageError
 from attncomp.interop.families.common import DECODER_ACTIVATIONS, MIXED_LAYERS, ROPE_SCALING, activation_of, bad_activation, rate, tied
-from attncomp.interop.mapping import Family, Key, attention, rename_module, fill, head_dim, rope, split_qkv, transpose
+from attncomp.interop.mapping import FamilyEntry, Key, attention, rename_module, fill, head_dim, rope, split_qkv, transpose
 
 
 
@@ -85,8 +85,8 @@ def _without(*keys: str, window: bool = False):
 
 
 def _llama_like(model_type: str, config: str, model: str, spec: dict | None = None, renames=_PRE_NORMS,
-                refuse=(), activation=_SILU, transforms=(), folded: str = "", config_of=None) -> Family:
-    return Family(model_type, config, model, _decoder_only(**(spec or {})), _LLAMA_LAYER + renames,
+                refuse=(), activation=_SILU, transforms=(), folded: str = "", config_of=None) -> FamilyEntry:
+    return FamilyEntry(model_type, config, model, _decoder_only(**(spec or {})), _LLAMA_LAYER + renames,
                   _lm_embeddings("model.embed_tokens.weight"), _ROTARY, transforms,
                   refuse=(ROPE_SCALING, activation, *refuse), prefix="model", folded=folded, config_of=config_of)
 
@@ -144,7 +144,7 @@ OLMO = _llama_like(
 
 # --- GPT-2 and GPT-NeoX: fused QKV ---------------------------------------------------------------
 
-GPT2 = Family(
+GPT2 = FamilyEntry(
     "gpt2", "GPT2Config", "GPT2LMHeadModel",
     {"d_model": Key("n_embd"), "heads": Key("n_head"), "d_ff": lambda c: c.n_inner or 4 * c.n_embd,
      "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
@@ -170,7 +170,7 @@ GPT2 = Family(
             (lambda c: c.add_cross_attention, "add_cross_attention")),
     folded="Conv1D weights transposed; c_attn split into q, k, v", prefix="transformer")
 
-GPT_NEOX = Family(
+GPT_NEOX = FamilyEntry(
     "gpt_neox", "GPTNeoXConfig", "GPTNeoXForCausalLM",
     {"d_model": Key("hidden_size"), "heads": Key("num_attention_heads"), "d_ff": Key("intermediate_size"),
      "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
@@ -195,7 +195,7 @@ GPT_NEOX = Family(
 
 # --- parallel blocks: Phi and Falcon ---------------------------------------------------------------
 
-PHI = Family(
+PHI = FamilyEntry(
     "phi", "PhiConfig", "PhiForCausalLM",
     {"d_model": Key("hidden_size"), "heads": Key("num_attention_heads"),
      "kv_heads": lambda c: c.num_key_value_heads or c.num_attention_heads, "d_k": head_dim, "d_v": head_dim,
@@ -247,7 +247,7 @@ def _falcon_input_norm(config) -> str | None:
 
 
 _FALCON = r"transformer\.h\.(\d+)\."
-FALCON = Family(
+FALCON = FamilyEntry(
     "falcon", "FalconConfig", "FalconForCausalLM",
     {"d_model": Key("hidden_size"), "heads": Key("num_attention_heads"), "kv_heads": _falcon_groups,
      "d_k": head_dim, "d_v": head_dim, "d_ff": lambda c: c.ffn_hidden_size or 4 * c.hidden_size,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from attncomp.interop.families.common import ACTIVATIONS, activation_of, rate, tied
-from attncomp.interop.mapping import Family, Key, add_row, drop, slice_rows
+from attncomp.interop.mapping import FamilyEntry, Key, add_row, drop, slice_rows
 
 
 
@@ -60,7 +60,7 @@ _ABSOLUTE = (lambda c: getattr(c, "position_embedding_type", "absolute") != "abs
              lambda c: f"position_embedding_type {c.position_embedding_type!r} (Shaw/Huang relative keys)")
 _BERT_DROPPED = (r".*\.position_ids", r".*\.token_type_ids", r".*\.pooler\..*")
 
-BERT = Family(
+BERT = FamilyEntry(
     "bert", "BertConfig", "BertForMaskedLM", _encoder_only(),
     _bert_layer("bert") + ((r"cls\.predictions\.transform\.dense\.(weight|bias)", r"head.dense.\1"),
                            (r"cls\.predictions\.transform\.LayerNorm\.(weight|bias)", r"head.norm.\1")),
@@ -71,8 +71,8 @@ BERT = Family(
     folded="token type 0's embedding added to every position's")
 
 
-def _roberta(model_type: str, config: str, model: str) -> Family:
-    return Family(
+def _roberta(model_type: str, config: str, model: str) -> FamilyEntry:
+    return FamilyEntry(
         model_type, config, model,
         _encoder_only(positions=lambda c: f"learned(max_len = {c.max_position_embeddings - _roberta_offset(c)})",
                       head="dense(activation = gelu)"),  # RobertaLMHead's gelu, whatever hidden_act says
@@ -96,7 +96,7 @@ def _distil_table(config):
     return ops.sinusoidal(torch.arange(config.max_position_embeddings), config.dim, torch.float32)
 
 
-ELECTRA = Family(
+ELECTRA = FamilyEntry(
     "electra", "ElectraConfig", "ElectraForMaskedLM",
     _encoder_only(head="dense(activation = gelu)"),  # ElectraGeneratorPredictions' gelu
     _bert_layer("electra") + ((r"generator_predictions\.dense\.(weight|bias)", r"head.dense.\1"),
@@ -110,7 +110,7 @@ ELECTRA = Family(
     pad_first=True, prefix="electra", folded="token type 0's embedding added to every position's")
 
 _DISTIL = r"distilbert\.transformer\.layer\.(\d+)\."
-DISTILBERT = Family(
+DISTILBERT = FamilyEntry(
     "distilbert", "DistilBertConfig", "DistilBertForMaskedLM",
     _encoder_only(**{"d_model": Key("dim"), "heads": Key("n_heads"), "d_ff": Key("hidden_dim"),
                      "positions": lambda c: "sinusoidal" if c.sinusoidal_pos_embds

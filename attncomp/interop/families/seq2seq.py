@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from attncomp.interop.families.common import activation_of, bad_activation, rate, tied
-from attncomp.interop.mapping import Family, Key, drop, flatten, slice_rows
+from attncomp.interop.mapping import FamilyEntry, Key, drop, flatten, slice_rows
 
 
 
@@ -71,14 +71,14 @@ def _seq2seq(norm: str, **changes) -> dict:
 
 _BART_OFFSET = 2  # BartLearnedPositionalEmbedding: position p reads row p + 2
 
-BART = Family(
+BART = FamilyEntry(
     "bart", "BartConfig", "BartForConditionalGeneration", _seq2seq("post"), _seq2seq_layer(), _seq2seq_embeddings,
     (), (slice_rows("encoder.pos.weight", lambda c: _BART_OFFSET),
          slice_rows("decoder.pos.weight", lambda c: _BART_OFFSET),
          flatten("output_bias")),
     refuse=(bad_activation("activation_function"),), pad_first=True, prefix="model",
     folded="position tables start at row 2 (BART's offset)")
-MBART = Family(
+MBART = FamilyEntry(
     "mbart", "MBartConfig", "MBartForConditionalGeneration", _seq2seq("pre"), _seq2seq_layer(), _seq2seq_embeddings,
     (), BART.transforms, refuse=BART.refuse, pad_first=True, folded=BART.folded, prefix="model")
 def _halves(config):
@@ -90,7 +90,7 @@ def _halves(config):
     return table.float()
 
 
-MARIAN = Family(
+MARIAN = FamilyEntry(
     "marian", "MarianConfig", "MarianMTModel",
     _seq2seq("post", **{"vocab": lambda c: f"shared({c.vocab_size})" if _marian_shared(c)
                         else f"separate({c.vocab_size}, {c.decoder_vocab_size or c.vocab_size})",
@@ -107,7 +107,7 @@ def _fairseq_offset(config) -> int:
     return config.pad_token_id + 1
 
 
-M2M100 = Family(
+M2M100 = FamilyEntry(
     "m2m_100", "M2M100Config", "M2M100ForConditionalGeneration",
     _seq2seq("pre", **{"positions": lambda c: "sinusoidal(layout = halves, timescales = tensor2tensor, "
                                               f"offset = {_fairseq_offset(c)})",
