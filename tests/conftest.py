@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -94,8 +95,10 @@ def trained_tiny(sample_data, tmp_path_factory):
     from attncomp.cli.main import run
 
     def make(out):
+        start = time.monotonic()
         code = run(["train", str(ROOT / "specs/examples/tiny.attn"), "--data", str(sample_data), "--out", str(out),
                     "--procs", "1", "--set", "train.steps=300", "--set", "train.checkpoint.every=150"])
         assert code == 0
+        (out.parent / "trained-tiny.seconds").write_text(f"{time.monotonic() - start:.1f}")  # the run alone
 
     return shared_once(tmp_path_factory, "trained-tiny", make)

@@ -78,15 +78,14 @@ def test_killed_while_saving_resumes_from_the_previous_checkpoint(sample_data, t
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_tiny_spec_learns_the_sample_corpus_within_a_minute(sample_data, tmp_path_factory, request):
-    start = time.monotonic()
-    run_dir = request.getfixturevalue("trained_tiny")  # 300 steps; shared with the decoding tests
-    seconds = time.monotonic() - start
-    metrics = ckpt.load(run_dir / "checkpoint_00000300.pt").header.metrics
+def test_tiny_spec_learns_the_sample_corpus_within_a_minute(trained_tiny):
+    metrics = ckpt.load(trained_tiny / "checkpoint_00000300.pt").header.metrics
     assert metrics["loss"] < 1.6, metrics  # label-smoothed validation loss; it starts near ln(256) = 5.5
-    # about a minute alone on 2 cores (the README's promise); the suite runs two test workers side by side
-    # (pytest -n 2), which measured 46 s here with the other worker training too: 90 s leaves room for that
-    assert seconds < 90, f"took {seconds:.0f}s"
+    # about a minute alone on 2 cores (the README's promise), timed around the run itself (tests/conftest.py:
+    # trained_tiny, made once per test run); the suite runs a second test worker beside it (pytest -n 2),
+    # which took it to 97 s in one CI run: 150 s leaves room for that and still catches a run 2.5x slower
+    seconds = float((trained_tiny.parent / "trained-tiny.seconds").read_text())
+    assert seconds < 150, f"took {seconds:.0f}s"
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(sample_data, tmp_path, capsys):
