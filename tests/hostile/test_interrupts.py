@@ -22,7 +22,7 @@ def interrupted_at(argv: list[str], line: str, delay: float, cwd: Path, timeout:
     """Run `attncomp ARGV`, send SIGINT to its process group `delay` s after a line holding `line`."""
     child = subprocess.Popen([sys.executable, "-m", "attncomp.cli.main", *argv], cwd=cwd, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+                             env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})  # each line as printed
     seen, sent = [], False
     deadline = time.monotonic() + timeout
     try:
@@ -52,7 +52,7 @@ def test_ctrl_c_while_a_sweep_scores_a_row_stops_it_and_keeps_the_trained_row(tm
     out = tmp_path / "sweep"
     argv = ["sweep", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]), "--steps", "1",
             "--bleu-sentences", "1000", "--out", str(out)]  # scoring: seconds, for the signal to land in
-    code, output = interrupted_at(argv, "done: ", 0.2, tmp_path)  # train's last line: scoring starts
+    code, output = interrupted_at(argv, "done: ", 0.05, tmp_path)  # train's last line: scoring starts
     assert code == 130 and output.rstrip().endswith("interrupted"), output
     assert "Traceback" not in output and "internal error" not in output and "not a readable" not in output, output
     assert "sweep: tiny:" not in output  # stopped while scoring
