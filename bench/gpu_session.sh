@@ -7,6 +7,8 @@
 #   tests     pytest -m gpu (fused vs unfused in bf16 under each SDPA backend, padding masks, training, decoding)
 #   eager     bench/throughput.py, base and big, every configuration without torch.compile, plus real batches
 #   compile   bench/throughput.py, every configuration (torch.compile included), one spec: SPEC (default base)
+#   table     bench/throughput.py, base then big, the configurations in CONFIGS (default: the bar's rows first,
+#             then the eager ones) in that order, each spec cut at TABLE_LIMIT seconds (default 250; rows so far kept)
 #   train     `attncomp train specs/base.attn --gpus 1` on real de-en batches for TRAIN_MINUTES (default 1.5)
 #   train-compile   the same with --compile (compiling takes minutes: give it TRAIN_MINUTES=5 TRAIN_LIMIT=330)
 #   real      bench/throughput.py --real-only: the runner's real batches, eager and compiled, one spec
@@ -44,11 +46,16 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out
 for stage in "$@"; do
   echo "=== $stage $(date +%T)"
   case $stage in
-    tests) timeout 300 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider 2>&1 | tee "$out/tests.log" ;;
+    tests) timeout "${TESTS_LIMIT:-300}" python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider 2>&1 | tee "$out/tests.log" ;;
     eager) timeout 360 python3 bench/throughput.py --spec base --spec big --no-compile --data "$data" \
              --json "$out/eager.json" 2>&1 | tee "$out/eager.log" ;;
     compile) timeout "${COMPILE_LIMIT:-540}" python3 bench/throughput.py --spec "${SPEC:-base}" --data "$data" \
                --json "$out/compile-${SPEC:-base}.json" 2>&1 | tee "$out/compile-${SPEC:-base}.log" ;;
+    table) for spec in base big; do
+             timeout -k 20 "${TABLE_LIMIT:-250}" python3 bench/throughput.py --spec $spec \
+               --configs "${CONFIGS:-attncomp + compile,nn.Transformer + loss compiled,attncomp,nn.Transformer,attncomp unfused,attncomp - fuse_qkv,attncomp - fused loss,attncomp - dense graph,naive,attncomp + compile + CUDA graphs,nn.Transformer + compile}" \
+               --json "$out/throughput-$spec.json" 2>&1 | tee "$out/throughput-$spec.log"
+           done ;;
     profile) timeout 240 python3 bench/profile_step.py --spec "${SPEC:-base}" --config "${CONFIG:-attncomp}" \
                --trace "$out/profile-${SPEC:-base}.json.gz" 2>&1 | tee "$out/profile-${SPEC:-base}.log" ;;
     loss) for d in 512 1024; do
@@ -65,7 +72,7 @@ for stage in "$@"; do
               timeout "${DECODE_LIMIT:-240}" $attncomp eval "$CKPT" --src "$SRC" --ref "$REF" --device cuda --json \
                 --batch-tokens $tokens --output "$out/decode.hyp" 2>&1 | tee "$out/decode-$tokens.json"
             done ;;
-    *) echo "unknown stage $stage (tests eager compile real updates profile loss train train-compile decode)" >&2 ;;
+    *) echo "unknown stage $stage (tests table eager compile real updates profile loss train train-compile decode)" >&2 ;;
   esac
 done
 echo "=== done $(date +%T)"

@@ -58,6 +58,11 @@ class Result:
     peak_memory_gb: float
     padding: float = 0.0
     error: str = ""
+    trained: bool | None = None   # checked, not assumed: see check_trained
+    loss_first: float = 0.0       # mean loss of the first three steps on the fixed batch
+    loss_last: float = 0.0        # and of the last three
+    grad_difference: float | None = None  # compiled rows: |g - g_eager| / |g_eager| of one step, dropout off
+    build_s: float = 0.0          # seconds to build, warm up (compile) and time the configuration
 
 
 def _sync(device: torch.device) -> None:
@@ -102,7 +107,10 @@ def _autocast(device: torch.device):
     return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
 
 
-def _trainer(module: torch.nn.Module, params, loss_fn, device) -> Callable[[], None]:
+def _trainer(module: torch.nn.Module, params, loss_fn, device,
+             eager_loss_fn: Callable[[], torch.Tensor] | None = None) -> Callable[[], None]:
+    """One training step of `module` on `loss_fn`. It keeps each step's loss (on the device: no sync);
+    `eager_loss_fn`, for a compiled `loss_fn`, is the same loss without torch.compile (check_trained)."""
     optimizer = torch.optim.Adam(params, lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=device.type == "cuda" or None)
 
     def step() -> None:
@@ -111,9 +119,46 @@ def _trainer(module: torch.nn.Module, params, loss_fn, device) -> Callable[[], N
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        step.losses.append(loss.detach().clone())  # a copy: CUDA graphs reuse outputs
 
     step.model = module  # what it trains (bench/compile_updates.py checks that it did)
+    step.losses = []
+    step.loss_fn, step.eager_loss_fn = loss_fn, eager_loss_fn
     return step
+
+
+def _gradient(model: torch.nn.Module, loss_fn: Callable[[], torch.Tensor], device: torch.device) -> torch.Tensor:
+    with _autocast(device):
+        loss = loss_fn()
+    loss.backward()
+    grad = torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad).float().flatten()
+                      for p in model.parameters()])
+    model.zero_grad(set_to_none=True)
+    return grad
+
+
+def check_trained(step, device: torch.device) -> dict:
+    """Did the timed step train? The loss on the fixed batch fell over the timed run (the mean of its last
+    three steps below that of its first three); and for a compiled step, one step's gradients equal the eager
+    step's within bf16 rounding (5%, as tests/gpu), both with dropout off so that they compute one function.
+    A step whose gradients are all zero (pytorch/pytorch#180642 under PyTorch 2.11) fails both: Adam then
+    moves nothing, and only weight decay would."""
+    losses = torch.stack(step.losses).cpu()
+    k = min(3, max(1, len(losses) // 2))  # three of 25 steps on a GPU; fewer in a short smoke run
+    first, last = float(losses[:k].mean()), float(losses[-k:].mean())
+    row = {"loss_first": first, "loss_last": last, "trained": bool(torch.isfinite(losses).all()) and last < first}
+    if step.eager_loss_fn is not None:
+        model = step.model
+        model.eval()
+        try:
+            expected = _gradient(model, step.eager_loss_fn, device)
+            got = _gradient(model, step.loss_fn, device)
+        finally:
+            model.train()
+        difference = float((got - expected).norm() / expected.norm().clamp_min(1e-30))
+        row["grad_difference"] = difference
+        row["trained"] = row["trained"] and bool(expected.norm() > 0) and difference < 5e-2
+    return row
 
 
 def build(config: str, spec, batch: dict, device: torch.device) -> Callable[[], None]:
@@ -134,7 +179,9 @@ def build(config: str, spec, batch: dict, device: torch.device) -> Callable[[], 
         run = step_module
         if "compile" in config:
             run = torch.compile(step_module, mode="reduce-overhead" if config.endswith("CUDA graphs") else None)
-        return _trainer(model, model.parameters(), lambda: run(batch, dense)[0] / batch["tgt_out"].numel(), device)
+        tokens = batch["tgt_out"].numel()
+        eager = (lambda: step_module(batch, dense)[0] / tokens) if "compile" in config else None
+        return _trainer(model, model.parameters(), lambda: run(batch, dense)[0] / tokens, device, eager)
     from bench.naive import NaiveTransformer
     from bench.reference import Reference
 
@@ -143,12 +190,13 @@ def build(config: str, spec, batch: dict, device: torch.device) -> Callable[[], 
     def loss_of(m) -> torch.Tensor:
         return token_losses(m(batch["src"], batch["tgt_in"]), batch["tgt_out"], eps)[0] / batch["tgt_out"].numel()
 
+    eager = lambda: loss_of(model)  # noqa: E731
     if config == "nn.Transformer + compile":
         compiled = torch.compile(model)
-        return _trainer(model, model.parameters(), lambda: loss_of(compiled), device)
+        return _trainer(model, model.parameters(), lambda: loss_of(compiled), device, eager)
     if config == "nn.Transformer + loss compiled":
         whole = torch.compile(lambda: loss_of(model))
-        return _trainer(model, model.parameters(), whole, device)
+        return _trainer(model, model.parameters(), whole, device, eager)
     return _trainer(model, model.parameters(), lambda: loss_of(model), device)
 
 
@@ -282,14 +330,20 @@ def _measure(spec, name, config, make, device, args, tokens, flops, rate) -> Res
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     torch.manual_seed(0)
+    start = time.perf_counter()
     try:
-        seconds = time_step(make(), device, args.warmup, args.steps)
+        step = make()
+        seconds = time_step(step, device, args.warmup, args.steps)
+        peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
+        trained = check_trained(step, device)
     except Exception as err:  # noqa: BLE001 - one failing configuration must not lose the others
         print(f"  {name:6} {config:32} failed: {type(err).__name__}: {str(err).splitlines()[0][:200]}", flush=True)
         return Result(name, config, float("nan"), 0.0, 0.0, 0.0, error=f"{type(err).__name__}: {err}"[:2000])
-    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
-    result = Result(name, config, seconds * 1e3, tokens / seconds, flops / seconds / rate, peak)
-    print(f"  {name:6} {config:32} {result.tokens_per_s:>12,.0f} tok/s", flush=True)
+    result = Result(name, config, seconds * 1e3, tokens / seconds, flops / seconds / rate, peak, **trained,
+                    build_s=time.perf_counter() - start)
+    grad = "" if result.grad_difference is None else f", gradients {result.grad_difference:.1e} from eager"
+    print(f"  {name:6} {config:32} {result.tokens_per_s:>12,.0f} tok/s  trained {result.trained} "
+          f"(loss {result.loss_first:.3f} -> {result.loss_last:.3f}{grad}; {result.build_s:.0f} s)", flush=True)
     return result
 
 
@@ -313,14 +367,14 @@ def _measure_real(spec, name, args, device, rate, compiled: bool) -> Result:
 
 
 def _print(results: list[Result]) -> None:
-    print("| spec | implementation | target tokens/s | step ms | MFU | peak memory GB | padding |")
-    print("|------|----------------|-----------------|---------|-----|----------------|---------|")
+    print("| spec | implementation | target tokens/s | step ms | MFU | peak memory GB | padding | trained |")
+    print("|------|----------------|-----------------|---------|-----|----------------|---------|---------|")
     for r in results:
         if r.error:
-            print(f"| {r.spec} | {r.config} | failed: {r.error.splitlines()[0][:80]} | | | | |")
+            print(f"| {r.spec} | {r.config} | failed: {r.error.splitlines()[0][:80]} | | | | | |")
             continue
         print(f"| {r.spec} | {r.config} | {r.tokens_per_s:,.0f} | {r.step_ms:.1f} | {100 * r.mfu:.1f}% | "
-              f"{r.peak_memory_gb:.1f} | {100 * r.padding:.1f}% |")
+              f"{r.peak_memory_gb:.1f} | {100 * r.padding:.1f}% | {r.trained} |")
 
 
 if __name__ == "__main__":

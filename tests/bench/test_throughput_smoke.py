@@ -13,7 +13,7 @@ def test_every_eager_configuration_runs(tmp_path):
                                "--length", "8", "--steps", "1", "--warmup", "1", "--json", str(out)])
     names = {r.config for r in results}
     assert names == {c for c in throughput.CONFIGS if "compile" not in c}
-    assert all(r.tokens_per_s > 0 and r.mfu > 0 for r in results)
+    assert all(r.tokens_per_s > 0 and r.mfu > 0 and r.trained is not None for r in results)
     rows = json.loads(out.read_text())
     assert rows[0]["spec"] == "base" and all(row["device"] == "cpu" and row["tokens_per_s"] > 0 for row in rows)
 
@@ -33,3 +33,35 @@ def test_compile_updates_times_each_update_and_checks_training(sample_data):
                                    "--data", str(sample_data), "--updates", "3", "--backend", "aot_eager"])
     assert len(result["seconds"]) == 8 and result["graphs"] >= 1
     assert result["moved"] == result["parameters"]  # the compiled step trained every parameter
+
+
+def _linear_step(loss_of):
+    """A _trainer over a linear model, its loss computed by `loss_of(model, x)`; eager loss: the plain one."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 1)
+    x = torch.randn(32, 8)
+    plain = lambda: ((model(x) - 1) ** 2).mean()  # noqa: E731
+    return throughput._trainer(model, model.parameters(), lambda: loss_of(model, x), torch.device("cpu"), plain)
+
+
+def test_check_trained_passes_a_step_that_trains():
+    step = _linear_step(lambda m, x: ((m(x) - 1) ** 2).mean())
+    for _ in range(6):
+        step()
+    row = throughput.check_trained(step, step.model.weight.device)
+    assert row["trained"] and row["loss_last"] < row["loss_first"] and row["grad_difference"] < 1e-6
+
+
+def test_check_trained_fails_a_step_whose_gradients_are_zero():
+    # as pytorch/pytorch#180642 did to the compiled step: the loss's value is right, its gradient zero
+    def zero_gradient(m, x):
+        loss = ((m(x) - 1) ** 2).mean()
+        return loss.detach() + 0 * loss
+
+    step = _linear_step(zero_gradient)
+    for _ in range(6):
+        step()
+    row = throughput.check_trained(step, step.model.weight.device)
+    assert not row["trained"] and row["grad_difference"] == 1.0 and row["loss_last"] == row["loss_first"]
