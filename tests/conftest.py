@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -48,10 +49,26 @@ SLOW_FILES = {
 }
 
 
+# Tests run once per shipped spec: the paper's size variants of base (big and Table 3's rows: the same
+# layers at other sizes) go to the slow tier; base and every spec with a layer of its own stay fast.
+SIZE_VARIANT = re.compile(r"\[(big\b|table3/|table3-small/)")
+
+
+def examples(n: int) -> int:
+    """Hypothesis examples for a property test: n, or a quarter of it in the fast tier (`-m "not slow"`)."""
+    return max(10, n // 4) if os.environ.get("ATTNCOMP_FAST_TIER") == "1" else n
+
+
+def pytest_configure(config):
+    if "not slow" in (config.option.markexpr or ""):
+        os.environ["ATTNCOMP_FAST_TIER"] = "1"  # read by examples() as the test modules are imported
+
+
 def pytest_collection_modifyitems(config, items):
     slow = pytest.mark.slow
     for item in items:
-        if item.nodeid.split("::")[0] in SLOW_FILES or item.nodeid.startswith("tests/bench/"):
+        if item.nodeid.split("::")[0] in SLOW_FILES or item.nodeid.startswith("tests/bench/") \
+                or SIZE_VARIANT.search(item.nodeid):
             item.add_marker(slow)
     if torch.cuda.is_available():
         return

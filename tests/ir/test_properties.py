@@ -15,9 +15,9 @@ from attncomp import ir
 from attncomp.errors import SpecError
 from attncomp.ir import nodes
 from attncomp.ir.schema import classify
-from tests.conftest import SPECS
+from tests.conftest import SPECS, examples
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _bounds(metadata) -> dict:
@@ -198,7 +198,7 @@ def mutated(draw) -> str:
     return text
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(mutated())
 def test_mutations_give_ir_or_located_error(text):
     try:
