@@ -83,7 +83,7 @@ def generation_values(directory: Path, config) -> dict:
             value = value[0] if value else None
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not
                                   0 <= value < config.vocab_size):
-            raise UsageError(f"{directory}: {name} = {str(value)[:40]!r} is not a token id of the "
+            raise UsageError(f"{directory}: {name} = {json.dumps(value, default=str)[:40]} is not a token id of the "
                              f"{config.vocab_size}-token vocabulary")
         values[name] = value
     return values

@@ -146,7 +146,6 @@ HOSTILE = {
                             "tokenizer.json is not JSON"),
     "generation_config not JSON": ("generation_config.json", "{num_beams: 2", "generation_config.json"),
     "generation_config a list": ("generation_config.json", "[2]", "not an object"),
-    "generation_config invalid": ("generation_config.json", '{"num_beams": "many"}', "not a valid GenerationConfig"),
     "forced token outside the vocabulary": ("generation_config.json", '{"forced_bos_token_id": 100000}',
                                             "forced_bos_token_id = 100000 is not a token id"),
     "end token a string": ("generation_config.json", '{"eos_token_id": "</s>"}', "eos_token_id"),

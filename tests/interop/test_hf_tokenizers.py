@@ -196,3 +196,26 @@ def test_an_imported_decoder_only_model_fine_tunes_on_monolingual_text_and_gener
     assert run(["translate", str(tuned), "--sample", "--seed", "3", "--input", str(tmp_path / "in.txt"),
                 "--output", str(tmp_path / "out.txt"), "--device", "cpu"]) == 0
     assert (tmp_path / "out.txt").read_text().count("\n") == 1  # a generated line break is a space
+
+
+@pytest.mark.parametrize("stored", [b"{not json", b'{"format": "attncomp/hf-tokenizer", "version": 1}',
+                                    b'{"format": "something else"}'])
+def test_a_damaged_stored_tokenizer_is_one_line_and_exit_2(stored, tmp_path, capsys):
+    from attncomp import checkpoint as ckpt
+
+    tok = hf_tokenizers.byte_level_bpe()
+    end = tok.token_to_id("<|endoftext|>")
+    hf = hf_models.model("gpt2", torch.float32, vocab_size=tok.get_vocab_size(), bos_token_id=end, eos_token_id=end)
+    checkpoint = _import(hf_tokenizers.save(hf, tok, tmp_path / "gpt2"), tmp_path)
+    found = load_checkpoint_file(checkpoint)
+    bad = torch.frombuffer(bytearray(stored), dtype=torch.uint8)
+    header = found.header.__class__(**{**found.header.__dict__, "tokenizers": {"src": bad, "tgt": bad}})
+    ckpt.save(ckpt.Checkpoint(header, model=dict(found.model)), tmp_path / "bad.pt")
+    (tmp_path / "in.txt").write_text("the dog\n")
+    for argv in (["translate", str(tmp_path / "bad.pt"), "--input", str(tmp_path / "in.txt"), "--device", "cpu"],
+                 ["translate", str(checkpoint), "--tgt-lang", "de_DE", "--input", str(tmp_path / "in.txt"),
+                  "--device", "cpu"]):
+        capsys.readouterr()
+        assert run(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err and "\n" not in err and "Traceback" not in err, err
