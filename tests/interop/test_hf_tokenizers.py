@@ -219,3 +219,53 @@ def test_a_damaged_stored_tokenizer_is_one_line_and_exit_2(stored, tmp_path, cap
         assert run(argv) == 2
         err = capsys.readouterr().err.strip()
         assert err and "\n" not in err and "Traceback" not in err, err
+
+
+@pytest.mark.slow
+def test_an_imported_encoder_decoder_fine_tunes_on_parallel_text_as_transformers_trains(tmp_path):
+    """BART: data prepared with its tokenizer frames the source as its template (<s> text </s>) and the
+    target as its labels (<s> text </s>: the forced <s> first), batches start the decoder with
+    decoder_start_token_id, so attncomp's training logits are transformers' on the same pair; train --init
+    fine-tunes it and translate generates."""
+    from attncomp.data.batching import translation_batch
+    from attncomp.data.dataset import PreparedData
+
+    tok = hf_tokenizers.unigram(specials=("<s>", "<pad>", "</s>", "<unk>"), template="<s> $A </s>")
+    hf = hf_models.model("bart", torch.float32, vocab_size=tok.get_vocab_size(), max_position_embeddings=128)
+    checkpoint = _import(hf_tokenizers.save(hf, tok, tmp_path / "bart", {"decoder_start_token_id": 2,
+                                                                         "forced_bos_token_id": 0}), tmp_path)
+    english, german = hf_tokenizers.TEXT[0:2] + hf_tokenizers.TEXT[4:5], hf_tokenizers.TEXT[2:4] + hf_tokenizers.TEXT[5:6]
+    (tmp_path / "par.src").write_text("\n".join(english * 8) + "\n")
+    (tmp_path / "par.tgt").write_text("\n".join(german * 8) + "\n")
+    data = tmp_path / "data"
+    assert run(["data", "prepare", "--train", str(tmp_path / "par"), "--tokenizers", str(checkpoint),
+                "--out", str(data), "--workers", "1"]) == 0
+    prepared = PreparedData(data)
+    specials = prepared.tokenizer("tgt").specials
+    swap = _swap(prepared.tokenizer("tgt").exchanged)
+    split = prepared.split("train")
+    batch = translation_batch(split, torch.arange(3).numpy(), specials)
+    model, _ = load_checkpoint(checkpoint)
+    model.eval()
+    for row in range(3):
+        src = [t for t in batch["src"][row].tolist() if t != 0]
+        labels = [t for t in batch["tgt_out"][row].tolist() if t != 0]
+        text = tok.decode([swap(i) for i in src], skip_special_tokens=True)
+        assert [swap(i) for i in src] == tok.encode(text).ids  # the source: BART's template
+        target = tok.decode([swap(i) for i in labels], skip_special_tokens=True)
+        assert [swap(i) for i in labels] == tok.encode(target).ids  # the labels: <s> text </s>
+        with torch.no_grad():
+            theirs = hf(input_ids=torch.tensor([[swap(i) for i in src]]),
+                        labels=torch.tensor([[swap(i) for i in labels]])).logits[0]
+            ours = model(torch.tensor([src]), batch["tgt_in"][row : row + 1, : len(labels)])[0]
+        order = [swap(i) for i in range(ours.shape[-1])]
+        torch.testing.assert_close(ours[:, order].double(), theirs.double(), rtol=1e-4, atol=1e-4)
+    assert run(["train", str(checkpoint.parent / "model.attn"), "--init", str(checkpoint), "--data", str(data),
+                "--out", str(tmp_path / "run"), "--procs", "1", "--set", "train.steps=4",
+                "--set", "train.checkpoint.every=4", "--set", "train.batch=tokens(300)"]) == 0
+    tuned = tmp_path / "run" / "checkpoint_00000004.pt"
+    assert load_checkpoint_file(tuned).header.step == 4
+    (tmp_path / "in.txt").write_text(english[0] + "\n")
+    assert run(["translate", str(tuned), "--beam", "2", "--input", str(tmp_path / "in.txt"), "--output",
+                str(tmp_path / "out.txt"), "--device", "cpu"]) == 0
+    assert (tmp_path / "out.txt").read_text().count("\n") == 1
