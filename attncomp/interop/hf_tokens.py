@@ -108,8 +108,9 @@ def _frame(tok, swap, languages: dict) -> tuple[list, str | None]:
     return frame, lang
 
 
-def _unk(tok) -> int | None:
-    model = json.loads(tok.to_str()).get("model", {})
+def _unk(text: str, tok) -> int | None:
+    model = json.loads(text).get("model", {})
+    model = model if isinstance(model, dict) else {}
     if isinstance(model.get("unk_id"), int):  # Unigram
         return model["unk_id"]
     unk = model.get("unk_token")
@@ -132,14 +133,14 @@ def tokenizer_record(directory: Path, family, config, exchanged: int | None, dec
     pad, bos, eos = (swap(values[k]) for k in ("pad_token_id", "bos_token_id", "eos_token_id"))
     if decoder_only:
         start = bos if bos is not None else eos
-        specials = Specials(pad=pad, unk=swap(_unk(tok)), bos=bos, eos=eos, sep=None,
+        specials = Specials(pad=pad, unk=swap(_unk(text, tok)), bos=bos, eos=eos, sep=None,
                             start=0 if start is None else start)
         source, source_lang, target_lang = ["text", *([] if eos is None else [eos])], None, None
     else:
         start = swap(values["decoder_start_token_id"])
         start = start if start is not None else (bos if bos is not None else 0)
         forced = swap(values["forced_bos_token_id"])
-        specials = Specials(pad=pad, unk=swap(_unk(tok)), bos=bos, eos=eos, sep=None, start=start,
+        specials = Specials(pad=pad, unk=swap(_unk(text, tok)), bos=bos, eos=eos, sep=None, start=start,
                             forced=() if forced is None else (forced,))
         source, source_lang = _frame(tok, swap, languages)
         if source == ["text"] and eos is not None:

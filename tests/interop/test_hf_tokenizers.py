@@ -269,3 +269,22 @@ def test_an_imported_encoder_decoder_fine_tunes_on_parallel_text_as_transformers
     assert run(["translate", str(tuned), "--beam", "2", "--input", str(tmp_path / "in.txt"), "--output",
                 str(tmp_path / "out.txt"), "--device", "cpu"]) == 0
     assert (tmp_path / "out.txt").read_text().count("\n") == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_sharded_half_precision_checkpoint_imports_in_its_dtype_and_generates(dtype, tmp_path, capsys):
+    """A real checkpoint's layout: shards (model.safetensors.index.json), bf16 or fp16 weights, tokenizer.json
+    and generation_config.json; the import keeps the stored dtype and translate reads its tokenizer."""
+    tok = hf_tokenizers.unigram()
+    hf = hf_models.model("llama", torch.float32, vocab_size=tok.get_vocab_size(), bos_token_id=1,
+                         eos_token_id=2).to(dtype)
+    directory = tmp_path / "llama"
+    hf.save_pretrained(directory, max_shard_size="20KB")
+    tok.save(str(directory / "tokenizer.json"))
+    assert len(set(hf_models.read_json(directory / "model.safetensors.index.json")["weight_map"].values())) > 1
+    checkpoint = _import(directory, tmp_path)
+    assert {t.dtype for t in load_checkpoint_file(checkpoint).model.values()} == {dtype}
+    (tmp_path / "in.txt").write_text("the quick brown fox\n")
+    assert run(["translate", str(checkpoint), "--beam", "2", "--input", str(tmp_path / "in.txt"), "--output",
+                str(tmp_path / "out.txt"), "--device", "cpu"]) == 0
+    assert (tmp_path / "out.txt").read_text().count("\n") == 1
