@@ -119,7 +119,13 @@ def test_m2m100_target_language_is_forced_as_generate_forces_it(tmp_path, capsys
                                suppress_tokens=[0, 1])  # attncomp never emits <s> or <pad>
             assert theirs[:2] == [2, tok.token_to_id(lang)]  # decoder start </s>, then the language
             _same_as_generate([swap(i) for i in result[0].tokens], theirs[2:], 2)
+    # eval reads the same tokenizer and language
+    (tmp_path / "src.txt").write_text("\n".join(PROMPTS) + "\n")
+    (tmp_path / "ref.txt").write_text("\n".join(PROMPTS) + "\n")
     capsys.readouterr()
+    assert run(["eval", str(checkpoint), "--tgt-lang", "__de__", "--src", str(tmp_path / "src.txt"), "--ref",
+                str(tmp_path / "ref.txt"), "--beam", "1", "--json", "--device", "cpu"]) == 0
+    assert "bleu" in json.loads(capsys.readouterr().out)
     assert run(["translate", str(checkpoint), "--tgt-lang", "xx_YY", "--device", "cpu"]) == 2
     err = capsys.readouterr().err.strip()
     assert "__de__" in err and "\n" not in err and "Traceback" not in err
