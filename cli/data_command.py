@@ -159,8 +159,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "same for any number")
     p.add_argument("--force", action="store_true", help="prepare again, replacing what --out holds")
     p.add_argument("--tokenizers", metavar="CHECKPOINT",
-                   help="encode with this checkpoint's (or export's) sentencepiece models instead of training new "
-                        "ones, so that `train --init CHECKPOINT` can fine-tune it (e.g. an `attncomp import`)")
+                   help="encode with this checkpoint's (or export's) tokenizers (sentencepiece models, or an imported "
+                        "model's tokenizer.json with its special ids) instead of training new ones, so that "
+                        "`train --init CHECKPOINT` can fine-tune it (e.g. an `attncomp import`)")
     p.set_defaults(handler=_prepare)
 
     p = verbs.add_parser("sample", help="generate the built-in sample corpus and prepare it")

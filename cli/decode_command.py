@@ -16,11 +16,11 @@ import torch
 from attncomp.cli.args import (device as device_name, finite_non_negative_float, fraction, input_file, int_at_least,
                                output_file, positive_float, positive_int, write_text_atomic)
 from attncomp.cli.spec_commands import add_overrides
-from attncomp.data.tokenizer import Tokenizer
+from attncomp.data.tokenizer import tokenizer_of
 from attncomp.decode.sampling import Sampling
 from attncomp.decode.score import sacrebleu_test_set, score
 from attncomp.decode.translate import Translator
-from attncomp.errors import UsageError, printable
+from attncomp.errors import DataError, UsageError, printable
 from attncomp.loading import load_checkpoint
 from attncomp.passes import DEFAULT_PASSES
 
@@ -85,7 +85,15 @@ def _translator(args: argparse.Namespace):
     if args.nbest > beam and sampling is None:
         raise UsageError(f"--nbest {args.nbest} asks for more hypotheses than the beam keeps ({beam}); "
                          f"raise --beam to at least {args.nbest}")
-    tokenizers = {side: Tokenizer(found.header.tokenizers[side].numpy().tobytes()) for side in ("src", "tgt")}
+    tokenizers = {side: tokenizer_of(found.header.tokenizers[side].numpy().tobytes()) for side in ("src", "tgt")}
+    try:  # an imported model's languages (mBART, M2M100, NLLB): the source template's, the forced target's
+        tokenizers = {"src": tokenizers["src"].with_source_language(args.src_lang),
+                      "tgt": tokenizers["tgt"].with_target_language(args.tgt_lang)}
+    except DataError as err:
+        raise UsageError(str(err)) from None
+    if tokenizers["tgt"].specials.eos is None:
+        raise UsageError(f"{args.checkpoint}: its vocabulary declares no end token (the imported config has no "
+                         "eos_token_id), so it cannot generate")
     return Translator(model, tokenizers["src"], tokenizers["tgt"], beam=beam,
                       alpha=decode.length_penalty if args.alpha is None else args.alpha, max_len=decode.max_len,
                       nbest=args.nbest, batch_tokens=args.batch_tokens, device=device,
@@ -209,6 +217,12 @@ def _decode_options(p: argparse.ArgumentParser) -> None:
                         f"{MAX_SOURCE_TOKENS}, never above what the model reads); output is at most 2N tokens")
     p.add_argument("--device", type=device_name, help="cpu, cuda, cuda:1 (default: cuda if present)")
     p.add_argument("--spec", metavar="SPEC", help="refuse a checkpoint not trained with exactly this spec")
+    p.add_argument("--src-lang", metavar="LANG",
+                   help="an imported multilingual model's source language token (mBART: en_XX, M2M100: __en__, "
+                        "NLLB: eng_Latn; default: its tokenizer's)")
+    p.add_argument("--tgt-lang", metavar="LANG",
+                   help="an imported multilingual model's target language (its forced first token, or decoder "
+                        "start: generation_config.json)")
     p.add_argument("--int8", action="store_true",
                    help="CPU: dynamic int8 quantisation of the linear layers (faster; translations may change)")
     add_overrides(p)

@@ -21,10 +21,10 @@ def _import(args: argparse.Namespace) -> int:
         written = importing.write(imported, out, Path(args.directory))
     except (OSError, ValueError) as err:  # ValueError: a NUL byte in the name
         raise UsageError(f"cannot write --out {args.out}: {getattr(err, 'strerror', None) or err}") from None
-    print(f"wrote {out} ({', '.join(p.name for p in written)}): a {imported.family} model; "
-          f"translate with: attncomp translate {out / 'checkpoint.pt'}" if imported.family == "marian" else
-          f"wrote {out} ({', '.join(p.name for p in written)}): a {imported.family} model "
-          "(its tokenizer is stored, not yet read: feed Hugging Face's token ids, docs/interop.md)")
+    generates = imported.spec.model.decoder is not None
+    print(f"wrote {out} ({', '.join(p.name for p in written)}): a {imported.family} model with its tokenizer; "
+          + (f"generate with: attncomp translate {out / 'checkpoint.pt'}" if generates else
+             f"fine-tune on data prepared with --tokenizers {out / 'checkpoint.pt'}"))
     return 0
 
 

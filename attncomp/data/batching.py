@@ -22,7 +22,7 @@ import torch
 
 from attncomp.data import masking
 from attncomp.data.dataset import Side, Split
-from attncomp.vocab import BOS, PAD, SEP
+from attncomp.vocab import BOS, DEFAULT, PAD, Specials
 
 
 @dataclass
@@ -121,21 +121,23 @@ def _padded(side: Side, indices: np.ndarray) -> np.ndarray:
     return np.where(inside, tokens, PAD)
 
 
-def _shifted(rows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """<s> + each row without its last token: the decoder's input for the targets `rows`."""
-    out = np.concatenate((np.full((len(rows), 1), BOS, dtype=np.int64), rows[:, :-1]), axis=1)
+def _shifted(rows: np.ndarray, lengths: np.ndarray, start: int = BOS) -> np.ndarray:
+    """<s> (the vocabulary's start: attncomp's <s>, an imported model's decoder start) + each row without
+    its last token: the decoder's input for the targets `rows`."""
+    out = np.concatenate((np.full((len(rows), 1), start, dtype=np.int64), rows[:, :-1]), axis=1)
     out[np.arange(rows.shape[1]) >= lengths[:, None]] = PAD
     return out
 
 
-def translation_batch(split: Split, indices: np.ndarray) -> dict[str, torch.Tensor]:
+def translation_batch(split: Split, indices: np.ndarray, specials: Specials = DEFAULT) -> dict[str, torch.Tensor]:
     """src (ends in </s>), tgt_in (<s> + target without its last token), tgt_out (target + </s>)."""
     tgt = _padded(split.tgt, indices)
     return {"src": torch.from_numpy(_padded(split.src, indices)),
-            "tgt_in": torch.from_numpy(_shifted(tgt, split.tgt.lengths[indices])), "tgt_out": torch.from_numpy(tgt)}
+            "tgt_in": torch.from_numpy(_shifted(tgt, split.tgt.lengths[indices], specials.start)),
+            "tgt_out": torch.from_numpy(tgt)}
 
 
-def lm_batch(split: Split, indices: np.ndarray) -> dict[str, torch.Tensor]:
+def lm_batch(split: Split, indices: np.ndarray, specials: Specials = DEFAULT) -> dict[str, torch.Tensor]:
     """A decoder-only model reads `source <sep> target </s>` (the source's </s> becomes <sep>): those
     sequences right-padded (tgt_out), and the same shifted right by <s> (tokens)."""
     src_lengths, tgt_lengths = split.src.lengths[indices], split.tgt.lengths[indices]
@@ -143,15 +145,19 @@ def lm_batch(split: Split, indices: np.ndarray) -> dict[str, torch.Tensor]:
     cols = np.arange(int(lengths.max(initial=0)))
     src, from_src = _place(split.src, indices, cols, np.zeros_like(src_lengths), src_lengths - 1)  # no </s>
     tgt, from_tgt = _place(split.tgt, indices, cols, src_lengths, tgt_lengths)
-    seq = np.select([from_src, cols == src_lengths[:, None] - 1, from_tgt], [src, SEP, tgt], PAD)
-    return {"tokens": torch.from_numpy(_shifted(seq, lengths)), "tgt_out": torch.from_numpy(seq)}
+    sep = specials.sep
+    if sep is None:
+        raise ValueError("a decoder-only model whose vocabulary has no <sep> reads monolingual text, not pairs")
+    seq = np.select([from_src, cols == src_lengths[:, None] - 1, from_tgt], [src, sep, tgt], PAD)
+    return {"tokens": torch.from_numpy(_shifted(seq, lengths, specials.start)), "tgt_out": torch.from_numpy(seq)}
 
 
-def mono_batch(split: Split, indices: np.ndarray) -> dict[str, torch.Tensor]:
+def mono_batch(split: Split, indices: np.ndarray, specials: Specials = DEFAULT) -> dict[str, torch.Tensor]:
     """A decoder-only model on monolingual data reads `text </s>` (the target side): tokens (<s> + text)
     and tgt_out (text </s>)."""
     seq = _padded(split.tgt, indices)
-    return {"tokens": torch.from_numpy(_shifted(seq, split.tgt.lengths[indices])), "tgt_out": torch.from_numpy(seq)}
+    return {"tokens": torch.from_numpy(_shifted(seq, split.tgt.lengths[indices], specials.start)),
+            "tgt_out": torch.from_numpy(seq)}
 
 
 def mlm_batch(split: Split, indices: np.ndarray, *, seed: int, rate: float, mask: float, random: float,

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from attncomp.data.prepare import FORMAT, MANIFEST
-from attncomp.data.tokenizer import Tokenizer
+from attncomp.data.tokenizer import Tokenizer, tokenizer_file
 from attncomp.errors import DataError
 from attncomp.files import read_json
 
@@ -151,7 +151,8 @@ class PreparedData:
         return self.manifest["vocab"]
 
     def tokenizer(self, side: str) -> Tokenizer:
-        return Tokenizer.from_file(self.path / self.vocab[f"{side}_model"])
+        """The side's tokenizer: a sentencepiece model, or an imported model's tokenizer.json envelope."""
+        return tokenizer_file(self.path / self.vocab[f"{side}_model"])
 
     def has_split(self, name: str) -> bool:
         return name in self.manifest["splits"]

@@ -24,7 +24,7 @@ from typing import Iterator
 import numpy as np
 
 from attncomp.data.text import Chunk
-from attncomp.data.tokenizer import Tokenizer
+from attncomp.data.tokenizer import tokenizer_of
 from attncomp.errors import AttncompError
 
 
@@ -56,11 +56,11 @@ class ChunkEncoder:
 
     def __init__(self, encoding: Encoding):
         self.encoding = encoding
-        self.src = Tokenizer(encoding.src_model)
-        self.tgt = self.src if encoding.tgt_model == encoding.src_model else Tokenizer(encoding.tgt_model)
+        self.src = tokenizer_of(encoding.src_model)
+        self.tgt = self.src if encoding.tgt_model == encoding.src_model else tokenizer_of(encoding.tgt_model)
 
     def __call__(self, chunk: Chunk) -> Encoded:
-        src = self.src.encode_with_eos(chunk[0])
+        src = self.src.encode_source(chunk[0])
         tgt = src if self.encoding.same_text else self.tgt.encode_with_eos(chunk[1])
         src_lengths, tgt_lengths = _lengths(src), _lengths(tgt)
         keep = self._keep(src_lengths, tgt_lengths)

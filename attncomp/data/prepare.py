@@ -39,7 +39,7 @@ from attncomp.data.encode import Encoding, SideWriter, encode_chunks
 from attncomp.data.tokenizer_sample import write_sample
 from attncomp.data.sources import Source
 from attncomp.data.text import file_digest
-from attncomp.data.tokenizer import Tokenizer, train_sentencepiece
+from attncomp.data.tokenizer import Tokenizer, tokenizer_of, train_sentencepiece
 from attncomp.errors import DataError
 from attncomp.files import read_json
 from attncomp.progress import Progress
@@ -130,12 +130,14 @@ def _stage(print_fn, what: str):
 
 
 def _given_tokenizers(work: Path, given: tuple[bytes, bytes]) -> tuple[Tokenizer, Tokenizer, dict[str, str]]:
-    """A checkpoint's sentencepiece models (--tokenizers), written as the data's own."""
-    names = {"src": "spm.model", "tgt": "spm.model"} if given[0] == given[1] else \
-        {"src": "spm.src.model", "tgt": "spm.tgt.model"}
+    """A checkpoint's tokenizers (--tokenizers: sentencepiece models or tokenizer.json envelopes), written as the
+    data's own."""
+    kind = "tokenizer.json" if given[0][:1] == b"{" else "model"  # an imported model's tokenizer.json envelope
+    names = {"src": f"spm.{kind}", "tgt": f"spm.{kind}"} if given[0] == given[1] else \
+        {"src": f"spm.src.{kind}", "tgt": f"spm.tgt.{kind}"}
     for side, model in zip(("src", "tgt"), given):
         (work / names[side]).write_bytes(model)
-    return Tokenizer(given[0]), Tokenizer(given[1]), names
+    return tokenizer_of(given[0]), tokenizer_of(given[1]), names
 
 
 def _tokenizers(work: Path, train: list[Source], pairs: int, options: PrepareOptions, print_fn,

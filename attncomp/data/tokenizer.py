@@ -8,14 +8,28 @@ import sentencepiece as spm
 
 from attncomp.errors import DataError
 from attncomp.files import read_regular
-from attncomp.vocab import BOS, EOS, PAD, SEP, UNK
+from attncomp.vocab import BOS, DEFAULT, EOS, PAD, SEP, UNK
 
 
 MAX_MODEL_BYTES = 64 << 20  # a vocabulary of a million pieces is a few tens of megabytes
 
 
+def tokenizer_of(model_bytes: bytes):
+    """The tokenizer a checkpoint or data directory stores: a sentencepiece model, or an imported model's
+    tokenizer.json envelope (attncomp.data.hf_tokenizer)."""
+    from attncomp.data.hf_tokenizer import HFTokenizer, is_hf
+
+    return HFTokenizer.from_bytes(model_bytes) if is_hf(model_bytes) else Tokenizer(model_bytes)
+
+
+def tokenizer_file(path: Path):
+    return tokenizer_of(read_regular(path, limit=MAX_MODEL_BYTES << 2, what="tokenizer", error=DataError))
+
+
 class Tokenizer:
-    """Text <-> token ids for one sentencepiece model."""
+    """Text <-> token ids for one sentencepiece model (attncomp's special ids: attncomp.vocab.DEFAULT)."""
+
+    specials = DEFAULT
 
     def __init__(self, model_bytes: bytes):
         self.model_bytes = bytes(model_bytes)
@@ -44,6 +58,26 @@ class Tokenizer:
     def encode_with_eos(self, lines: list[str]) -> list[list[int]]:
         """Ids of each line followed by </s>, on this thread alone (`data prepare` runs one per worker)."""
         return self.sp.encode(lines, add_eos=True, num_threads=1)
+
+    def frame(self, body: list[int]) -> list[int]:
+        """A source as the model reads it: its text and </s>."""
+        return [*body, EOS]
+
+    def frame_size(self) -> int:
+        return 1
+
+    def with_target_language(self, code):
+        if code is not None:
+            raise DataError("--tgt-lang: an attncomp vocabulary has no language tokens")
+        return self
+
+    def with_source_language(self, code):
+        if code is not None:
+            raise DataError("--src-lang: an attncomp vocabulary has no language tokens")
+        return self
+
+    def encode_source(self, lines: list[str]) -> list[list[int]]:
+        return self.encode_with_eos(lines)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Ids -> text; special tokens are dropped."""

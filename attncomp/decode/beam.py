@@ -32,7 +32,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from attncomp.lower import family_of
-from attncomp.vocab import BOS, EOS, PAD, SEP, UNK
+from attncomp.vocab import DEFAULT, UNK, Specials
 
 
 @dataclass
@@ -69,8 +69,8 @@ class CachedStepper(Stepper):
     left the batch), not at every reordering of beams.
     """
 
-    def __init__(self, model, src: torch.Tensor):
-        self.model, self.src = model, src
+    def __init__(self, model, src: torch.Tensor, specials: Specials = DEFAULT):
+        self.model, self.src, self.specials = model, src, specials
         self.cache = None  # a DecodingCache (attncomp.lower.cache): its tensors are its pytree leaves
         self.sentence: torch.Tensor | None = None  # the sentence of each row
         self.static: list[bool] = []  # per leaf: decode_step returned it untouched
@@ -85,10 +85,10 @@ class CachedStepper(Stepper):
             return
         src = self.src.index_select(0, rows)
         self.cache = self.model.init_cache(src)  # decoder-only: the source is a prompt, fed token by token
-        prompt = prompt_tokens(src)
+        prompt = prompt_tokens(src, self.specials)
         for t in range(prompt.shape[1] - 1):
             _, self.cache = self.model.decode_step(prompt[:, t : t + 1], self.cache)
-        self.pending = prompt[:, -1]  # <sep>: fed by the first step instead of the search's <s>
+        self.pending = prompt[:, -1]  # <sep> (or the prompt's last token): fed by the first step instead of <s>
 
     pending: torch.Tensor | None = None
 
@@ -115,14 +115,14 @@ class CachedStepper(Stepper):
 class FullStepper(Stepper):
     """Runs the full forward pass on the whole prefix every step: the cache-free reference."""
 
-    def __init__(self, model, src: torch.Tensor):
-        self.model, self.src = model, src
+    def __init__(self, model, src: torch.Tensor, specials: Specials = DEFAULT):
+        self.model, self.src, self.specials = model, src, specials
         self.decoder_only = family_of(model.spec.model).source == "prompt"
 
     def start(self, rows: torch.Tensor) -> None:
         self.rows_src = self.src.index_select(0, rows)
         if self.decoder_only:  # the prompt is already the prefix; the search's first <s> is not needed
-            self.seq, self.skip = prompt_tokens(self.rows_src), True
+            self.seq, self.skip = prompt_tokens(self.rows_src, self.specials), True
         else:
             self.seq, self.skip = self.rows_src[:, :0], False
 
@@ -138,12 +138,14 @@ class FullStepper(Stepper):
         self.seq = self.seq.index_select(0, rows)
 
 
-def prompt_tokens(src: torch.Tensor) -> torch.Tensor:
-    """A decoder-only model's prompt: <s> source <sep> (sources of one batch have equal length)."""
-    body = src[:, :-1] if bool((src[:, -1] == EOS).all()) else src
-    bos = torch.full_like(src[:, :1], BOS)
-    sep = torch.full_like(src[:, :1], SEP)
-    return torch.cat([bos, body, sep], 1)
+def prompt_tokens(src: torch.Tensor, specials: Specials = DEFAULT) -> torch.Tensor:
+    """A decoder-only model's prompt: <s> source <sep> (sources of one batch have equal length); without a
+    <sep> in the vocabulary (an imported model), <s> source: the text continues."""
+    body = src[:, :-1] if bool((src[:, -1] == specials.eos).all()) else src
+    parts = [torch.full_like(src[:, :1], specials.start), body]
+    if specials.sep is not None:
+        parts.append(torch.full_like(src[:, :1], specials.sep))
+    return torch.cat(parts, 1)
 
 
 @dataclass
@@ -153,16 +155,26 @@ class _Sentence:
     done: bool = False
 
 
-def blocked_tokens(vocab: int, device) -> torch.Tensor:
-    """Tokens a hypothesis may never emit."""
+def blocked_tokens(vocab: int, device, specials: Specials = DEFAULT) -> torch.Tensor:
+    """Tokens a hypothesis may never emit: <pad>, <s>, <sep> (attncomp.vocab.Specials.never_generated)."""
     mask = torch.zeros(vocab, dtype=torch.bool, device=device)
-    mask[[PAD, BOS, SEP]] = True
+    mask[[t for t in specials.never_generated() if t < vocab]] = True
     return mask
+
+
+def start_tokens(stepper: Stepper, rows: int, specials: Specials, device) -> torch.Tensor:
+    """The decoder's first input (its start token) after feeding it the forced tokens (BART's <s>, a target
+    language), whose logits are not searched: each is the target's next token, whatever the model says."""
+    last = torch.full((rows,), specials.start, dtype=torch.long, device=device)
+    for token in specials.forced:
+        stepper.step(last)
+        last = torch.full((rows,), token, dtype=torch.long, device=device)
+    return last
 
 
 def beam_search(stepper: Stepper, batch: int, max_lens: list[int], beam: int, alpha: float, nbest: int = 1,
                 device: torch.device | str = "cpu", block_unk: bool = False,
-                stop: str = "bound") -> list[list[Hypothesis]]:
+                stop: str = "bound", specials: Specials = DEFAULT) -> list[list[Hypothesis]]:
     """The `nbest` best hypotheses of each of `batch` sentences (each with its own maximum length).
 
     `stop` is "bound" (tensor2tensor's rule) or "first" (first-come); see the module's docstring.
@@ -178,16 +190,19 @@ def beam_search(stepper: Stepper, batch: int, max_lens: list[int], beam: int, al
     scores = torch.full((batch, beam), -math.inf, device=device)
     scores[:, 0] = 0.0  # one live hypothesis to start with
     history = torch.zeros((batch * beam, 0), dtype=torch.long)  # host
-    last = torch.full((batch * beam,), BOS, dtype=torch.long, device=device)
+    if specials.eos is None:
+        raise ValueError("the vocabulary declares no end token: nothing can be generated")
+    eos = specials.eos
     with torch.no_grad():
+        last = start_tokens(stepper, batch * beam, specials, device)
         for t in range(max(s.max_len for s in sentences)):
             logp = torch.log_softmax(stepper.step(last).float(), dim=-1)  # (rows, V)
             vocab = logp.shape[-1]
-            logp[:, blocked_tokens(vocab, logp.device)] = -math.inf
-            if block_unk:
-                logp[:, UNK] = -math.inf
+            logp[:, blocked_tokens(vocab, logp.device, specials)] = -math.inf
+            if block_unk and specials.unk is not None:
+                logp[:, specials.unk] = -math.inf
             at_end = torch.tensor([t + 1 >= sentences[i].max_len for i in active], device=logp.device)
-            not_eos = torch.arange(vocab, device=logp.device) != EOS
+            not_eos = torch.arange(vocab, device=logp.device) != eos
             logp = logp.masked_fill(at_end.repeat_interleave(beam).unsqueeze(1) & not_eos, -math.inf)  # </s> only
             candidates = (scores.unsqueeze(-1) + logp.view(len(active), beam, vocab)).view(len(active), -1)
             top, index = (x.cpu() for x in candidates.topk(2 * beam, dim=-1))  # (n, 2 beam), to the host
@@ -195,7 +210,7 @@ def beam_search(stepper: Stepper, batch: int, max_lens: list[int], beam: int, al
             for g, sentence_index in enumerate(active):
                 sentence = sentences[sentence_index]
                 live = _advance(sentence, g, t, top[g].tolist(), (index[g] // vocab).tolist(),
-                                (index[g] % vocab).tolist(), history, beam, alpha, stop)
+                                (index[g] % vocab).tolist(), history, beam, alpha, stop, eos)
                 if sentence.done:
                     continue
                 still.append(g)
@@ -214,13 +229,13 @@ def beam_search(stepper: Stepper, batch: int, max_lens: list[int], beam: int, al
 
 
 def _advance(sentence: _Sentence, group: int, t: int, top: list[float], origin: list[int], token: list[int],
-             history: torch.Tensor, beam: int, alpha: float, stop: str) -> list[tuple[int, float, int]]:
+             history: torch.Tensor, beam: int, alpha: float, stop: str, eos: int) -> list[tuple[int, float, int]]:
     """Record finished candidates of one sentence; return its next `beam` live (origin, score, token)."""
     live: list[tuple[int, float, int]] = []
     for rank, (score, o, tok) in enumerate(zip(top, origin, token)):
         if not math.isfinite(score):
             break
-        if tok == EOS:
+        if tok == eos:
             if stop == "bound" or (rank < beam and len(sentence.finished) < beam):
                 tokens = history[group * beam + o].tolist()
                 sentence.finished.append(Hypothesis(tokens, score / length_penalty(t + 1, alpha), score))

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from attncomp.decode.beam import Hypothesis, Stepper, blocked_tokens, length_penalty
-from attncomp.vocab import BOS, EOS, PAD
+from attncomp.decode.beam import Hypothesis, Stepper, blocked_tokens, length_penalty, start_tokens
+from attncomp.vocab import DEFAULT, PAD, Specials
 
 
 @dataclass(frozen=True)
@@ -45,29 +45,32 @@ def filter_logits(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
 
 
 def sample(stepper: Stepper, batch: int, max_lens: list[int], count: int, alpha: float, sampling: Sampling,
-           device: torch.device | str = "cpu") -> list[list[Hypothesis]]:
+           device: torch.device | str = "cpu", specials: Specials = DEFAULT) -> list[list[Hypothesis]]:
     """`count` samples of each of `batch` sentences, best score first."""
     generator = torch.Generator(device=device).manual_seed(sampling.seed)
     rows = batch * count
     limits = torch.tensor([max(1, m) for m in max_lens], device=device).repeat_interleave(count)
     stepper.start(torch.arange(batch, device=device).repeat_interleave(count))
-    last = torch.full((rows,), BOS, dtype=torch.long, device=device)
     logprob = torch.zeros(rows, dtype=torch.float64, device=device)
     length = torch.zeros(rows, dtype=torch.long, device=device)
     done = torch.zeros(rows, dtype=torch.bool, device=device)
     tokens = []
+    if specials.eos is None:
+        raise ValueError("the vocabulary declares no end token: nothing can be generated")
+    eos = specials.eos
     with torch.no_grad():
+        last = start_tokens(stepper, rows, specials, device)
         for t in range(int(limits.max())):
             logp = torch.log_softmax(stepper.step(last).float(), dim=-1)
-            logp[:, blocked_tokens(logp.shape[-1], logp.device)] = -math.inf
-            at_end = (t + 1 >= limits).unsqueeze(1) & (torch.arange(logp.shape[-1], device=device) != EOS)
+            logp[:, blocked_tokens(logp.shape[-1], logp.device, specials)] = -math.inf
+            at_end = (t + 1 >= limits).unsqueeze(1) & (torch.arange(logp.shape[-1], device=device) != eos)
             logp = logp.masked_fill(at_end, -math.inf)
             probs = filter_logits(logp, sampling).softmax(-1)
             drawn = torch.multinomial(probs, 1, generator=generator).squeeze(1)
             drawn = drawn.masked_fill(done, PAD)
             logprob += torch.where(done, 0.0, logp.gather(1, drawn.clamp(min=0).unsqueeze(1)).squeeze(1).double())
             length += (~done).long()
-            done |= drawn == EOS
+            done |= drawn == eos
             tokens.append(drawn)
             last = drawn
             if bool(done.all()):

@@ -19,7 +19,7 @@ from attncomp.decode.sampling import Sampling, sample
 from attncomp.ir import nodes
 from attncomp.lower import family_of
 from attncomp.progress import Progress
-from attncomp.vocab import EOS, PAD
+from attncomp.vocab import PAD
 
 SINUSOIDAL_SOURCE_LIMIT = 1024  # tokens; sinusoids have no limit, but nothing sensible is this long
 
@@ -76,15 +76,22 @@ class Translator:
         wanted = source_tokens + self.max_len.offset if isinstance(self.max_len, nodes.SrcPlus) else self.max_len.length
         positions = self.spec.model.positions
         if isinstance(positions, nodes.Learned):
-            used = source_tokens + 2 if self.prompted else 0  # a decoder-only prompt
+            used = source_tokens + 2 if self.prompted else len(self.specials.forced)  # a prompt; forced tokens
             wanted = min(wanted, positions.max_len - used)
         return max(1, min(wanted, 2 * self.source_limit()))  # a spec's max_len of a million stays bounded
 
+    @property
+    def specials(self):
+        """The target vocabulary's special ids: attncomp's, or an imported model's own (attncomp.vocab)."""
+        return self.tgt_tokenizer.specials
+
     def _encode(self, lines: list[str]) -> tuple[list[list[int]], list[int]]:
-        """Token ids with </s>, cut to the source limit; and the positions in `lines` of those cut."""
-        limit = self.source_limit() - 1  # room for </s>
+        """Token ids in the source's frame (text and </s>; an imported model's template, e.g. a language
+        token), the text cut to the source limit; and the positions in `lines` of those cut."""
+        limit = self.source_limit() - self.src_tokenizer.frame_size()  # room for </s> (and the template's tokens)
         ids = self.src_tokenizer.encode(lines)
-        return [seq[:limit] + [EOS] for seq in ids], [k for k, seq in enumerate(ids) if len(seq) > limit]
+        return ([self.src_tokenizer.frame(seq[:limit]) for seq in ids],
+                [k for k, seq in enumerate(ids) if len(seq) > limit])
 
     @property
     def rows_per_line(self) -> int:
@@ -113,11 +120,12 @@ class Translator:
             src[row, : len(seq)] = torch.tensor(seq)
         src = src.to(self.device)
         limits = [self.output_limit(len(s) - 1) for s in ids]
+        stepper = self.stepper(self.model, src, self.specials)
         if self.sampling:
-            return sample(self.stepper(self.model, src), len(ids), limits, self.nbest, self.alpha, self.sampling,
-                          device=self.device)
-        return beam_search(self.stepper(self.model, src), len(ids), limits, self.beam, self.alpha, self.nbest,
-                           device=self.device, stop=self.stop or self.spec.decode.stop)
+            return sample(stepper, len(ids), limits, self.nbest, self.alpha, self.sampling, device=self.device,
+                          specials=self.specials)
+        return beam_search(stepper, len(ids), limits, self.beam, self.alpha, self.nbest, device=self.device,
+                           stop=self.stop or self.spec.decode.stop, specials=self.specials)
 
     @torch.no_grad()
     def translate(self, lines: list[str]) -> list[list[Translation]]:

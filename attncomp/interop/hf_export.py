@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from attncomp import ir
+from attncomp.data.hf_tokenizer import HFTokenizer, is_hf
 from attncomp.errors import UsageError
 from attncomp.interop import families, mapping, require
 
@@ -149,7 +150,10 @@ def write(found, out: Path, family_name: str | None = None) -> list[Path]:
     if family is families.MARIAN:
         _marian_tokenizer(found, manifest["rows"], config, out)
     elif manifest.get("tokenizer") in ("tokenizer.json", "tokenizer.model"):  # imported, or attncomp's own
-        (out / manifest["tokenizer"]).write_bytes(found.header.tokenizers["tgt"].numpy().tobytes())
+        stored = found.header.tokenizers["tgt"].numpy().tobytes()
+        if is_hf(stored):  # an imported tokenizer.json, in the envelope that says how attncomp reads it
+            stored = HFTokenizer.from_bytes(stored).tokenizer_json().encode("utf-8")
+        (out / manifest["tokenizer"]).write_bytes(stored)
     return sorted(out.iterdir())
 
 

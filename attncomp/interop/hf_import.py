@@ -22,13 +22,11 @@ import torch
 
 from attncomp import ir
 from attncomp.errors import AttncompError, UsageError
-from attncomp.files import read_json, read_regular
-from attncomp.interop import families, mapping, require
+from attncomp.files import read_json
+from attncomp.interop import families, hf_tokens, mapping, require
 
 PICKLE_HINT = ("pytorch_model.bin is a pickle, and unpickling a file can run code: convert it to "
                "model.safetensors, or pass --allow-pickle to read it (with torch.load(weights_only=True))")
-MAX_TOKENIZER_BYTES = 256 << 20
-TOKENIZER = "tokenizer.json"
 
 
 @dataclass
@@ -173,19 +171,6 @@ def check_weights(spec, weights: dict[str, torch.Tensor], what: str) -> None:
 # --- the import --------------------------------------------------------------------------------------
 
 
-def _tokenizer(directory: Path, family: mapping.FamilyEntry) -> bytes:
-    path = directory / TOKENIZER
-    if not is_file(path):
-        raise UsageError(f"{directory} has no {TOKENIZER} (the tokenizer of a {family.label} model, "
-                         "as save_pretrained writes it)")
-    data = read_regular(path, limit=MAX_TOKENIZER_BYTES, what="tokenizer file", error=UsageError)
-    try:
-        json.loads(data)
-    except ValueError:
-        raise UsageError(f"{path} is not JSON: not a tokenizers file") from None
-    return data
-
-
 def convert(family: mapping.FamilyEntry, config, state: dict[str, torch.Tensor]) -> tuple[dict, list[int] | None]:
     """The state dict in attncomp's names, rows in attncomp's id order where the family needs it."""
     weights = mapping.convert(family, config, state)
@@ -203,10 +188,12 @@ def import_directory(directory: str | Path, allow_pickle: bool = False) -> Impor
     if family is families.MARIAN:
         raise UsageError(f"{directory}: a Marian model is imported by attncomp.interop.importing")
     text, spec = spec_of(family, config, directory)
-    tokenizer = _tokenizer(directory, family)
+    rows = mapping.pad_rows(config) if family.pad_first else None
+    tokenizer = hf_tokens.tokenizer_record(directory, family, config, None if rows is None else rows[0],
+                                           spec.model.encoder is None, family.label)
     weights, rows = convert(family, config, read_weights(directory, allow_pickle))
     check_weights(spec, weights, family.label)
-    manifest = {"family": family.model_type, "tokenizer": TOKENIZER,
+    manifest = {"family": family.model_type, "tokenizer": hf_tokens.TOKENIZER,
                 "ids": "Hugging Face's" if rows is None else f"Hugging Face's, with 0 and {rows[0]} exchanged",
                 "config": read_json(directory / "config.json", what="JSON file", error=UsageError)}
     return Imported(text, spec, weights, {"src": tokenizer, "tgt": tokenizer}, rows, family.model_type, manifest)

@@ -236,11 +236,11 @@ class ExportedModel:
 
     def translator(self, beam: int | None = None, **options):
         """A Translator over the programs with the spec's decode settings (beam, alpha, max_len)."""
-        from attncomp.data.tokenizer import Tokenizer
+        from attncomp.data.tokenizer import tokenizer_of
         from attncomp.decode.translate import Translator
 
         decode = self.spec.decode
-        return Translator(self, Tokenizer(self.tokenizers["src"]), Tokenizer(self.tokenizers["tgt"]),
+        return Translator(self, tokenizer_of(self.tokenizers["src"]), tokenizer_of(self.tokenizers["tgt"]),
                           beam=beam or decode.beam, alpha=options.pop("alpha", decode.length_penalty),
                           max_len=decode.max_len, progress=options.pop("progress", False), **options)
 

@@ -15,6 +15,7 @@ import torch
 from attncomp.data import masking
 from attncomp.data.batching import Batcher, lm_batch, mlm_batch, mono_batch, translation_batch
 from attncomp.data.dataset import PreparedData
+from attncomp.errors import DataError
 from attncomp.train.config import check_vocab
 
 
@@ -50,9 +51,11 @@ class RunData:
             mlm = self.spec.train.mlm
             return partial(mlm_batch, seed=self.spec.train.seed, rate=mlm.rate, mask=mlm.mask, random=mlm.random,
                            vocab=self.spec.model.src_vocab)
-        if self.mono:
-            return mono_batch
-        return lm_batch if self.lm else translation_batch
+        specials = self.data.tokenizer("tgt").specials  # an imported model's own ids (attncomp.vocab)
+        if self.lm and not self.mono and specials.sep is None:
+            raise DataError(f"{self.data.path} holds pairs, but this decoder-only model's vocabulary has no "
+                            "<sep> to join them: prepare monolingual text (data prepare --lang)")
+        return partial(mono_batch if self.mono else lm_batch if self.lm else translation_batch, specials=specials)
 
     def fits(self, split) -> np.ndarray:
         """Sentences the model's learned position table can hold."""

@@ -140,6 +140,15 @@ HOSTILE = {
     "no weights": ("model.safetensors", None, "has no weights"),
     "no tokenizer": ("tokenizer.json", None, "has no tokenizer.json"),
     "tokenizer not JSON": ("tokenizer.json", "\x00\x01", "tokenizer.json is not JSON"),
+    "tokenizer JSON but no tokenizer": ("tokenizer.json", '{"model": {"type": "BPE", "vocab": 3}}',
+                                        "not a tokenizer the tokenizers library reads"),
+    "tokenizer truncated": ("tokenizer.json", '{"version": "1.0", "model": {"type": "Unigram", "vocab": [["a", -1',
+                            "tokenizer.json is not JSON"),
+    "generation_config not JSON": ("generation_config.json", "{num_beams: 2", "generation_config.json"),
+    "generation_config a list": ("generation_config.json", "[2]", "not an object"),
+    "forced token outside the vocabulary": ("generation_config.json", '{"forced_bos_token_id": 100000}',
+                                            "forced_bos_token_id = 100000 is not a token id"),
+    "end token a string": ("generation_config.json", '{"eos_token_id": "</s>"}', "eos_token_id"),
 }
 
 

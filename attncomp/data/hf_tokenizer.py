@@ -1,0 +1,167 @@
+"""Hugging Face tokenizers (byte-level BPE, WordPiece, Unigram: any `tokenizer.json`) as a checkpoint stores
+them: `tokenizer.json` through the `tokenizers` library, in an envelope that says how attncomp reads it.
+
+An imported checkpoint's tokenizer is this JSON object (UTF-8), where a sentencepiece model would be:
+
+    {"format": "attncomp/hf-tokenizer", "version": 1,
+     "tokenizer": "<tokenizer.json's text, as the model directory had it>",
+     "exchanged": P | null,          ids 0 and P exchange places (the model's pad P moved to 0)
+     "specials": {"pad", "unk", "bos", "eos", "sep", "start", "forced"},   in attncomp's ids
+     "source": [...],                the source frame: ids and "text" (and "lang", a language token)
+     "languages": {"en_XX": id, ...},   language tokens (mBART, M2M100, NLLB), attncomp's ids
+     "source_lang": "en_XX" | null,  the source language of the stored tokenizer's template
+     "target_lang": "forced" | "start" | null,   where --tgt-lang goes: the forced token, or the start
+     "size": N}                      the model's vocabulary (its embedding rows; at least the tokenizer's)
+
+Ids are the model's own (attncomp.vocab.Specials): GPT-2's <|endoftext|> is its begin and end; only
+where the model's pad is not 0 do 0 and pad exchange places (attncomp's masks pad with id 0).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+
+from attncomp.errors import DataError
+from attncomp.optional import require
+from attncomp.vocab import Specials
+
+FORMAT = "attncomp/hf-tokenizer"
+
+
+def is_hf(model_bytes: bytes) -> bool:
+    """Whether stored tokenizer bytes are this envelope (a sentencepiece model is a protobuf, never '{')."""
+    return bytes(model_bytes[:1]) == b"{"
+
+
+def envelope(tokenizer_json: str, exchanged: int | None, specials: Specials, source: list, languages: dict,
+             source_lang: str | None, target_lang: str | None, size: int) -> bytes:
+    record = {"format": FORMAT, "version": 1, "tokenizer": tokenizer_json, "exchanged": exchanged,
+              "specials": {**{k: getattr(specials, k) for k in ("pad", "unk", "bos", "eos", "sep", "start")},
+                           "forced": list(specials.forced)},
+              "source": source, "languages": languages, "source_lang": source_lang, "target_lang": target_lang,
+              "size": size}
+    return json.dumps(record, ensure_ascii=False).encode("utf-8")
+
+
+def _id(value, what: str) -> int | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise DataError(f"the stored tokenizer is damaged: {what} is {str(value)[:40]!r}, not a token id")
+
+
+@dataclass
+class HFTokenizer:
+    """Text <-> attncomp token ids through a `tokenizer.json`; the interface of data.tokenizer.Tokenizer."""
+
+    model_bytes: bytes
+    specials: Specials
+    source: list
+    languages: dict
+    source_lang: str | None
+    target_lang: str | None
+    exchanged: int | None
+    size: int = 0
+    tok: object = field(default=None, repr=False, compare=False)  # the tokenizers.Tokenizer
+
+    @classmethod
+    def from_bytes(cls, model_bytes: bytes) -> "HFTokenizer":
+        try:
+            record = json.loads(bytes(model_bytes).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise DataError("the stored tokenizer is not JSON: neither a sentencepiece model nor a tokenizer.json "
+                            "envelope") from None
+        if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("version") != 1:
+            raise DataError(f"the stored tokenizer is not a version-1 {FORMAT} record")
+        try:
+            s = record["specials"]
+            specials = Specials(pad=_id(s["pad"], "pad"), unk=_id(s["unk"], "unk"), bos=_id(s["bos"], "bos"),
+                                eos=_id(s["eos"], "eos"), sep=_id(s["sep"], "sep"),
+                                start=_id(s["start"], "start"),
+                                forced=tuple(_id(t, "a forced token") for t in s["forced"]))
+            languages = {str(k): _id(v, f"language {k}") for k, v in record["languages"].items()}
+            self = cls(bytes(model_bytes), specials, list(record["source"]), languages, record["source_lang"],
+                       record["target_lang"], _id(record["exchanged"], "exchanged"), _id(record["size"], "size"))
+            text = record["tokenizer"]
+        except (KeyError, TypeError, AttributeError) as err:
+            raise DataError(f"the stored tokenizer record is damaged ({type(err).__name__}: {err})") from None
+        tokenizers = require("tokenizers", "a Hugging Face tokenizer")
+        try:
+            self.tok = tokenizers.Tokenizer.from_str(text)
+        except Exception as err:  # the library's own exception types
+            raise DataError(f"the stored tokenizer.json is not readable by tokenizers ({str(err)[:160]})") from None
+        return self
+
+    # --- ids: attncomp's <-> the model's (an exchange is its own inverse) ---------------------------------
+
+    def _swap(self, i: int) -> int:
+        p = self.exchanged
+        return i if p is None else p if i == 0 else 0 if i == p else i
+
+    @property
+    def vocab_size(self) -> int:
+        return max(self.size, self.tok.get_vocab_size(with_added_tokens=True))
+
+    def language(self, code: str | None, what: str) -> int:
+        if code in self.languages:
+            return self.languages[code]
+        shown = ", ".join(sorted(self.languages)[:12]) or "none"
+        raise DataError(f"{what} {str(code)[:40]!r} is not a language of this tokenizer (it has: {shown})")
+
+    def with_target_language(self, code: str | None) -> "HFTokenizer":
+        """This tokenizer with decoding's start or forced tokens set to language `code` (--tgt-lang)."""
+        if code is None:
+            return self
+        if self.target_lang is None:
+            raise DataError("--tgt-lang: this model has no target-language token (no language codes in its "
+                            "tokenizer)")
+        lang = self.language(code, "--tgt-lang")
+        specials = replace(self.specials, forced=(lang,)) if self.target_lang == "forced" else \
+            replace(self.specials, start=lang)
+        return replace(self, specials=specials)
+
+    def with_source_language(self, code: str | None) -> "HFTokenizer":
+        if code is None:
+            return self
+        self.language(code, "--src-lang")
+        return replace(self, source_lang=code)
+
+    def encode(self, lines: list[str]) -> list[list[int]]:
+        """The ids of each line's text, without special tokens."""
+        return [[self._swap(i) for i in e.ids] for e in self.tok.encode_batch(list(lines), add_special_tokens=False)]
+
+    def frame(self, body: list[int]) -> list[int]:
+        """A source as the model reads it: the frame of the stored template around the text (</s> included)."""
+        out = []
+        for item in self.source:
+            if item == "text":
+                out += body
+            elif item == "lang":
+                out.append(self.language(self.source_lang, "the source language"))
+            else:
+                out.append(item)
+        return out
+
+    def frame_size(self) -> int:
+        return len(self.source) - 1
+
+    def target(self, body: list[int]) -> list[int]:
+        """A target as the decoder is trained on it: the forced tokens, the text, </s>."""
+        return [*self.specials.forced, *body, *([] if self.specials.eos is None else [self.specials.eos])]
+
+    def encode_with_eos(self, lines: list[str]) -> list[list[int]]:
+        """Data preparation's ids of each line: the target frame (forced tokens, text, </s>)."""
+        return [self.target(ids) for ids in self.encode(lines)]
+
+    def encode_source(self, lines: list[str]) -> list[list[int]]:
+        """Data preparation's ids of each source line: the source frame."""
+        return [self.frame(ids) for ids in self.encode(lines)]
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        """Ids -> text; special tokens are dropped (as skip_special_tokens does), and a line break that a
+        byte-level vocabulary can generate becomes a space: one line of text per sentence."""
+        texts = self.tok.decode_batch([[self._swap(i) for i in seq] for seq in ids], skip_special_tokens=True)
+        return [t.replace("\r\n", " ").replace("\n", " ").replace("\r", " ") for t in texts]
+
+    def tokenizer_json(self) -> str:
+        return json.loads(self.model_bytes.decode("utf-8"))["tokenizer"]
