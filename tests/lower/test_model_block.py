@@ -189,3 +189,15 @@ def test_output_weight_of_tie_inputs_is_the_output_projection():
     model = attncomp.compile(_spec(T5), dtype=torch.float64)
     assert model.output_weight() is model.output.weight
     assert model.output.weight is not model.embed.weight
+
+
+def test_ctranslate2_export_refuses_the_new_choices_in_one_line():
+    from attncomp.errors import UsageError
+    from attncomp.interop.ctranslate2_export import check_supported
+
+    with pytest.raises(UsageError) as info:
+        check_supported(ir.load(ROOT / "specs/base.attn", T5))
+    message = str(info.value)
+    for part in ("d_embed = 128", "segments = 3", "logit_scale = 0.25", "logit_softcap = 5.0", "tie = inputs"):
+        assert part in message
+    assert "\n" not in message
