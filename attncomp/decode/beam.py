@@ -69,8 +69,9 @@ class CachedStepper(Stepper):
     left the batch), not at every reordering of beams.
     """
 
-    def __init__(self, model, src: torch.Tensor):
-        self.model, self.src = model, src
+    def __init__(self, model, src: torch.Tensor, segments: torch.Tensor | None = None):
+        """`segments`: the source's segment ids, for a model with `segments = N` (None: segment 0)."""
+        self.model, self.src, self.segments = model, src, segments
         self.cache = None  # a DecodingCache (attncomp.lower.cache): its tensors are its pytree leaves
         self.sentence: torch.Tensor | None = None  # the sentence of each row
         self.static: list[bool] = []  # per leaf: decode_step returned it untouched
@@ -80,7 +81,8 @@ class CachedStepper(Stepper):
         if family_of(self.model.spec.model).source == "encoded":
             unique, inverse = torch.unique(rows, return_inverse=True)
             src = self.src.index_select(0, unique)
-            cache = self.model.init_cache(src, self.model.encode(src))
+            extra = () if self.segments is None else (self.segments.index_select(0, unique),)
+            cache = self.model.init_cache(src, self.model.encode(src, *extra))
             self.cache = pytree.tree_map(lambda c: c.index_select(0, inverse), cache)
             return
         src = self.src.index_select(0, rows)

@@ -201,3 +201,25 @@ def test_ctranslate2_export_refuses_the_new_choices_in_one_line():
     for part in ("d_embed = 128", "segments = 3", "logit_scale = 0.25", "logit_softcap = 5.0", "tie = inputs"):
         assert part in message
     assert "\n" not in message
+
+
+def test_beam_search_encodes_the_segments_it_is_given():
+    """Decoding carries the segment input: CachedStepper(model, src, segments) encodes with them, and
+    beam search from them picks the tokens the model's own greedy steps over that memory pick."""
+    from attncomp.decode.beam import CachedStepper, beam_search
+
+    spec = _spec(T5)
+    model = _randomised(attncomp.compile(spec, dtype=torch.float64)).eval()
+    src, _ = batch(spec)
+    segments = _segments(spec, src)
+    with torch.no_grad():
+        found = beam_search(CachedStepper(model, src, segments), src.shape[0], [5] * src.shape[0], 1, 0.0)
+        cache = model.init_cache(src, model.encode(src, segments))
+        tokens, greedy = torch.full((src.shape[0], 1), BOS), []
+        for _ in range(5):
+            logits, cache = model.decode_step(tokens, cache)
+            tokens = logits.argmax(-1, keepdim=True)
+            greedy.append(tokens)
+    greedy = torch.cat(greedy, 1).tolist()
+    for row, hyps in enumerate(found):
+        assert hyps[0].tokens == greedy[row][: len(hyps[0].tokens)]
