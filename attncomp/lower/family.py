@@ -7,6 +7,9 @@
                                           decode_step
     encoder-only      encoder             forward(src) hidden hidden_dense encode(src)   masked_lm
 
+With `segments = N`, the entry points that read the source (forward, hidden, hidden_dense, encode) take
+its segment ids as a last argument `segments` (default None: segment 0 everywhere).
+
 `hidden` gives the states before the output projection (after the prediction head, if any) for a
 loss that fuses the projection; `hidden_dense` the same without a source padding mask, for batches
 without padding, so every attention can use the flash kernel. decode_step takes the newest token
@@ -251,8 +254,9 @@ def _encoder_only(ctx, unit: Unit) -> None:
         b = Builder(unit, name)
         (src,) = _inputs(b, ("src",))
         segments = _segments(b, ctx, name)
-        x = b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src, segments), _padding(b, src) if padded else None,
-                  name="memory" if project is None else "x", shape=("batch", "src_len", arch.d_model))
+        x = b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src, segments),
+                  _padding(b, src) if padded else None, name="memory" if project is None else "x",
+                  shape=("batch", "src_len", arch.d_model))
         if project is None:
             b.output(x)
         else:

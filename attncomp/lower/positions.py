@@ -77,7 +77,8 @@ def add_to_embeddings(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: 
             positions = b.call(operator.add, positions, pos.offset, name="positions")
         table = ops.sinusoidal_tensor2tensor if pos.timescales == "tensor2tensor" else \
             ops.sinusoidal_halves if pos.layout == "halves" else ops.sinusoidal
-        pe = b.call(table, positions, arch.d_embed or stack.d_model, b.call(getattr, x, "dtype", name="dtype"), name="pe")
+        dtype = b.call(getattr, x, "dtype", name="dtype")
+        pe = b.call(table, positions, arch.d_embed or stack.d_model, dtype, name="pe")
     return b.add(x, pe)
 
 

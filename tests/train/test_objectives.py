@@ -70,7 +70,8 @@ def test_pairs_of_a_model_with_segments_read_source_then_target(sample_data):
     got = pair_mlm_batch(split, indices, seed=3, rate=0.15, mask=0.0, random=0.0, vocab=256)  # chosen: kept
     for row, i in enumerate(indices):
         s, t = split.src.lengths[i], split.tgt.lengths[i]
-        pair = np.concatenate([split.src.tokens[split.src.offsets[i]:][:s], split.tgt.tokens[split.tgt.offsets[i]:][:t]])
+        pair = np.concatenate([split.src.tokens[split.src.offsets[i]:][:s],
+                               split.tgt.tokens[split.tgt.offsets[i]:][:t]])
         assert got["src"][row, : s + t].tolist() == pair.tolist() and (got["src"][row, s + t:] == PAD).all()
         assert got["segments"][row].tolist() == [0] * s + [1] * t + [0] * (got["src"].shape[1] - s - t)
     counts = masking.chosen_counts(3, 0.15, split.src) + masking.chosen_counts(3, 0.15, split.tgt,
