@@ -105,3 +105,29 @@ def test_the_electra_example_is_electras_architecture(monkeypatch):
     with torch.no_grad():
         expected = hf(input_ids=tokens, token_type_ids=types).logits
         assert (ours(tokens, types) - expected).abs().max() < TOLERANCE
+
+
+@pytest.mark.parametrize("family", ["electra", "bert"])
+def test_a_spec_written_by_hand_exports_with_its_segments(family, sample_data, tmp_path, monkeypatch):
+    """specs/examples/electra.attn (and, with d_embed unset and the head's activation from hidden_act, BERT),
+    trained by attncomp rather than imported: `--format hf --family` writes a directory whose transformers
+    model has attncomp's logits for token types 0 and 1 (1e-12, float64)."""
+    from attncomp import checkpoint
+    from tests.interop.conftest import random_checkpoint
+
+    sets = ("model.vocab=shared(64)",) + (("model.d_embed=none",) if family == "bert" else ())
+    path = random_checkpoint(sample_data, tmp_path / f"{family}.pt", spec_path=ROOT / "specs/examples/electra.attn",
+                             sets=sets)
+    assert run(["export", str(path), "--format", "hf", "--family", family, "--out", str(tmp_path / "hf")]) == 0
+    config = hf_models.read_json(tmp_path / "hf" / "config.json")
+    assert config["model_type"] == family and config["type_vocab_size"] == 2
+    model_class = getattr(transformers, hf_models.FAMILIES[family][1])
+    back = model_class.from_pretrained(tmp_path / "hf", dtype=torch.float64, attn_implementation="sdpa").eval()
+    hf_models.float64_exact(monkeypatch, back)
+    found = checkpoint.load(path)
+    ours = attncomp.compile(checkpoint.stored_spec(found), dtype=torch.float64).eval()
+    ours.load_state_dict({k: v.double() for k, v in found.model.items()})
+    tokens, types, real = _inputs(4)
+    with torch.no_grad():
+        expected = back(input_ids=tokens, token_type_ids=types, attention_mask=real.long()).logits
+        assert (ours(tokens, types) - expected)[real].abs().max() < 1e-9

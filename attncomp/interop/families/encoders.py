@@ -56,6 +56,30 @@ def _encoder_only(**changes) -> dict:
     return spec
 
 
+def _encoder_config(factorised: bool):
+    """The config values of a BERT-like encoder spec written by hand (the family's spec of them is compared
+    with it, so anything else the spec chose is refused there); `factorised`: ELECTRA's embedding_size."""
+    def config_of(model) -> dict:
+        from attncomp.errors import UsageError
+        from attncomp.vocab import PAD
+
+        enc = model.encoder
+        if model.decoder is not None or enc is None or getattr(model.positions, "kind", None) != "learned":
+            raise UsageError("not an encoder-only model with learned positions")
+        if not model.segments:
+            raise UsageError("no segments (token_type_embeddings): set segments = 1 or more")
+        values = dict(vocab_size=model.src_vocab, hidden_size=enc.d_model, num_attention_heads=enc.heads,
+                      intermediate_size=enc.d_ff, num_hidden_layers=enc.layers, hidden_act=enc.activation,
+                      max_position_embeddings=model.positions.max_len, type_vocab_size=model.segments,
+                      layer_norm_eps=model.norm_eps, hidden_dropout_prob=model.dropout.residual,
+                      attention_probs_dropout_prob=model.dropout.attention, tie_word_embeddings=model.tie == "encoder",
+                      pad_token_id=PAD)
+        if factorised:
+            values["embedding_size"] = model.d_embed or enc.d_model
+        return values
+    return config_of
+
+
 _HEAD_ACTIVATION = (lambda c: c.hidden_act not in ("relu", "gelu"),
                     lambda c: f"hidden_act {c.hidden_act!r} (attncomp's encoders and dense head have relu and gelu)")
 _ABSOLUTE = (lambda c: getattr(c, "position_embedding_type", "absolute") != "absolute",
@@ -70,7 +94,7 @@ BERT = FamilyEntry(
     _masked_lm_embeddings("bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight",
                           ("cls.predictions.bias", "cls.predictions.decoder.bias")),
     _BERT_DROPPED + (r"cls\.seq_relationship\..*",), (),
-    refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="bert")
+    refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="bert", config_of=_encoder_config(False))
 
 
 def _roberta(model_type: str, config: str, model: str) -> FamilyEntry:
@@ -112,7 +136,8 @@ ELECTRA = FamilyEntry(
                               (r"generator_predictions\.LayerNorm\.(weight|bias)", r"head.norm.\1")),
     _masked_lm_embeddings("electra.embeddings.word_embeddings.weight", "generator_lm_head.weight",
                           ("generator_lm_head.bias",)),
-    _BERT_DROPPED, (), refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="electra")
+    _BERT_DROPPED, (), refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="electra",
+    config_of=_encoder_config(True))
 
 _DISTIL = r"distilbert\.transformer\.layer\.(\d+)\."
 DISTILBERT = FamilyEntry(
