@@ -62,7 +62,8 @@ def count_params(model: CompiledModel) -> tuple[int, dict[str, int]]:
     by: Counter[str] = Counter()
     for name, p in model.named_parameters():  # named_parameters() yields a tied tensor once
         top = name.split(".")[0]
-        by["embeddings" if top in ("embed", "src_embed", "tgt_embed", "output") or ".pos." in name else top] += p.numel()
+        embeddings = top in ("embed", "src_embed", "tgt_embed", "segment_embed", "output") or ".pos." in name
+        by["embeddings" if embeddings else top] += p.numel()
     return sum(by.values()), dict(by)
 
 

@@ -41,6 +41,8 @@ def small(spec: nodes.Spec, factor: int = 16, vocab: int = 61, dropout: float = 
         for name in ("encoder", "decoder"):
             if name in update:
                 update[name] = update[name].model_copy(update={"d_model": w})
+    if model.d_embed is not None:  # still narrower than the narrowest stack
+        update["d_embed"] = max(4, min(model.d_embed // factor, min(widths) // 2))
     update["vocab"] = nodes.Shared(size=vocab) if isinstance(model.vocab, nodes.Shared) else \
         nodes.Separate(src=vocab, tgt=vocab + 3)
     if isinstance(model.positions, nodes.Learned):

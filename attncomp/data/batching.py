@@ -160,6 +160,22 @@ def mono_batch(split: Split, indices: np.ndarray, specials: Specials = DEFAULT) 
             "tgt_out": torch.from_numpy(seq)}
 
 
+def pair_mlm_batch(split: Split, indices: np.ndarray, *, seed: int, rate: float, mask: float, random: float,
+                   vocab: int) -> dict[str, torch.Tensor]:
+    """An encoder-only model with segments (`segments = N`, N >= 2) reads each pair `source </s> target </s>`
+    as BERT reads two sentences (XLM's translation language modelling, Lample & Conneau 2019): src (the
+    pair, corrupted as attncomp.data.masking says), segments (0 on the source, 1 on the target, 0 on
+    padding) and tgt_out (the original token where chosen, <pad> elsewhere)."""
+    src_lengths, tgt_lengths = split.src.lengths[indices], split.tgt.lengths[indices]
+    cols = np.arange(int((src_lengths + tgt_lengths).max(initial=0)))
+    src, from_src = _place(split.src, indices, cols, np.zeros_like(src_lengths), src_lengths)
+    tgt, from_tgt = _place(split.tgt, indices, cols, src_lengths, tgt_lengths)
+    tokens = np.select([from_src, from_tgt], [src, tgt], PAD)
+    inputs, target = masking.corrupt(seed, rate, mask, random, vocab, np.asarray(indices), tokens)
+    return {"src": torch.from_numpy(inputs), "segments": torch.from_numpy(from_tgt.astype(np.int64)),
+            "tgt_out": torch.from_numpy(target)}
+
+
 def mlm_batch(split: Split, indices: np.ndarray, *, seed: int, rate: float, mask: float, random: float,
               vocab: int) -> dict[str, torch.Tensor]:
     """An encoder-only model reads the source side `text </s>`, corrupted as attncomp.data.masking says:

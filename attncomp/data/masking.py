@@ -60,8 +60,10 @@ def corrupt(seed: int, rate: float, mask: float, random: float, vocab: int, sent
     return inputs, np.where(picked, tokens, 0)
 
 
-def chosen_counts(seed: int, rate: float, side, chunk: int = 1 << 16) -> np.ndarray:
-    """How many positions of each sentence of a data side the loss reads (the batcher's target tokens)."""
+def chosen_counts(seed: int, rate: float, side, chunk: int = 1 << 16, after: np.ndarray | None = None) -> np.ndarray:
+    """How many positions of each sentence of a data side the loss reads (the batcher's target tokens);
+    `after` (per sentence): the side's tokens sit at positions after that many others (a pair's second
+    sentence)."""
     lengths = side.lengths
     counts = np.zeros(len(lengths), dtype=np.int64)
     for start in range(0, len(lengths), chunk):
@@ -69,6 +71,8 @@ def chosen_counts(seed: int, rate: float, side, chunk: int = 1 << 16) -> np.ndar
         first, n = side.offsets[idx], lengths[idx]
         sentence = np.repeat(idx, n)
         position = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+        if after is not None:
+            position = position + np.repeat(after[idx], n)
         flat = np.asarray(side.tokens[first[0] : first[0] + int(n.sum())], dtype=np.int64)
         hit = (flat >= SPECIAL_TOKENS) & (uniforms(seed, sentence, position, 0) < rate)
         counts[idx] = np.bincount(sentence - start, weights=hit, minlength=len(idx)).astype(np.int64)

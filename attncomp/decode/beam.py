@@ -69,8 +69,10 @@ class CachedStepper(Stepper):
     left the batch), not at every reordering of beams.
     """
 
-    def __init__(self, model, src: torch.Tensor, specials: Specials = DEFAULT):
-        self.model, self.src, self.specials = model, src, specials
+    def __init__(self, model, src: torch.Tensor, specials: Specials = DEFAULT, segments: torch.Tensor | None = None):
+        """`specials`: the vocabulary's special ids; `segments`: the source's segment ids, for a model with
+        `segments = N` (None: segment 0)."""
+        self.model, self.src, self.specials, self.segments = model, src, specials, segments
         self.cache = None  # a DecodingCache (attncomp.lower.cache): its tensors are its pytree leaves
         self.sentence: torch.Tensor | None = None  # the sentence of each row
         self.static: list[bool] = []  # per leaf: decode_step returned it untouched
@@ -80,7 +82,8 @@ class CachedStepper(Stepper):
         if family_of(self.model.spec.model).source == "encoded":
             unique, inverse = torch.unique(rows, return_inverse=True)
             src = self.src.index_select(0, unique)
-            cache = self.model.init_cache(src, self.model.encode(src))
+            extra = () if self.segments is None else (self.segments.index_select(0, unique),)
+            cache = self.model.init_cache(src, self.model.encode(src, *extra))
             self.cache = pytree.tree_map(lambda c: c.index_select(0, inverse), cache)
             return
         src = self.src.index_select(0, rows)

@@ -53,6 +53,10 @@ CHOSEN = {"layers", "d_model", "heads", "d_k", "d_v", "d_ff", "attention", "cros
           "normalization", "activation", "kv_heads", "final_norm"}
 
 
+# the model keys CTranslate2's converter is not given: each must be at its default
+MODEL_DEFAULTS = ("d_embed", "segments", "logit_scale", "logit_softcap")
+
+
 def check_supported(spec: nodes.Spec) -> None:
     """What CTranslate2's Transformer can express; anything else is one clear error."""
     model = spec.model
@@ -85,6 +89,10 @@ def check_supported(spec: nodes.Spec) -> None:
         problems.append("embedding_norm (not exported)")
     if not isinstance(model.head, nodes.LinearHead):
         problems.append("head must be linear")
+    problems += [f"{key} = {getattr(model, key)} (not exported)" for key in MODEL_DEFAULTS
+                 if getattr(model, key) != nodes.ModelSpec.model_fields[key].default]
+    if model.tie == "inputs":
+        problems.append("tie = inputs (not exported)")
     problems += _llama_choices(model)
     if problems:
         raise UsageError("CTranslate2 cannot express this model: " + "; ".join(problems))

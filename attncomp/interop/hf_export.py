@@ -104,7 +104,8 @@ def matching(model, family_name: str | None = None):
             raise UsageError(f"no Hugging Face family has this spec's architecture (closest, {min(near)[1]})")
         covered = ", ".join(f.label for f in candidates if f.config_of is not None) or "none of these"
         raise UsageError("no Hugging Face family has this spec's architecture: a spec written by hand exports as "
-                         f"{covered} (decoder-only, rotary positions); others only as `attncomp import` read them")
+                         f"{covered} (decoder-only with rotary positions, or encoder-only with learned positions and "
+                         "segments); others only as `attncomp import` read them")
     return found[0]
 
 

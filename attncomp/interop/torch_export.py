@@ -133,7 +133,10 @@ def _examples(compiled) -> dict[str, tuple[tuple, tuple]]:
     seq = {0: dims["batch"], 1: dims["source"]}
     out = {}
     with torch.no_grad():
-        if "encode" in family.entry_names:
+        if "encode" in family.entry_names and family.segmented(model, "encode"):  # segment ids: 0, then 1
+            segments = (torch.arange(EXAMPLE_SOURCE) >= EXAMPLE_SOURCE // 2).long().expand_as(src).contiguous()
+            out["encode"] = ((src, segments), (seq, seq))
+        elif "encode" in family.entry_names:
             out["encode"] = ((src,), (seq,))
         if not family.decodes:
             return out, None

@@ -61,8 +61,15 @@ def training_flops(spec: nodes.Spec, batch: int = FLOP_BATCH, length: int = FLOP
     if dec is not None:
         d_memory = enc.d_model if enc is not None else None
         total += sum(_layer(seen, batch, length, d_memory, m.positions) for _, seen in dec.layer_plan())
+    rows = batch * length
+    for stack in m.stacks:  # a narrower d_embed: each stack's embed_proj
+        if m.d_embed is not None and m.d_embed != stack.d_model:
+            total += _projection(rows, m.d_embed, stack.d_model)
     top = dec if dec is not None else enc
+    width = m.d_embed or top.d_model  # what the pre-softmax linear reads
     if isinstance(m.head, nodes.DenseHead):
-        total += _projection(batch * length, top.d_model, top.d_model)  # the head's dense layer
-    total += _projection(batch * length, top.d_model, m.tgt_vocab)  # the pre-softmax linear
+        total += _projection(rows, top.d_model, width)  # the head's dense layer
+    elif width != top.d_model:
+        total += _projection(rows, top.d_model, width)  # output_proj
+    total += _projection(rows, width, m.tgt_vocab)  # the pre-softmax linear
     return total / (batch * length)

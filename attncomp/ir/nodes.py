@@ -373,9 +373,10 @@ class ModelSpec(Node):
 
     name: str = Field("model", description="the model's name (an ASCII identifier)")
     vocab: Vocab = Field(Shared(size=37000), description="vocabulary: shared(size) or separate(src, tgt)")
-    tie: Literal["none", "decoder", "all", "encoder"] = Field(
+    tie: Literal["none", "decoder", "all", "encoder", "inputs"] = Field(
         "all", description="share weights: none; decoder (target embedding = output); all three; "
-        "encoder (encoder-only: its embedding = output)"
+        "encoder (encoder-only: its embedding = output); inputs (source embedding = target embedding, "
+        "the output projection its own: T5 v1.1)"
     )
     positions: Positions = Field(Sinusoidal(), description="positional encoding")
     scale_embeddings: bool = Field(True, description="multiply embeddings by sqrt(d_model)")
@@ -385,6 +386,21 @@ class ModelSpec(Node):
                                  json_schema_extra=LATER)
     head: Head = Field(LinearHead(), description="before the output projection: linear (none) or dense(activation)",
                        json_schema_extra=LATER)
+    d_embed: Dim | None = Field(
+        None, json_schema_extra=LATER,
+        description="width of the token embeddings (unset: d_model); narrower (ALBERT, ELECTRA), the embedded "
+                    "tokens are projected in to each stack's d_model (embed_proj) and the final states out to "
+                    "d_embed (the dense head, or output_proj) before the output projection")
+    segments: Annotated[int, Field(ge=0, le=1024)] = Field(
+        0, json_schema_extra=LATER,
+        description="token-type (segment) embeddings: how many segment ids (BERT: 2), each a learned vector "
+                    "added to the source's token embeddings; 0: none")
+    logit_scale: Annotated[float, Field(gt=0.0, le=1e6)] = Field(
+        1.0, json_schema_extra=LATER, description="a constant multiplier on the logits (T5 with tied "
+                                                  "embeddings: d_model^-0.5)")
+    logit_softcap: Annotated[float, Field(gt=0.0, le=1e6)] | None = Field(
+        None, json_schema_extra=LATER,
+        description="final-logit soft-capping: logits = cap * tanh(logits / cap) (Gemma 2: 30); unset: none")
     encoder: EncoderSpec | None = Field(None, description="the encoder stack, absent for decoder-only")
     decoder: DecoderSpec | None = Field(None, description="the decoder stack, absent for encoder-only")
     dropout: Dropout = Field(Dropout(), description="dropout probabilities")
@@ -405,6 +421,11 @@ class ModelSpec(Node):
     def d_model(self) -> int:
         """The width the output projection (and the noam schedule) sees."""
         return (self.decoder or self.encoder).d_model  # type: ignore[union-attr]
+
+    @property
+    def embed_width(self) -> int:
+        """The width of the token embeddings and of the output projection's input: d_embed, or d_model."""
+        return self.d_embed if self.d_embed is not None else self.d_model
 
     @property
     def src_vocab(self) -> int:

@@ -27,7 +27,7 @@ def _tie(spec: nodes.Spec) -> None:
         if m.encoder is None or m.decoder is None:
             raise SpecError("tie = all shares source and target embeddings, so it needs an encoder and a decoder",
                             spec.span("model", "tie"), hint="use tie = decoder for a single stack")
-        if m.encoder.d_model != m.decoder.d_model:
+        if m.encoder.d_model != m.decoder.d_model and m.d_embed is None:
             raise SpecError(
                 f"tie = all needs equal widths, but the encoder has d_model = {m.encoder.d_model} "
                 f"and the decoder {m.decoder.d_model}", spec.span("model", "tie"))
@@ -35,6 +35,17 @@ def _tie(spec: nodes.Spec) -> None:
         raise SpecError("tie = encoder ties an encoder-only model's embedding to the output; this model has a "
                         "decoder" if m.decoder is not None else "tie = encoder needs an encoder",
                         spec.span("model", "tie"), hint="use tie = decoder or tie = all")
+    if m.tie == "inputs":
+        if not isinstance(m.vocab, nodes.Shared):
+            raise SpecError("tie = inputs shares the source and target embeddings, so it needs a shared vocabulary",
+                            spec.span("model", "tie"), hint="use vocab = shared(N), or tie = none")
+        if m.encoder is None or m.decoder is None:
+            raise SpecError("tie = inputs shares source and target embeddings, so it needs an encoder and a decoder",
+                            spec.span("model", "tie"), hint="use tie = none (or tie = decoder) for a single stack")
+        if m.encoder.d_model != m.decoder.d_model and m.d_embed is None:
+            raise SpecError(
+                f"tie = inputs needs equal widths, but the encoder has d_model = {m.encoder.d_model} "
+                f"and the decoder {m.decoder.d_model}", spec.span("model", "tie"), hint="or set d_embed")
     if m.tie == "decoder" and m.decoder is None:
         raise SpecError("tie = decoder ties the decoder's embedding to the output, but there is no decoder",
                         spec.span("model", "tie"), hint="use tie = none")
@@ -67,7 +78,7 @@ def _positions(spec: nodes.Spec) -> None:
         if m.positions.layout != "halves":
             raise SpecError("sinusoidal(timescales = tensor2tensor) writes sines then cosines: it needs "
                             "layout = halves", spec.span("model", "positions"))
-        if min(s.d_model for s in m.stacks) < 4:
+        if min(m.d_embed or s.d_model for s in m.stacks) < 4:
             raise SpecError("sinusoidal(timescales = tensor2tensor) needs d_model of at least 4",
                             spec.span("model", "positions"))
     if isinstance(m.positions, nodes.Learned) and isinstance(spec.decode.max_len, nodes.Fixed):
@@ -75,6 +86,18 @@ def _positions(spec: nodes.Spec) -> None:
             raise SpecError(
                 f"decode.max_len = {spec.decode.max_len.length} is beyond the learned positions' "
                 f"max_len = {m.positions.max_len}", spec.span("decode", "max_len"))
+
+
+def _embeddings(spec: nodes.Spec) -> None:
+    """A narrower embedding needs a stack wider than it; segment ids belong to a source."""
+    m = spec.model
+    if m.d_embed is not None and all(s.d_model == m.d_embed for s in m.stacks):
+        raise SpecError(f"d_embed = {m.d_embed} is every stack's d_model: there is nothing to project",
+                        spec.span("model", "d_embed"), hint="leave d_embed unset")
+    if m.segments and m.encoder is None:
+        raise SpecError(f"segments = {m.segments} adds segment embeddings to the source, but a decoder-only "
+                        "model reads no source", spec.span("model", "segments"),
+                        hint="segments need an encoder (BERT, ELECTRA: encoder-only)")
 
 
 def _checkpoint(spec: nodes.Spec) -> None:
@@ -222,7 +245,7 @@ def _layer_kinds(spec: nodes.Spec) -> None:
                 rule(seen)
 
 
-RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
+RULES = (_stacks, _tie, _vocab, _embeddings, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
          _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block, _layer_kinds)
 # the rules a layer kind's view of its stack must keep too
 STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block)

@@ -7,6 +7,9 @@
                                           decode_step
     encoder-only      encoder             forward(src) hidden hidden_dense encode(src)   masked_lm
 
+With `segments = N`, the entry points that read the source (forward, hidden, hidden_dense, encode) take
+its segment ids as a last argument `segments` (default None: segment 0 everywhere).
+
 `hidden` gives the states before the output projection (after the prediction head, if any) for a
 loss that fuses the projection; `hidden_dense` the same without a source padding mask, for batches
 without padding, so every attention can use the flash kernel. decode_step takes the newest token
@@ -35,7 +38,9 @@ from attncomp.lower.stack import decoder, encoder
 from attncomp.lower.units import Builder, Param, Unit, embedding, linear, norm
 
 Node = fx.Node
-MEMBERS = ("embed", "src_embed", "tgt_embed", "output", "output_bias", "head", "encoder", "decoder")
+MEMBERS = ("embed", "src_embed", "tgt_embed", "segment_embed", "output", "output_bias", "head", "output_proj",
+           "encoder", "decoder")
+SEGMENTED = ("forward", "hidden", "hidden_dense", "encode")  # entry points that read the source's tokens
 
 
 @dataclass(frozen=True)
@@ -68,14 +73,20 @@ class Family:
         by_name = {"src": src, "tgt_in": tgt, "tokens": tgt}
         return tuple(by_name[name] for name in self.entries[0].inputs)
 
+    @staticmethod
+    def segmented(arch: nodes.ModelSpec, entry: str) -> bool:
+        """Whether `entry` takes the source's segment ids as a last, optional argument (`segments = N`)."""
+        return bool(arch.segments) and entry in SEGMENTED
 
-SHAPES = {"src": ("batch", "src_len"), "tgt_in": ("batch", "tgt_len"), "tokens": ("batch", "tgt_len")}
+
+SHAPES = {"src": ("batch", "src_len"), "tgt_in": ("batch", "tgt_len"), "tokens": ("batch", "tgt_len"),
+          "segments": ("batch", "src_len")}
 
 
 def embedding_names(arch: nodes.ModelSpec) -> dict[str, str]:
     """Which member embeds the source, embeds the target, and projects to the vocabulary."""
-    if arch.tie == "all":
-        return {"src": "embed", "tgt": "embed", "output": "embed"}
+    if arch.tie in ("all", "inputs"):
+        return {"src": "embed", "tgt": "embed", "output": "embed" if arch.tie == "all" else "output"}
     names = {"src": "src_embed", "tgt": "tgt_embed", "output": "output"}
     if arch.tie == "decoder":
         names["output"] = "tgt_embed"
@@ -89,43 +100,66 @@ def embedding_names(arch: nodes.ModelSpec) -> dict[str, str]:
 # --- what every family shares -------------------------------------------------------------------
 
 
-def _embed(b: Builder, ctx, side: str, tokens: Node) -> Node:
+def _embed(b: Builder, ctx, side: str, tokens: Node, segments: Node | None = None) -> Node:
+    """Token embeddings (d_embed or the stack's d_model wide); on the source with `segments = N`, plus the
+    embedding of each token's segment (segment 0 where the caller gives none)."""
     arch = ctx.arch
     name = embedding_names(arch)[side]
     rows = arch.src_vocab if name == "src_embed" else arch.tgt_vocab
-    return b.leaf(name, embedding(rows, (arch.encoder if name == "src_embed" else arch.decoder or arch.encoder)
-                                  .d_model), tokens, name="x")
+    width = arch.d_embed or (arch.encoder if name == "src_embed" else arch.decoder or arch.encoder).d_model
+    x = b.leaf(name, embedding(rows, width), tokens, name="x")
+    if segments is None:
+        return x
+    ids = b.call(ops.segment_ids, tokens, segments, name="segments", shape=SHAPES["segments"])
+    return b.add(x, b.leaf("segment_embed", embedding(arch.segments, width), ids, name="segment"))
+
+
+def _segments(b: Builder, ctx, entry: str) -> Node | None:
+    """The `segments` argument of an entry point that takes one (default None: segment 0 everywhere)."""
+    return b.input("segments", SHAPES["segments"], default=None) if Family.segmented(ctx.arch, entry) else None
 
 
 def _head(b: Builder, ctx, x: Node) -> Node:
+    """The prediction head (if any), then, with a narrower d_embed and no head to narrow the states,
+    output_proj: the final states at the output projection's width."""
     arch = ctx.arch
-    if not isinstance(arch.head, nodes.DenseHead):
+    if isinstance(arch.head, nodes.DenseHead):
+        return b.sub("head", ctx.unit(prediction_head, arch.head), "forward", x, name="x",
+                     shape=x.meta.get("shape")[:-1] + (arch.embed_width,))
+    if arch.embed_width == arch.d_model:
         return x
-    return b.sub("head", ctx.unit(prediction_head, arch.head), "forward", x, name="x", shape=x.meta.get("shape"))
+    return b.leaf("output_proj", linear(arch.d_model, arch.d_embed, False), x, name="x")
 
 
 def prediction_head(ctx, head: nodes.DenseHead) -> Unit:
-    """BERT's prediction-head transform before the output projection: LayerNorm(act(dense(x)))."""
-    d = ctx.arch.d_model
+    """BERT's prediction-head transform before the output projection: LayerNorm(act(dense(x))); its dense
+    layer maps d_model to d_embed where that is narrower (ALBERT, ELECTRA)."""
+    d, out = ctx.arch.d_model, ctx.arch.embed_width
     unit = Unit("PredictionHead", "The prediction-head transform: LayerNorm(act(dense(x)))")
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", "seq_len", d))
-    dense = b.leaf("dense", linear(d, d, head.bias), x, name="x")
+    dense = b.leaf("dense", linear(d, out, head.bias), x, name="x")
     act = b.call(torch.relu if head.activation == "relu" else F.gelu, dense, name="x")
-    b.output(b.leaf("norm", norm("layernorm", d, ctx.arch.norm_eps), act, name="x"))
+    b.output(b.leaf("norm", norm("layernorm", out, ctx.arch.norm_eps), act, name="x"))
     return unit
 
 
 def _logits(b: Builder, ctx, x: Node) -> Node:
-    """Hidden states -> vocabulary logits: the output projection or the tied embedding (+ output_bias)."""
+    """Hidden states -> vocabulary logits: the output projection or the tied embedding (+ output_bias),
+    times logit_scale, soft-capped with logit_softcap (attncomp.train.loss applies the same to its fused
+    projection: `logit_map`)."""
     arch = ctx.arch
     target = embedding_names(arch)["output"]
     if target == "output":
-        out = b.leaf("output", linear(arch.d_model, arch.tgt_vocab, False), x, name="logits")
+        out = b.leaf("output", linear(arch.embed_width, arch.tgt_vocab, False), x, name="logits")
     else:
         out = b.call(F.linear, x, b.param(f"{target}.weight", name="embedding"), name="logits")
     if arch.bias.output:
         out = b.add(out, b.param("output_bias", Param((arch.tgt_vocab,), "zeros")), name="logits")
+    if arch.logit_scale != 1.0:
+        out = b.call(torch.mul, out, arch.logit_scale, name="logits")
+    if arch.logit_softcap is not None:
+        out = b.call(ops.softcap, out, arch.logit_softcap, name="logits")
     return out
 
 
@@ -151,8 +185,9 @@ def _encoder_decoder(ctx, unit: Unit) -> None:
     for name, project, padded in (("forward", True, True), ("hidden", False, True), ("hidden_dense", False, False)):
         b = Builder(unit, name)
         src, tgt = _inputs(b, ("src", "tgt_in"))
+        segments = _segments(b, ctx, name)
         padding = _padding(b, src) if padded else None
-        memory = b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src), padding, name="memory",
+        memory = b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src, segments), padding, name="memory",
                        shape=("batch", "src_len", arch.encoder.d_model))
         x = b.sub("decoder", dec, "forward", _embed(b, ctx, "tgt", tgt), memory, padding, name="x",
                   shape=("batch", "tgt_len", arch.d_model))
@@ -160,7 +195,8 @@ def _encoder_decoder(ctx, unit: Unit) -> None:
 
     b = Builder(unit, "encode")
     (src,) = _inputs(b, ("src",))
-    b.output(b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src), _padding(b, src), name="memory",
+    segments = _segments(b, ctx, "encode")
+    b.output(b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src, segments), _padding(b, src), name="memory",
                    shape=("batch", "src_len", arch.encoder.d_model)))
 
     b = Builder(unit, "init_cache", decoding=True)
@@ -217,8 +253,10 @@ def _encoder_only(ctx, unit: Unit) -> None:
                                   ("encode", None, True)):
         b = Builder(unit, name)
         (src,) = _inputs(b, ("src",))
-        x = b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src), _padding(b, src) if padded else None,
-                  name="memory" if project is None else "x", shape=("batch", "src_len", arch.d_model))
+        segments = _segments(b, ctx, name)
+        x = b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src, segments),
+                  _padding(b, src) if padded else None, name="memory" if project is None else "x",
+                  shape=("batch", "src_len", arch.d_model))
         if project is None:
             b.output(x)
         else:

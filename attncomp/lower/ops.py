@@ -139,3 +139,13 @@ def rotate(x: Tensor, table: Tensor) -> Tensor:
     rot, rest = x[..., :dims], x[..., dims:]
     half = torch.cat((-rot[..., dims // 2:], rot[..., : dims // 2]), dim=-1)
     return torch.cat((rot * cos + half * sin, rest), dim=-1)
+
+
+def segment_ids(tokens: Tensor, segments: Tensor | None) -> Tensor:
+    """The segment (token type) of each token: `segments` (B, T), or segment 0 everywhere when absent."""
+    return torch.zeros_like(tokens) if segments is None else segments
+
+
+def softcap(logits: Tensor, cap: float) -> Tensor:
+    """Soft-capping (Gemma 2's final logits): cap * tanh(logits / cap), smooth, within (-cap, cap)."""
+    return torch.tanh(logits / cap) * cap

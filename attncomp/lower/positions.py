@@ -64,19 +64,21 @@ def _range(b: Builder, x: Node, start: Node | int) -> Node:
 
 
 def add_to_embeddings(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, start: Node | int) -> Node:
-    """x + PE for sinusoidal or learned positions; x for the others."""
+    """x + PE for sinusoidal or learned positions (at the embeddings' width, d_embed or d_model); x for
+    the others."""
     pos = arch.positions
     if not isinstance(pos, (nodes.Sinusoidal, nodes.Learned)):
         return x
     positions = _range(b, x, start)
     if isinstance(pos, nodes.Learned):
-        pe = b.leaf("pos", embedding(pos.max_len, stack.d_model), positions, name="pe")
+        pe = b.leaf("pos", embedding(pos.max_len, arch.d_embed or stack.d_model), positions, name="pe")
     else:
         if pos.offset:
             positions = b.call(operator.add, positions, pos.offset, name="positions")
         table = ops.sinusoidal_tensor2tensor if pos.timescales == "tensor2tensor" else \
             ops.sinusoidal_halves if pos.layout == "halves" else ops.sinusoidal
-        pe = b.call(table, positions, stack.d_model, b.call(getattr, x, "dtype", name="dtype"), name="pe")
+        dtype = b.call(getattr, x, "dtype", name="dtype")
+        pe = b.call(table, positions, arch.d_embed or stack.d_model, dtype, name="pe")
     return b.add(x, pe)
 
 

@@ -17,21 +17,30 @@ from attncomp.ir import nodes
 from attncomp.lower import loops, positions
 from attncomp.lower.layer import decoder_layer, encoder_layer
 from attncomp.lower.norms import apply_norm
-from attncomp.lower.units import Builder, Unit, sqrt_const
+from attncomp.lower.units import Builder, Unit, linear, sqrt_const
 
 Node = fx.Node
-MEMBERS = ("pos", "embed_norm", "layers", "norm")
+MEMBERS = ("pos", "embed_norm", "embed_proj", "layers", "norm")
+
+
+def width(arch: nodes.ModelSpec, stack: nodes.Stack) -> int:
+    """The width of the embeddings a stack reads: d_embed, or its d_model."""
+    return arch.d_embed or stack.d_model
 
 
 def _embedded(b: Builder, ctx, stack: nodes.Stack, x: Node, start: Node | int = 0) -> Node:
-    """Dropout(Norm(x * sqrt(d_model) + PE)), the norm only with embedding_norm."""
+    """Dropout(Norm(x * sqrt(d_model) + PE)), the norm only with embedding_norm; with a narrower d_embed
+    all of it at that width, then embed_proj (with a bias, as ALBERT's and ELECTRA's) to d_model."""
     arch = ctx.arch
     if arch.scale_embeddings:
         x = b.call(torch.mul, x, sqrt_const(stack.d_model), name="x")
     x = positions.add_to_embeddings(b, arch, stack, x, start)
     if arch.embedding_norm:
-        x = apply_norm(b, ctx, "embed_norm", stack.normalization, stack.d_model, x, name="x")
-    return b.dropout(x, arch.dropout.embedding, name="x")
+        x = apply_norm(b, ctx, "embed_norm", stack.normalization, width(arch, stack), x, name="x")
+    x = b.dropout(x, arch.dropout.embedding, name="x")
+    if arch.d_embed is not None and arch.d_embed != stack.d_model:
+        x = b.leaf("embed_proj", linear(arch.d_embed, stack.d_model, True), x, name="x")
+    return x
 
 
 def _closed(b: Builder, ctx, stack: nodes.Stack, x: Node) -> Node:
@@ -48,7 +57,7 @@ def _layer_list(ctx, stack: nodes.Stack, rule, *args) -> list[Unit]:
 def encoder(ctx, stack: nodes.Stack) -> Unit:
     unit = Unit("Encoder", f"The encoder: {stack.layers} layers over the embedded source")
     b = Builder(unit, "forward")
-    x = b.input("x", ("batch", "src_len", stack.d_model))
+    x = b.input("x", ("batch", "src_len", width(ctx.arch, stack)))
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
     x = _embedded(b, ctx, stack, x)
     extra = positions.for_layers(b, ctx.arch, stack, x, 0)
@@ -67,7 +76,7 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     arch = ctx.arch
 
     b = Builder(unit, "forward")
-    x = b.input("x", ("batch", "tgt_len", stack.d_model))
+    x = b.input("x", ("batch", "tgt_len", width(arch, stack)))
     memory = (b.input("memory", ("batch", "src_len", d_memory)), b.input("padding_mask", ("batch", 1, 1, "src_len"))) \
         if cross else ()
     x = _embedded(b, ctx, stack, x)
@@ -78,7 +87,7 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     b.output(_closed(b, ctx, stack, x))
 
     b = Builder(unit, "step", decoding=True)
-    x = b.input("x", ("batch", 1, stack.d_model))
+    x = b.input("x", ("batch", 1, width(arch, stack)))
     caches = b.input("caches")
     padding = (b.input("padding_mask", ("batch", 1, 1, "src_len")),) if cross else ()
     start = b.input("start")

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from attncomp.data import masking
-from attncomp.data.batching import Batcher, lm_batch, mlm_batch, mono_batch, translation_batch
+from attncomp.data.batching import Batcher, lm_batch, mlm_batch, mono_batch, pair_mlm_batch, translation_batch
 from attncomp.data.dataset import PreparedData
 from attncomp.errors import DataError
 from attncomp.train.config import check_vocab
@@ -27,6 +27,8 @@ class RunData:
         self.lm = spec.model.encoder is None
         self.mlm = spec.model.decoder is None
         self.data = PreparedData(path)
+        # masked LM over `source </s> target </s>` (data.batching.pair_mlm_batch): segments on parallel text
+        self.pairs = self.mlm and spec.model.segments >= 2 and not self.data.monolingual
         self.mono = self.lm and self.data.monolingual
         check_vocab(self.data, spec.model)
         self.train_split = self.data.split("train")
@@ -40,6 +42,9 @@ class RunData:
         """(source, loss) tokens per training sentence: what an update's token caps count."""
         split, seed, mlm = self.train_split, self.spec.train.seed, self.spec.train.mlm
         src, tgt = split.src.lengths, split.tgt.lengths
+        if self.pairs:
+            return src + tgt, masking.chosen_counts(seed, mlm.rate, split.src) + \
+                masking.chosen_counts(seed, mlm.rate, split.tgt, after=src)
         if self.mlm:
             return src, masking.chosen_counts(seed, mlm.rate, split.src)
         if self.mono:
@@ -49,8 +54,8 @@ class RunData:
     def _collate(self):
         if self.mlm:
             mlm = self.spec.train.mlm
-            return partial(mlm_batch, seed=self.spec.train.seed, rate=mlm.rate, mask=mlm.mask, random=mlm.random,
-                           vocab=self.spec.model.src_vocab)
+            return partial(pair_mlm_batch if self.pairs else mlm_batch, seed=self.spec.train.seed, rate=mlm.rate,
+                           mask=mlm.mask, random=mlm.random, vocab=self.spec.model.src_vocab)
         specials = self.data.tokenizer("tgt").specials  # an imported model's own ids (attncomp.vocab)
         if self.lm and not self.mono and specials.sep is None:
             raise DataError(f"{self.data.path} holds pairs, but this decoder-only model's vocabulary has no "
@@ -64,6 +69,8 @@ class RunData:
         if positions.kind != "learned":
             return np.ones(len(src), dtype=bool)
         longest = positions.max_len
+        if self.pairs:
+            return src + tgt <= longest
         if self.mlm:
             return src <= longest
         if self.mono:
@@ -74,7 +81,7 @@ class RunData:
         """[loss, NLL, tokens] of a micro-batch; one without source padding runs the mask-free graph."""
         batch = {k: (v.pin_memory() if self.cuda else v).to(self.device, non_blocking=True)  # pinned: no wait
                  for k, v in self.collate(split, indices).items()}
-        lengths = split.src.lengths[indices]
+        lengths = split.src.lengths[indices] + (split.tgt.lengths[indices] if self.pairs else 0)
         dense = not self.lm and bool((lengths == lengths[0]).all())  # no source padding (encoder-only too)
         with self.autocast:
             return net(batch, dense)

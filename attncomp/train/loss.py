@@ -10,6 +10,8 @@ the gradients of the hidden states and of the weight; backward only scales those
 two backward matmuls move into the forward pass), memory O(chunk x V) instead of O(N x V).
 
 Both return [smoothed loss, negative log-likelihood, target tokens], summed over non-padding targets.
+The model's own map of its logits (`logit_scale`, `logit_softcap`: `logit_map`) is part of the fused
+loss too, so training sees the logits the model's forward computes.
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ from attncomp.vocab import PAD
 def _wide(dtype: torch.dtype) -> torch.dtype:
     """At least float32 for the softmax and the sums; float64 stays float64."""
     return torch.promote_types(dtype, torch.float32)
+
+
+def logit_map(logits: torch.Tensor, scale: float = 1.0, softcap: float | None = None) -> torch.Tensor:
+    """What the model does to its projected logits: times `scale`, then cap * tanh(logits / cap)."""
+    if scale != 1.0:
+        logits = logits * scale
+    return logits if softcap is None else torch.tanh(logits / softcap) * softcap
 
 
 def token_losses(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
@@ -63,6 +72,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
     and -(eps / V) sum(W) for the hidden states, -(1 - eps) h into the rows t and -(eps / V) sum(h) for
     the weight. Padding rows are zeroed in h (weight gradient) and in the hidden-state gradient.
 
+    With a logit scale s or a soft cap c (logits s l, or c tanh(s l / c)), the gradient is no longer a
+    one-hot and a uniform part after the matmuls: per chunk it is the whole (chunk x V) d loss / d l,
+    times s (and 1 - tanh^2), through the two matmuls.
+
     The returned totals are summed out of place: PyTorch 2.11 under torch.compile routes the gradient
     of a returned tensor that forward changed in place to the wrong output (pytorch/pytorch#180642),
     which gave every parameter a zero gradient, and the compiled step trained nothing.
@@ -70,7 +83,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float,
-                chunk: int, needs_grad: bool, pieces: int | None) -> torch.Tensor:
+                chunk: int, needs_grad: bool, pieces: int | None, scale: float = 1.0,
+                softcap: float | None = None) -> torch.Tensor:
         wide = _wide(hidden.dtype)
         mm = _matmul_dtype(hidden.device, hidden.dtype)
         w = weight.to(mm)
@@ -79,10 +93,13 @@ class _LinearCrossEntropy(torch.autograd.Function):
         h_sum = torch.zeros(weight.shape[1], dtype=grad_weight.dtype, device=weight.device)
         totals = torch.zeros(3, dtype=wide, device=hidden.device)
         vocab = weight.shape[0]
+        mapped = scale != 1.0 or softcap is not None
         for start, end in _chunks(hidden.shape[0], chunk, pieces):
             h, t = hidden[start:end], target[start:end]
             real = (t != PAD).unsqueeze(-1)
             logits = h.to(mm) @ w.T  # (n, V): one chunk at a time
+            if mapped:
+                logits = logit_map(logits.to(wide), scale, softcap)
             p = torch.softmax(logits, dim=-1, dtype=wide)
             top, top_index = logits.max(dim=-1, keepdim=True)
             lse = top.to(wide) - p.gather(-1, top_index).log()
@@ -91,6 +108,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
             # out of place: the returned tensor (see the class docstring)
             totals = totals + torch.stack([(loss * real).sum(), (nll * real).sum(), real.sum().to(wide)])
             if not needs_grad:  # evaluation: no gradients to prepare
+                continue
+            if mapped:
+                _mapped_gradients(p, logits, t, real, h, weight, smoothing, scale, softcap, mm,
+                                  grad_hidden[start:end], grad_weight)
                 continue
             g = p.to(mm)  # the softmax part of d loss / d logits
             h_real = h.to(grad_weight.dtype) * real
@@ -110,15 +131,28 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_hidden, grad_weight = ctx.saved_tensors
         scale = grad_totals[0]  # only the smoothed loss is trained; nll and counts are for reporting
         return (grad_hidden * scale.to(grad_hidden.dtype), grad_weight * scale.to(grad_weight.dtype),
-                None, None, None, None, None)
+                None, None, None, None, None, None, None)
+
+
+def _mapped_gradients(p, logits, t, real, h, weight, smoothing, scale, softcap, mm, grad_hidden, grad_weight) -> None:
+    """One chunk's gradients through a logit scale and soft cap (see _LinearCrossEntropy), in place."""
+    g = p - smoothing / weight.shape[0]
+    g.scatter_add_(-1, t.unsqueeze(-1), g.new_full((g.shape[0], 1), -(1.0 - smoothing)))
+    if softcap is not None:
+        g = g * (1.0 - (logits / softcap) ** 2)  # d (c tanh(x / c)) / dx = 1 - tanh^2 = 1 - (capped / c)^2
+    g = (g * real * scale).to(mm)
+    grad_hidden.copy_((g @ weight.to(mm)).to(grad_hidden.dtype))
+    grad_weight += (g.T @ h.to(mm)).to(grad_weight.dtype)
 
 
 def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, smoothing: float,
-                         chunk: int = 8192, pieces: int | None = None) -> torch.Tensor:
-    """token_losses(hidden @ weight.T, target) without materialising the logits: hidden (N, d), target (N,).
+                         chunk: int = 8192, pieces: int | None = None, scale: float = 1.0,
+                         softcap: float | None = None) -> torch.Tensor:
+    """token_losses(logit_map(hidden @ weight.T, scale, softcap), target) without materialising the logits:
+    hidden (N, d), target (N,).
 
     Rows go in chunks of `chunk`, or with `pieces` in that many equal chunks whatever N is: under
     torch.compile with dynamic shapes a loop over N // chunk would make N a guard, and every new batch
     shape a recompilation."""
     needs_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
-    return _LinearCrossEntropy.apply(hidden, weight, target, smoothing, chunk, needs_grad, pieces)
+    return _LinearCrossEntropy.apply(hidden, weight, target, smoothing, chunk, needs_grad, pieces, scale, softcap)

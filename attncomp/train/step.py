@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attncomp.train.loss import linear_cross_entropy, token_losses
+from attncomp.train.loss import linear_cross_entropy, logit_map, token_losses
 
 
 class TrainStep(nn.Module):
@@ -32,9 +32,12 @@ class TrainStep(nn.Module):
         self.through_forward = through_forward
 
     def _inputs(self, batch: dict[str, torch.Tensor]) -> tuple:
+        """The entry point's arguments; a model with `segments = N` also reads the batch's `segments`
+        (segment 0 everywhere where the batch has none)."""
         if self.lm:
             return (batch["tokens"],)
-        return (batch["src"],) if self.mlm else (batch["src"], batch["tgt_in"])
+        tokens = (batch["src"],) if self.mlm else (batch["src"], batch["tgt_in"])
+        return tokens + (batch.get("segments"),) if self.model.spec.model.segments else tokens
 
     def forward(self, batch: dict[str, torch.Tensor], dense: bool = False) -> torch.Tensor:
         """[smoothed loss, NLL, target tokens] summed over the batch."""
@@ -43,11 +46,13 @@ class TrainStep(nn.Module):
             return token_losses(m(*self._inputs(batch)), batch["tgt_out"], self.smoothing)
         hidden = (m.hidden_dense if dense and not self.lm else m.hidden)(*self._inputs(batch))
         weight, bias, target = m.output_weight(), m.output_bias_or_none(), batch["tgt_out"]
+        arch = m.spec.model  # the model's logit scale and soft cap apply to the loss's logits too
         if self.fused_loss:
             hidden, weight = with_bias(hidden, weight, bias)
             return linear_cross_entropy(hidden.flatten(0, 1), weight, target.flatten(), self.smoothing, self.chunk,
-                                        self.pieces)
-        return token_losses(F.linear(hidden, weight, bias), target, self.smoothing)
+                                        self.pieces, arch.logit_scale, arch.logit_softcap)
+        return token_losses(logit_map(F.linear(hidden, weight, bias), arch.logit_scale, arch.logit_softcap), target,
+                            self.smoothing)
 
 
 def with_bias(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tuple:

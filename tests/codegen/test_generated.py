@@ -85,6 +85,11 @@ VARIANTS = {
     "llama": ("specs/examples/llama.attn", []),
     "rope_gqa_encoder_decoder": ("specs/base.attn", ["model.positions=rope(fraction = 0.5)", "model.kv_heads=2",
                                                      "model.normalization=rmsnorm", "model.activation=geglu"]),
+    "tie_inputs_scaled_capped_segments": ("specs/base.attn", ["model.tie=inputs", "model.logit_scale=0.25",
+                                                              "model.logit_softcap=5.0", "model.segments=3",
+                                                              "model.d_embed=128"]),
+    "capped_factorised_lm": ("specs/base.attn", ["model.encoder=none", "model.tie=decoder", "model.logit_softcap=2.0",
+                                                 "model.d_embed=256", "model.positions=rope"]),
 }
 
 

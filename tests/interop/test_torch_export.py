@@ -140,3 +140,22 @@ def test_a_decoder_only_model_exports_without_encode():
             ours = beam_search(CachedStepper(model, src), rows, [6] * rows, 2, 0.0)
             theirs = beam_search(CachedStepper(exported, src), rows, [6] * rows, 2, 0.0)
         assert [h[0].tokens for h in theirs] == [h[0].tokens for h in ours]
+
+
+def test_encode_takes_the_segment_ids_of_a_model_with_segments():
+    """`segments = N`: the exported encode reads (src, segments), as the compiled model's does; the
+    decoding programs read the memory it made (specs/examples/electra.attn's segments, T5-style)."""
+    from attncomp import compile as compile_spec
+
+    torch.manual_seed(0)
+    model = compile_spec(ROOT / "specs/examples/t5_capped.attn", ["model.vocab=shared(64)", "model.d_model=16",
+                                                                   "model.heads=2", "model.d_ff=32", "model.layers=1",
+                                                                   "model.segments=2"]).eval()
+    programs = torch_export.programs(model)
+    g = torch.Generator().manual_seed(1)
+    src, segments = torch.randint(5, 64, (3, 7), generator=g), torch.randint(0, 2, (3, 7), generator=g)
+    src[1, 5:] = 0
+    with torch.no_grad():
+        got = programs["encode"].module()(src, segments)
+        assert (got - model.encode(src, segments)).abs().max() < 1e-5
+        assert (got - model.encode(src)).abs().max() > 1e-3

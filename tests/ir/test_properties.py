@@ -95,13 +95,15 @@ def _repair(data: dict, stack: dict) -> dict:
     both = model["encoder"] is not None and decoder is not None
     if not both:
         model["vocab"] = {"kind": "shared", "size": max(6, model["vocab"].get("size", 6))}
-    if model["tie"] == "all" and not (both and model["vocab"]["kind"] == "shared"
-                                      and model["encoder"]["d_model"] == decoder["d_model"]):
+    if model["tie"] in ("all", "inputs") and not (both and model["vocab"]["kind"] == "shared" and (
+            model["encoder"]["d_model"] == decoder["d_model"] or model["d_embed"] is not None)):
         model["tie"] = "none"
     if model["tie"] == "decoder" and decoder is None:
         model["tie"] = "none"
     if model["tie"] == "encoder" and (model["encoder"] is None or decoder is not None):
         model["tie"] = "none"
+    if model["encoder"] is None:  # segments are added to a source
+        model["segments"] = 0
     for key in ("size", "src", "tgt"):
         if key in model["vocab"]:
             model["vocab"][key] = max(6, model["vocab"][key])
@@ -120,6 +122,7 @@ def _repair(data: dict, stack: dict) -> dict:
                 positions["fraction"], s["d_k"] = 1.0, s["d_k"] + s["d_k"] % 2
             if positions["kind"] == "sinusoidal" and positions["timescales"] == "tensor2tensor":
                 s["d_model"] = max(s["d_model"], 4)
+                model["d_embed"] = None if model["d_embed"] is None else max(model["d_embed"], 4)
             kinds = list({k["name"]: k for k in s["layer"]}.values())[: s["layers"]]
             for i, k in enumerate(kinds):  # disjoint placements; keys whose rules need the whole stack unset
                 k.update(start=i, every=len(kinds), count=None, attention=None, block=None, normalization=None,
@@ -132,6 +135,9 @@ def _repair(data: dict, stack: dict) -> dict:
                 s["norm"] = "pre" if s["norm"] == "post" else s["norm"]
                 if s is decoder and model["encoder"] is not None:
                     s["block"] = {"kind": "sequential"}
+    widths = {st["d_model"] for st in (model["encoder"], decoder) if st is not None}
+    if model["d_embed"] is not None and widths == {model["d_embed"]}:  # verify._embeddings: something to project
+        model["d_embed"] += 1 if model["d_embed"] < 5 else -1
     if positions["kind"] == "learned" and data["decode"]["max_len"]["kind"] == "fixed":
         data["decode"]["max_len"]["length"] = min(data["decode"]["max_len"]["length"], positions["max_len"])
     for tolerance in data["expect"].values():

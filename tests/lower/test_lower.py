@@ -93,7 +93,13 @@ DECODING_EXTRA = {"additive": ["model.attention=additive", "model.cross_attentio
                                    "model.bias.output=true", "model.bias.q=false", "model.norm_eps=1e-12"],
                   "rope_gqa_rmsnorm": ["model.positions=rope(fraction = 0.5)", "model.kv_heads=2",
                                        "model.normalization=rmsnorm", "model.activation=swiglu"],
-                  "mqa_local": ["model.kv_heads=1", "model.decoder.attention=local(window = 2)"]}
+                  "mqa_local": ["model.kv_heads=1", "model.decoder.attention=local(window = 2)"],
+                  "tie_inputs_scaled_capped_segments": ["model.tie=inputs", "model.logit_scale=0.25",
+                                                        "model.logit_softcap=5.0", "model.segments=3"],
+                  "factorised_learned": ["model.d_embed=128", "model.positions=learned(max_len = 64)",
+                                         "model.embedding_norm=true"],
+                  "capped_factorised_lm": ["model.encoder=none", "model.tie=decoder", "model.logit_softcap=2.0",
+                                           "model.d_embed=256", "model.positions=rope"]}
 
 
 def _decoding_cases():

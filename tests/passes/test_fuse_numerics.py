@@ -43,6 +43,15 @@ EXTRA = {  # variants no shipped spec covers, as overrides on base
     "mqa_decoder_only": ["model.encoder=none", "model.tie=decoder", "model.kv_heads=1"],
     "rope": ["model.positions=rope"],  # encoder (bidirectional) and decoder; cross-attention unrotated
     "rope_partial_gqa": ["model.positions=rope(base = 500, fraction = 0.5)", "model.kv_heads=4"],
+    # the model-level rest of the block (issue 25): factorised embeddings, segments, logit scale and cap
+    "electra_parts": ["model.decoder=none", "model.tie=encoder", "model.d_embed=128", "model.segments=2",
+                      "model.embedding_norm=true", "model.head=dense(activation = gelu)", "model.bias.output=true",
+                      "model.positions=learned(max_len = 64)", "model.scale_embeddings=false"],
+    "factorised_linear_head": ["model.d_embed=128", "model.positions=learned(max_len = 64)"],
+    "tie_inputs_scaled_capped": ["model.tie=inputs", "model.logit_scale=0.25", "model.logit_softcap=5.0",
+                                 "model.segments=3"],
+    "capped_factorised_lm": ["model.encoder=none", "model.tie=decoder", "model.logit_softcap=2.0",
+                             "model.d_embed=256", "model.positions=rope"],
 }
 
 

@@ -1,6 +1,7 @@
 """Every architecture choice beyond the paper trains: a few updates of the runner on the sample corpus
 lower the validation loss. Five narrowed specs together hold every new choice once; the layer-structure
-examples of specs/examples/ (GPT-NeoX, OLMo, Gemma and a new combination) train too."""
+examples of specs/examples/ (GPT-NeoX, OLMo, Gemma and a new combination) train too, and so do the
+model-level ones (ELECTRA's factorised embeddings and segments; tie = inputs with soft-capped logits)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ CHOICES = {
                                               "model.normalization=layernorm(gain = false, bias = false)",
                                               "model.activation=relu2"],
 }
-EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global"]
+EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global", "electra", "t5_capped"]
 
 
 @pytest.mark.parametrize("name", sorted(CHOICES))

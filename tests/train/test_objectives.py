@@ -60,6 +60,25 @@ def test_masking_depends_on_the_sentence_not_the_batch(sample_data):
     assert counts[[5, 9, 40]].tolist() == (together["tgt_out"] != PAD).sum(1).tolist()
 
 
+def test_pairs_of_a_model_with_segments_read_source_then_target(sample_data):
+    """segments >= 2: `source </s> target </s>` with segment ids 0 then 1, masked as one sentence; the
+    batcher's loss-token counts are the chosen positions of the pair."""
+    from attncomp.data.batching import pair_mlm_batch
+
+    split = PreparedData(sample_data).split("train")
+    indices = np.array([5, 9, 40])
+    got = pair_mlm_batch(split, indices, seed=3, rate=0.15, mask=0.0, random=0.0, vocab=256)  # chosen: kept
+    for row, i in enumerate(indices):
+        s, t = split.src.lengths[i], split.tgt.lengths[i]
+        pair = np.concatenate([split.src.tokens[split.src.offsets[i]:][:s],
+                               split.tgt.tokens[split.tgt.offsets[i]:][:t]])
+        assert got["src"][row, : s + t].tolist() == pair.tolist() and (got["src"][row, s + t:] == PAD).all()
+        assert got["segments"][row].tolist() == [0] * s + [1] * t + [0] * (got["src"].shape[1] - s - t)
+    counts = masking.chosen_counts(3, 0.15, split.src) + masking.chosen_counts(3, 0.15, split.tgt,
+                                                                                 after=split.src.lengths)
+    assert counts[indices].tolist() == (got["tgt_out"] != PAD).sum(1).tolist()
+
+
 def test_mlm_loss_reads_the_chosen_positions_only_and_trains_the_output_bias():
     spec = BERT.model_copy(update={"model": BERT.model.model_copy(update={"dropout": BERT.model.dropout.model_copy(
         update={"residual": 0.0, "embedding": 0.0, "attention": 0.0})})})

@@ -20,7 +20,7 @@ REFUSED = {
     "t5": "T5's relative position bias (bucketed, learned per head, shared across layers)",
     "mt5": "T5's relative position bias (bucketed, learned per head, shared across layers)",
     "umt5": "T5's relative position bias (bucketed, learned per head, per layer)",
-    "gemma2": "attention and final logit soft-capping, and alternating local/global layers",
+    "gemma2": "attention logit soft-capping, and a score scale of query_pre_attn_scalar^-0.5",
     "gemma3": "alternating local/global layers with two rotary bases",
     "phi3": "a fused gate_up projection with LongRoPE scaling",
     "gptj": "parallel attention and feed-forward blocks, and interleaved rotary pairs",

@@ -8,7 +8,9 @@ from attncomp.interop.mapping import FamilyEntry, Key, add_row, drop, slice_rows
 
 
 
-def _bert_layer(prefix: str) -> tuple[tuple[str, str], ...]:
+def _bert_layer(prefix: str, segments: str = "token_type.weight") -> tuple[tuple[str, str], ...]:
+    """BERT-style names under `prefix`; the token-type table goes to `segments` (attncomp's segment_embed,
+    or a name the family's transforms fold away)."""
     layer = rf"{prefix}\.encoder\.layer\.(\d+)\."
     pairs = (("attention.self.query", "self_attn.q_proj"), ("attention.self.key", "self_attn.k_proj"),
              ("attention.self.value", "self_attn.v_proj"), ("attention.output.dense", "self_attn.o_proj"),
@@ -17,7 +19,7 @@ def _bert_layer(prefix: str) -> tuple[tuple[str, str], ...]:
     return tuple((layer + theirs.replace(".", r"\.") + r"\.(weight|bias)", rf"encoder.layers.\1.{ours}.\2")
                  for theirs, ours in pairs) + (
         (rf"{prefix}\.embeddings\.position_embeddings\.weight", "encoder.pos.weight"),
-        (rf"{prefix}\.embeddings\.token_type_embeddings\.weight", "token_type.weight"),
+        (rf"{prefix}\.embeddings\.token_type_embeddings\.weight", segments),
         (rf"{prefix}\.embeddings\.LayerNorm\.(weight|bias)", r"encoder.embed_norm.\1"))
 
 
@@ -54,6 +56,30 @@ def _encoder_only(**changes) -> dict:
     return spec
 
 
+def _encoder_config(factorised: bool):
+    """The config values of a BERT-like encoder spec written by hand (the family's spec of them is compared
+    with it, so anything else the spec chose is refused there); `factorised`: ELECTRA's embedding_size."""
+    def config_of(model) -> dict:
+        from attncomp.errors import UsageError
+        from attncomp.vocab import PAD
+
+        enc = model.encoder
+        if model.decoder is not None or enc is None or getattr(model.positions, "kind", None) != "learned":
+            raise UsageError("not an encoder-only model with learned positions")
+        if not model.segments:
+            raise UsageError("no segments (token_type_embeddings): set segments = 1 or more")
+        values = dict(vocab_size=model.src_vocab, hidden_size=enc.d_model, num_attention_heads=enc.heads,
+                      intermediate_size=enc.d_ff, num_hidden_layers=enc.layers, hidden_act=enc.activation,
+                      max_position_embeddings=model.positions.max_len, type_vocab_size=model.segments,
+                      layer_norm_eps=model.norm_eps, hidden_dropout_prob=model.dropout.residual,
+                      attention_probs_dropout_prob=model.dropout.attention, tie_word_embeddings=model.tie == "encoder",
+                      pad_token_id=PAD)
+        if factorised:
+            values["embedding_size"] = model.d_embed or enc.d_model
+        return values
+    return config_of
+
+
 _HEAD_ACTIVATION = (lambda c: c.hidden_act not in ("relu", "gelu"),
                     lambda c: f"hidden_act {c.hidden_act!r} (attncomp's encoders and dense head have relu and gelu)")
 _ABSOLUTE = (lambda c: getattr(c, "position_embedding_type", "absolute") != "absolute",
@@ -61,14 +87,14 @@ _ABSOLUTE = (lambda c: getattr(c, "position_embedding_type", "absolute") != "abs
 _BERT_DROPPED = (r".*\.position_ids", r".*\.token_type_ids", r".*\.pooler\..*")
 
 BERT = FamilyEntry(
-    "bert", "BertConfig", "BertForMaskedLM", _encoder_only(),
-    _bert_layer("bert") + ((r"cls\.predictions\.transform\.dense\.(weight|bias)", r"head.dense.\1"),
-                           (r"cls\.predictions\.transform\.LayerNorm\.(weight|bias)", r"head.norm.\1")),
+    "bert", "BertConfig", "BertForMaskedLM", _encoder_only(segments=_type_rows),
+    _bert_layer("bert", "segment_embed.weight") + (
+        (r"cls\.predictions\.transform\.dense\.(weight|bias)", r"head.dense.\1"),
+        (r"cls\.predictions\.transform\.LayerNorm\.(weight|bias)", r"head.norm.\1")),
     _masked_lm_embeddings("bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight",
                           ("cls.predictions.bias", "cls.predictions.decoder.bias")),
-    _BERT_DROPPED + (r"cls\.seq_relationship\..*",), (add_row("encoder.pos.weight", "token_type.weight", _type_rows),),
-    refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="bert",
-    folded="token type 0's embedding added to every position's")
+    _BERT_DROPPED + (r"cls\.seq_relationship\..*",), (),
+    refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="bert", config_of=_encoder_config(False))
 
 
 def _roberta(model_type: str, config: str, model: str) -> FamilyEntry:
@@ -96,18 +122,22 @@ def _distil_table(config):
     return ops.sinusoidal(torch.arange(config.max_position_embeddings), config.dim, torch.float32)
 
 
+def _embedding_size(config) -> int | None:
+    """ELECTRA's embedding_size where it is narrower than hidden_size (embeddings_project), else unset."""
+    return config.embedding_size if config.embedding_size != config.hidden_size else None
+
+
 ELECTRA = FamilyEntry(
     "electra", "ElectraConfig", "ElectraForMaskedLM",
-    _encoder_only(head="dense(activation = gelu)"),  # ElectraGeneratorPredictions' gelu
-    _bert_layer("electra") + ((r"generator_predictions\.dense\.(weight|bias)", r"head.dense.\1"),
+    _encoder_only(head="dense(activation = gelu)", segments=_type_rows, d_embed=_embedding_size),  # its head: gelu
+    _bert_layer("electra", "segment_embed.weight") + (
+        (r"electra\.embeddings_project\.(weight|bias)", r"encoder.embed_proj.\1"),
+        (r"generator_predictions\.dense\.(weight|bias)", r"head.dense.\1"),
                               (r"generator_predictions\.LayerNorm\.(weight|bias)", r"head.norm.\1")),
     _masked_lm_embeddings("electra.embeddings.word_embeddings.weight", "generator_lm_head.weight",
                           ("generator_lm_head.bias",)),
-    _BERT_DROPPED, (add_row("encoder.pos.weight", "token_type.weight", _type_rows),),
-    refuse=(_HEAD_ACTIVATION, _ABSOLUTE,
-            (lambda c: c.embedding_size != c.hidden_size,
-             lambda c: f"embedding_size {c.embedding_size} != hidden_size {c.hidden_size} (embeddings_project)")),
-    pad_first=True, prefix="electra", folded="token type 0's embedding added to every position's")
+    _BERT_DROPPED, (), refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="electra",
+    config_of=_encoder_config(True))
 
 _DISTIL = r"distilbert\.transformer\.layer\.(\d+)\."
 DISTILBERT = FamilyEntry(
