@@ -219,13 +219,19 @@ class _Builder:
         params = fields_of(cls)
         names = list(params)
         out: dict = {"kind": raw.name}
-        if len(raw.args) > len(names):
+        listed = next((n for n, k in params.items() if k.what == "list"), None)
+        if listed is not None:  # positional arguments are the list's items: sequential(attention, ffn)
+            out[listed] = self.items(params[listed], raw, path + (listed,), listed)
+        elif len(raw.args) > len(names):
             raise SpecError(f"{raw.name}() takes at most {len(names)} argument(s), got {len(raw.args)}",
                             raw.args[len(names)].span)
-        for name, arg in zip(names, raw.args):
+        for name, arg in zip(names, raw.args if listed is None else ()):
             self.doc.spans[path + (name,)] = arg.span
             out[name] = self.value(params[name], arg, path + (name,), name)
         for kw in raw.kwargs:
+            if kw.name == listed:
+                raise SpecError(f"{raw.name}() lists its {listed} as arguments: {raw.name}(attention, ffn)",
+                                kw.span)
             if kw.name not in params:
                 raise SpecError(f'{raw.name}() has no argument "{kw.name}"{did_you_mean(kw.name, names)}',
                                 kw.span, hint=f"its arguments: {', '.join(names) or 'none'}")
@@ -234,6 +240,19 @@ class _Builder:
             self.doc.spans[path + (kw.name,)] = kw.span
             out[kw.name] = self.value(params[kw.name], kw.value, path + (kw.name,), kw.name)
         return out
+
+
+    def items(self, kind: Kind, raw: ast.Call, path: Path_, key: str) -> list:
+        """A call's positional arguments as the items of its list field (at most nodes.SUBLAYER_LIMIT)."""
+        if len(raw.args) > nodes.SUBLAYER_LIMIT:
+            raise SpecError(f"{raw.name}() lists at most {nodes.SUBLAYER_LIMIT} {key}, got {len(raw.args)}",
+                            raw.args[nodes.SUBLAYER_LIMIT].span)
+        items = []
+        for i, arg in enumerate(raw.args):
+            self.doc.spans[path + (str(i),)] = arg.span
+            items.append(self.choice(kind.members, arg, path + (str(i),), key.rstrip("s")))
+        self.doc.spans.setdefault(path, raw.span)
+        return tuple(items)
 
 
 class _Root(BaseModel):
@@ -308,7 +327,7 @@ def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
                 stack[key] = value
                 doc.spans.setdefault(("model", stack_name, key), doc.spans[("model", STACK_DEFAULTS, key)])
         _fill_head_dims(doc, stack, ("model", stack_name))
-        _fill_stack_choices(stack)
+        _fill_stack_choices(stack, cross=stack_name == "decoder" and "encoder" in present)
         if isinstance(stack.get("layer"), dict):  # named layer kinds, in the order first written
             stack["layer"] = tuple({"name": label, **body} for label, body in stack["layer"].items())
     if "cross_attention" in shared and "decoder" not in present:
@@ -342,12 +361,45 @@ def _fill_head_dims(doc: Doc, stack: dict, path: Path_) -> None:
         stack[key] = d_model // heads
 
 
-def _fill_stack_choices(stack: dict) -> None:
-    """final_norm = (norm == pre) when unset: the meaning every spec had before the key existed.
+def _fill_stack_choices(stack: dict, cross: bool) -> None:
+    """Written-out sub-layers that a shorthand says become the shorthand (`_fold_sublayers`), in the stack
+    and in each layer kind; then final_norm = (the last sub-layer's norm != post) when unset: with the
+    shorthand, norm != post, the meaning every spec had before the key existed.
     (kv_heads stays unset, meaning heads: see nodes.Stack.key_value_heads.)"""
-    defaults = nodes.Stack.model_fields
+    norm = _fold_sublayers(stack, stack.get("norm", nodes.Stack.model_fields["norm"].default), cross)
+    kinds = stack.get("layer")
+    for body in kinds.values() if isinstance(kinds, dict) else ():
+        if isinstance(body, dict):
+            _fold_sublayers(body, body.get("norm", norm), cross, inherited=norm)
     if "final_norm" not in stack:
-        stack["final_norm"] = stack.get("norm", defaults["norm"].default) != "post"
+        last = norm
+        written = stack.get("block", {}).get("sublayers") if isinstance(stack.get("block"), dict) else None
+        if isinstance(written, tuple) and written and isinstance(written[-1], dict):
+            last = written[-1].get("norm", norm)
+        stack["final_norm"] = last != "post"
+
+
+def _fold_sublayers(level: dict, norm: Any, cross: bool, inherited: Any = None) -> Any:
+    """The one spelling of a layer structure: sub-layers written out in the paper's order, each with one
+    norm (its own or the level's) and no scale, are the shorthand `block = sequential | parallel(...)`
+    with that norm, so both spellings are one spec, with one canonical text and hash. `level` is a
+    stack's data or a layer kind's (`inherited`: the stack's norm it would take); returns its norm."""
+    block = level.get("block")
+    written = block.get("sublayers") if isinstance(block, dict) else None
+    if not isinstance(written, tuple) or not all(isinstance(s, dict) for s in written):
+        return norm
+    order = [s.get("kind") for s in written]
+    norms = {s.get("norm", norm) for s in written}
+    if order != [p.kind for p in nodes.paper_sublayers(cross)] or len(norms) != 1 \
+            or any(set(s) - {"kind", "norm"} and s.get("scale") != 1 for s in written):
+        return norm
+    (folded,) = norms
+    if folded == "none" or not isinstance(folded, str):
+        return norm
+    level["block"] = {k: v for k, v in block.items() if k != "sublayers"}
+    if folded != norm or (inherited is not None and folded != inherited and "norm" not in level):
+        level["norm"] = folded
+    return folded
 
 
 # --- step 4: validation -----------------------------------------------------------------------
@@ -362,7 +414,7 @@ def _data_path(data: Any, loc: tuple) -> Path_:
             path.append(str(part))
         elif isinstance(data, (list, tuple)) and isinstance(part, int) and part < len(data):  # a named block
             data = data[part]
-            path.append(str(data.get("name")) if isinstance(data, dict) else str(part))
+            path.append(str(data["name"]) if isinstance(data, dict) and "name" in data else str(part))
     return tuple(path)
 
 

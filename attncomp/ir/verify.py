@@ -195,6 +195,29 @@ def _block(spec: nodes.Spec) -> None:
                             "encoder-decoder model stays sequential", spec.span("model", name, "block"))
 
 
+def _sublayers(spec: nodes.Spec) -> None:
+    """Written-out sub-layers: one self-attention each layer, cross-attention once exactly where the decoder
+    reads an encoder (the decoding cache holds one of each); a parallel block's are the shorthand's."""
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is None or not stack.block.sublayers:
+            continue
+        where = spec.span("model", name, "block")
+        if isinstance(stack.block, nodes.Parallel):
+            raise SpecError("a parallel block's sub-layers are attention and ffn, reading one input with the "
+                            "stack's norm", where, hint="write parallel(norms = 1 | 2), or a sequential(...) block")
+        cross = name == "decoder" and spec.model.encoder is not None
+        kinds = [s.kind for s in stack.block.sublayers]
+        for kind, wanted in (("attention", 1), ("cross_attention", 1 if cross else 0)):
+            if kinds.count(kind) != wanted:
+                extra = [i for i, k in enumerate(kinds) if k == kind][wanted:]
+                at = spec._spans.get(("model", name, "block", "sublayers", str(extra[0]))) if extra else None
+                need = "no cross_attention: it has no encoder to read" if not wanted and name == "decoder" else \
+                    "no cross_attention" if not wanted else f"one {kind} sub-layer"
+                raise SpecError(f"a layer of the {name} has {need}, but its block lists {kinds.count(kind)}",
+                                at or where, hint="e.g. block = sequential(" +
+                                ", ".join(s.kind for s in nodes.paper_sublayers(cross)) + ")")
+
+
 def _layer_kinds(spec: nodes.Spec) -> None:
     """Each layer kind names at least one layer, no layer has two kinds, and every layer, as its kind
     changes it, keeps the stack rules (checked with the stack's own rules on each kind's view)."""
@@ -223,9 +246,9 @@ def _layer_kinds(spec: nodes.Spec) -> None:
 
 
 RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
-         _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block, _layer_kinds)
+         _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block, _sublayers, _layer_kinds)
 # the rules a layer kind's view of its stack must keep too
-STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block)
+STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block, _sublayers)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:

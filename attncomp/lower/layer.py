@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import torch
 from torch import fx
 
 from attncomp.ir import nodes
@@ -35,42 +36,77 @@ MEMBERS = ("norm", "self_attn", "self_attn_norm", "self_attn_output_norm", "cros
            "cross_attn_output_norm", "ffn", "ffn_norm", "ffn_output_norm")
 
 
-def sublayer(b: Builder, ctx, stack: nodes.Stack, x: Node, norm_name: str, body: Callable[[Node], Node]) -> Node:
-    """post: Norm(x + Dropout(F(x)));  pre: x + Dropout(F(Norm(x)));  output: x + Dropout(Norm(F(x)));
-    sandwich: x + Dropout(Norm'(F(Norm(x)))), Norm' being `<sublayer>_output_norm`."""
-    if stack.norm == "post":
-        return _norm(b, ctx, stack, norm_name, b.add(x, b.dropout(body(x), ctx.arch.dropout.residual)), "x")
-    h = _norm(b, ctx, stack, norm_name, x, "h") if stack.norm in ("pre", "sandwich") else x
-    return b.add(x, _output(b, ctx, stack, norm_name, body(h)))
+def sublayer(b: Builder, ctx, stack: nodes.Stack, x: Node, part: nodes.Sublayer, member: str,
+             body: Callable[[Node], Node]) -> Node:
+    """post: Norm(x + s Dropout(F(x)));  pre: x + s Dropout(F(Norm(x)));  output: x + s Dropout(Norm(F(x)));
+    sandwich: x + s Dropout(Norm'(F(Norm(x)))), Norm' being `<member>_output_norm`;  none: x + s Dropout(F(x)).
+    s is the sub-layer's scale (1 unless written: 0.5 for a macaron half feed-forward)."""
+    norm_name = f"{member}_norm"
+    if part.norm == "post":
+        return _norm(b, ctx, stack, norm_name, b.add(x, _scaled(b, part, _output(b, ctx, stack, "none", norm_name,
+                                                                                  body(x)))), "x")
+    h = _norm(b, ctx, stack, norm_name, x, "h") if part.norm in ("pre", "sandwich") else x
+    return b.add(x, _scaled(b, part, _output(b, ctx, stack, part.norm, norm_name, body(h))))
 
 
-def sublayers(b: Builder, ctx, stack: nodes.Stack, x: Node, parts: list[tuple[str, Callable[[Node], Node]]]) -> Node:
-    """The layer's sub-layers, (norm name, body) each, in sequence or (block = parallel) side by side."""
+def sublayers(b: Builder, ctx, stack: nodes.Stack, x: Node, bodies: dict[str, Callable[[str, Node], Node]],
+              cross: bool = False) -> Node:
+    """The layer's sub-layers (nodes.Stack.sublayers), in sequence or (block = parallel) side by side.
+    `bodies` maps a sub-layer kind to its body, called with the member's name and the input: the first
+    feed-forward is `ffn`, the next `ffn_2`, ... (self_attn and cross_attn appear once)."""
+    parts = stack.sublayers(cross)
+    members = _members(parts)
     if not isinstance(stack.block, nodes.Parallel):
-        for norm_name, body in parts:
-            x = sublayer(b, ctx, stack, x, norm_name, body)
+        for part, member in zip(parts, members):
+            x = sublayer(b, ctx, stack, x, part, member, lambda h, m=member, k=part.kind: bodies[k](m, h))
         return x
     before = stack.norm in ("pre", "sandwich")  # verify refuses post
     shared = _norm(b, ctx, stack, "norm", x, "h") if before and stack.block.norms == 1 else None
     outs = []
-    for norm_name, body in parts:
-        h = shared if shared is not None else _norm(b, ctx, stack, norm_name, x, "h") if before else x
-        outs.append(_output(b, ctx, stack, norm_name, body(h)))
+    for part, member in zip(parts, members):
+        h = shared if shared is not None else _norm(b, ctx, stack, f"{member}_norm", x, "h") if before else x
+        outs.append(_output(b, ctx, stack, stack.norm, f"{member}_norm", bodies[part.kind](member, h)))
     for out in outs:
         x = b.add(x, out)
     return x
+
+
+SUBLAYER_MEMBERS = {"attention": "self_attn", "cross_attention": "cross_attn", "ffn": "ffn"}
+
+
+def _members(parts: tuple) -> list[str]:
+    """Each sub-layer's member name: self_attn, cross_attn, ffn, then ffn_2, ffn_3 for further feed-forwards."""
+    seen: dict[str, int] = {}
+    names = []
+    for part in parts:
+        base = SUBLAYER_MEMBERS[part.kind]
+        seen[base] = seen.get(base, 0) + 1
+        names.append(base if seen[base] == 1 else f"{base}_{seen[base]}")
+    return names
 
 
 def _norm(b: Builder, ctx, stack: nodes.Stack, member: str, x: Node, name: str | None) -> Node:
     return apply_norm(b, ctx, member, stack.normalization, stack.d_model, x, name=name)
 
 
-def _output(b: Builder, ctx, stack: nodes.Stack, norm_name: str, out: Node) -> Node:
+def _output(b: Builder, ctx, stack: nodes.Stack, norm: str, norm_name: str, out: Node) -> Node:
     """A sub-layer's output as the residual adds it: normed (output, sandwich), then dropped out."""
-    if stack.norm in ("output", "sandwich"):
-        name = norm_name if stack.norm == "output" else norm_name.replace("_norm", "_output_norm")
+    if norm in ("output", "sandwich"):
+        name = norm_name if norm == "output" else norm_name.replace("_norm", "_output_norm")
         out = _norm(b, ctx, stack, name, out, out.meta.get("var"))
     return b.dropout(out, ctx.arch.dropout.residual)
+
+
+def _scaled(b: Builder, part: nodes.Sublayer, out: Node) -> Node:
+    if part.scale == 1.0:
+        return out
+    return b.call(torch.mul, out, part.scale, name=out.meta.get("var"), shape=out.meta.get("shape"))
+
+
+def _order(stack: nodes.Stack, cross: bool) -> tuple[str, ...]:
+    """The state dict's order of a layer's members: MEMBERS, then further feed-forwards with their norms."""
+    more = [m for m in _members(stack.sublayers(cross)) if m not in MEMBERS]
+    return MEMBERS + tuple(name for m in more for name in (m, f"{m}_norm", f"{m}_output_norm"))
 
 
 def _joined(stack: nodes.Stack) -> str:
@@ -95,12 +131,12 @@ def encoder_layer(ctx, stack: nodes.Stack, kind: str = "") -> Unit:
     padding = b.input("padding_mask", ("batch", 1, 1, length))
     positions = position_input(b, arch, stack, length, length)
     extra = () if positions is None else (positions,)
-    x = sublayers(b, ctx, stack, x, [
-        ("self_attn_norm", lambda h: b.sub("self_attn", attn, "forward", h, padding, *extra, name="attended",
-                                           shape=h.meta["shape"])),
-        ("ffn_norm", lambda h: b.sub("ffn", ffn, "forward", h, name="fed", shape=h.meta["shape"]))])
+    x = sublayers(b, ctx, stack, x, {
+        "attention": lambda m, h: b.sub(m, attn, "forward", h, padding, *extra, name="attended",
+                                        shape=h.meta["shape"]),
+        "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])})
     b.output(x)
-    unit.reorder(MEMBERS)
+    unit.reorder(_order(stack, False))
     return unit
 
 
@@ -115,24 +151,24 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "")
     attn, ffn = ctx.unit(self_attention, stack, True), ctx.unit(feed_forward, stack)
     cross_attn = ctx.unit(cross_attention, stack, d_memory) if cross else None
     shape = ("batch", "tgt_len", stack.d_model)
-    call = lambda member, target, method, *args: (  # noqa: E731 - a sublayer body: a child's method
-        lambda h: b.sub(member, target, method, h, *args, name="attended", shape=h.meta.get("shape")))
+    call = lambda target, method, *args: (  # noqa: E731 - a sublayer body: a child's method
+        lambda member, h: b.sub(member, target, method, h, *args, name="attended", shape=h.meta.get("shape")))
 
     b = Builder(unit, "forward")
     x = b.input("x", shape)
     memory = b.input("memory", ("batch", "src_len", d_memory)) if cross else None
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross else None
     positions = position_input(b, arch, stack, "tgt_len", "tgt_len")
-    parts = [("self_attn_norm", call("self_attn", attn, "forward", *(() if positions is None else (positions,))))]
+    bodies = {"attention": call(attn, "forward", *(() if positions is None else (positions,))),
+              "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])}
     if cross:
-        parts.append(("cross_attn_norm", call("cross_attn", cross_attn, "forward", memory, padding)))
-    parts.append(("ffn_norm", lambda h: b.sub("ffn", ffn, "forward", h, name="fed", shape=h.meta["shape"])))
-    x = sublayers(b, ctx, stack, x, parts)
+        bodies["cross_attention"] = call(cross_attn, "forward", memory, padding)
+    x = sublayers(b, ctx, stack, x, bodies, cross)
     b.output(x)
 
     _step(ctx, unit, stack, attn, cross_attn, ffn)
     _init_cache(unit, stack, attn, cross_attn, d_memory)
-    unit.reorder(MEMBERS)
+    unit.reorder(_order(stack, cross))
     return unit
 
 
@@ -147,19 +183,19 @@ def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | No
     past_k, past_v = b.field(own, "k"), b.field(own, "v")
     new: dict[str, Node] = {}
 
-    def self_step(h: Node) -> Node:
-        out = b.sub("self_attn", attn, "step", h, past_k, past_v, *(() if rope is None else (rope,)), name="step")
+    def self_step(member: str, h: Node) -> Node:
+        out = b.sub(member, attn, "step", h, past_k, past_v, *(() if rope is None else (rope,)), name="step")
         new["k"], new["v"] = b.item(out, 1, "k"), b.item(out, 2, "v")
         return b.item(out, 0, "attended", shape=h.meta.get("shape"))
 
-    def cross_step(h: Node) -> Node:
+    def cross_step(member: str, h: Node) -> Node:
         new["memory"] = memory_kv = b.field(cache, "cross_attn")
         k, v = b.field(memory_kv, "k"), b.field(memory_kv, "v")
-        return b.sub("cross_attn", cross_attn, "step", h, k, v, padding, name="attended", shape=h.meta.get("shape"))
+        return b.sub(member, cross_attn, "step", h, k, v, padding, name="attended", shape=h.meta.get("shape"))
 
-    parts = [("self_attn_norm", self_step)] + ([("cross_attn_norm", cross_step)] if cross_attn is not None else [])
-    parts.append(("ffn_norm", lambda h: b.sub("ffn", ffn, "forward", h, name="fed", shape=h.meta["shape"])))
-    x = sublayers(b, ctx, stack, x, parts)
+    bodies = {"attention": self_step, "cross_attention": cross_step,
+              "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])}
+    x = sublayers(b, ctx, stack, x, bodies, cross_attn is not None)
     memory_kv = new.get("memory")
     own_kv = b.call(KV, new["k"], new["v"], name="self_kv")
     b.output((x, b.call(LayerCache, own_kv, memory_kv, name="cache")))
