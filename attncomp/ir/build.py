@@ -106,10 +106,9 @@ class _Builder:
             self.item(inner, item, here, target)
 
     def named_block(self, cls, kind: Kind, block: ast.Block, path: Path_, out: dict) -> None:
-        """`layer NAME { ... }`: one of a stack's layer kinds, kept by name until validation."""
-        if cls is nodes.ModelSpec:
-            raise SpecError(f"{block.name} kinds belong to a stack: write them in encoder {{ }} or decoder {{ }}",
-                            block.span)
+        """`layer NAME { ... }`: one of a stack's layer kinds, kept by name until validation. Written in
+        `model`, it is a kind of every stack (as other stack keys there are defaults of every stack)."""
+        out, path = self._slot(cls, block.name, path, out)
         if block.label is None:
             raise SpecError(f'a {block.name} block needs a name: {block.name} NAME {{ ... }}', block.span)
         (inner,) = kind.members
@@ -129,9 +128,8 @@ class _Builder:
         while parents:  # dotted keys: dropout.residual = 0.2, layer.global.every = 3
             name = parents.pop(0)
             kind = self._lookup(cls, name, item.span, path)
-            if kind.what == "named" and cls is nodes.ModelSpec:
-                raise SpecError(f"{name} kinds belong to a stack: write model.decoder.{name}.NAME.KEY = ...", item.span)
             if kind.what == "named" and parents:
+                out, path = self._slot(cls, name, path, out)
                 label = parents.pop(0)
                 (cls,) = kind.members
                 named = out.get(name)
@@ -323,6 +321,9 @@ def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
         for key, value in shared.items():
             if key == "cross_attention" and stack_name == "encoder":
                 continue
+            if key == "layer" and isinstance(value, dict):
+                _share_layer_kinds(doc, value, stack, stack_name)
+                continue
             if key not in stack:
                 stack[key] = value
                 doc.spans.setdefault(("model", stack_name, key), doc.spans[("model", STACK_DEFAULTS, key)])
@@ -343,6 +344,18 @@ def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
             doc.spans[("model", "dropout", "embedding")] = doc.spans[("model", "dropout", "residual")]
     for p in [p for p in doc.spans if STACK_DEFAULTS in p]:
         del doc.spans[p]
+
+
+def _share_layer_kinds(doc: Doc, kinds: dict, stack: dict, stack_name: str) -> None:
+    """Layer kinds written in `model` are kinds of every stack, first in order; a stack's own kind of the
+    same name sets its keys over them."""
+    own = stack.get("layer") if isinstance(stack.get("layer"), dict) else {}
+    merged = {label: {**body, **own.get(label, {})} for label, body in kinds.items() if isinstance(body, dict)}
+    stack["layer"] = {**merged, **{label: body for label, body in own.items() if label not in merged}}
+    shared_path = ("model", STACK_DEFAULTS, "layer")
+    for path, span in list(doc.spans.items()):
+        if path[:3] == shared_path:
+            doc.spans.setdefault(("model", stack_name, "layer") + path[3:], span)
 
 
 def _fill_head_dims(doc: Doc, stack: dict, path: Path_) -> None:
@@ -493,7 +506,7 @@ def _yield_stack_keys(base: Doc, over: Doc) -> None:
         earlier, own = block.get(stack), over.data["model"].get(stack) or {}
         if not isinstance(earlier, dict):
             continue
-        for key in set(later) & set(earlier):
+        for key in set(later) & set(earlier) - {"layer"}:  # layer kinds merge by name (_share_layer_kinds)
             if key not in own:
                 del earlier[key]
                 base.spans.pop(("model", stack, key), None)

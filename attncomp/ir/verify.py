@@ -230,7 +230,8 @@ def _layer_kinds(spec: nodes.Spec) -> None:
             found = kind.indices(stack.layers)
             if not found:
                 raise SpecError(f"layer {kind.name} starts at index {kind.start}, but the {name} has "
-                                f"{stack.layers} layers (0 to {stack.layers - 1})", where)
+                                f"{stack.layers} layers (0 to {stack.layers - 1})",
+                                spec.span("model", name, "layer", kind.name, "start"))
             for i in found:
                 if i in owner:
                     raise SpecError(f"layer {i} of the {name} is both {owner[i]} and {kind.name}", where,
