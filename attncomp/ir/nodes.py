@@ -163,7 +163,10 @@ Block = Annotated[Union[Sequential, Parallel], Field(discriminator="kind")]
 
 Activation = Literal["relu", "gelu", "silu", "swiglu", "geglu", "gelu_tanh", "geglu_tanh", "relu2"]
 QKNorm = Literal["none", "head", "projection"]
+# A layer kind's name reaches generated code only as the CamelCase prefix of a class named ...EncoderLayer
+# or ...DecoderLayer (`class_prefix`), so it can be no keyword, builtin, torch name or method there.
 KIND_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+LAYER_KIND_LIMIT = 64  # kinds of one stack: each is lowered once and printed as a class
 
 
 class LayerKind(Node):

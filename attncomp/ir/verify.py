@@ -211,9 +211,10 @@ def _sublayers(spec: nodes.Spec) -> None:
             if kinds.count(kind) != wanted:
                 extra = [i for i, k in enumerate(kinds) if k == kind][wanted:]
                 at = spec._spans.get(("model", name, "block", "sublayers", str(extra[0]))) if extra else None
-                need = "no cross_attention: it has no encoder to read" if not wanted and name == "decoder" else \
-                    "no cross_attention" if not wanted else f"one {kind} sub-layer"
-                raise SpecError(f"a layer of the {name} has {need}, but its block lists {kinds.count(kind)}",
+                reads = "reads no encoder" if name == "decoder" else "is an encoder"
+                message = f"the {name} {reads}, so its layers have no cross_attention sub-layer" if not wanted \
+                    else f"a layer of the {name} has one {kind} sub-layer, but its block lists {kinds.count(kind)}"
+                raise SpecError(message,
                                 at or where, hint="e.g. block = sequential(" +
                                 ", ".join(s.kind for s in nodes.paper_sublayers(cross)) + ")")
 
@@ -225,8 +226,20 @@ def _layer_kinds(spec: nodes.Spec) -> None:
         if stack is None or not stack.layer:
             continue
         owner: dict[int, str] = {}
-        for kind in stack.layer:
+        prefixes: dict[str, str] = {}
+        for n, kind in enumerate(stack.layer):
             where = spec.span("model", name, "layer", kind.name)
+            if n == nodes.LAYER_KIND_LIMIT:
+                raise SpecError(f"the {name} has more than {nodes.LAYER_KIND_LIMIT} layer kinds", where,
+                                hint="each kind is lowered and printed as a class of its own")
+            if kind.name in STACKS_NAMED:
+                raise SpecError(f'a layer kind cannot be named "{kind.name}": the build report names a stack\'s '
+                                "own layers so", where)
+            clash = prefixes.setdefault(kind.class_prefix, kind.name)
+            if clash != kind.name:
+                raise SpecError(f"layer kinds {clash} and {kind.name} would both be the class "
+                                f"{kind.class_prefix}{name.capitalize()}Layer", where,
+                                hint="give kinds names that differ in more than their underscores")
             found = kind.indices(stack.layers)
             if not found:
                 raise SpecError(f"layer {kind.name} starts at index {kind.start}, but the {name} has "
@@ -246,6 +259,7 @@ def _layer_kinds(spec: nodes.Spec) -> None:
                 rule(seen)
 
 
+STACKS_NAMED = ("encoder", "decoder")  # the build report's name of a stack's own layers
 RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
          _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block, _sublayers, _layer_kinds)
 # the rules a layer kind's view of its stack must keep too

@@ -113,6 +113,20 @@ def _joined(stack: nodes.Stack) -> str:
     return " beside the feed-forward net" if isinstance(stack.block, nodes.Parallel) else ", then the feed-forward net"
 
 
+WRITTEN = {"attention": "self-attention", "cross_attention": "attention over the encoder's output",
+           "ffn": "a feed-forward net"}
+
+
+def _described(stack: nodes.Stack, paper: str) -> str:
+    """What a layer does, for its docstring: the paper's words, or its written-out sub-layers in order."""
+    if not stack.block.sublayers:
+        return paper + _joined(stack)
+    first = paper.split(",")[0]  # self-attention, or the decoder's causal self-attention
+    words = [(first if s.kind == "attention" else WRITTEN[s.kind]) + (f" (x {s.scale:g})" if s.scale != 1.0 else "")
+             for s in stack.block.sublayers]
+    return ", ".join(words[:-1]) + ", then " + words[-1]
+
+
 def _kind(stack: nodes.Stack, kind: str) -> tuple[str, str]:
     """(class-name prefix, doc prefix) of a layer kind ("" is the stack's own layers)."""
     if not kind:
@@ -124,7 +138,7 @@ def encoder_layer(ctx, stack: nodes.Stack, kind: str = "") -> Unit:
     """forward(x, padding_mask[, positions])."""
     arch, length = ctx.arch, "src_len"
     prefix, doc = _kind(stack, kind)
-    unit = Unit(f"{prefix}EncoderLayer", (doc or "An encoder layer: ") + "self-attention" + _joined(stack))
+    unit = Unit(f"{prefix}EncoderLayer", (doc or "An encoder layer: ") + _described(stack, "self-attention"))
     attn, ffn = ctx.unit(self_attention, stack, False), ctx.unit(feed_forward, stack)
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", length, stack.d_model))
@@ -146,8 +160,8 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "")
     arch = ctx.arch
     cross = d_memory is not None
     prefix, doc = _kind(stack, kind)
-    unit = Unit(f"{prefix}DecoderLayer", (doc or "A decoder layer: ") + "causal self-attention" +
-                (", attention over the encoder's output" if cross else "") + _joined(stack))
+    unit = Unit(f"{prefix}DecoderLayer", (doc or "A decoder layer: ") + _described(
+        stack, "causal self-attention" + (", attention over the encoder's output" if cross else "")))
     attn, ffn = ctx.unit(self_attention, stack, True), ctx.unit(feed_forward, stack)
     cross_attn = ctx.unit(cross_attention, stack, d_memory) if cross else None
     shape = ("batch", "tgt_len", stack.d_model)

@@ -98,7 +98,7 @@ class FeedForward(nn.Module):
 
 
 class FirstDecoderLayer(nn.Module):
-    """A first layer: causal self-attention, then the feed-forward net."""
+    """A first layer: a feed-forward net (x 0.5), causal self-attention, then a feed-forward net (x 0.5)."""
 
     def __init__(self):
         super().__init__()
@@ -135,7 +135,7 @@ class FirstDecoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """A decoder layer: causal self-attention, then the feed-forward net."""
+    """A decoder layer: a feed-forward net (x 0.5), causal self-attention, then a feed-forward net (x 0.5)."""
 
     def __init__(self):
         super().__init__()

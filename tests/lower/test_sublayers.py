@@ -76,7 +76,7 @@ def test_a_kinds_norm_is_the_norm_of_the_sublayers_it_inherits():
 @pytest.mark.parametrize("keys, needle, line", [
     ("block = sequential(ffn, ffn)", "has one attention sub-layer, but its block lists 0", 3),
     ("block = sequential(attention, ffn, attention)", "lists 2", 3),
-    ("block = sequential(attention, cross_attention, ffn)", "no cross_attention: it has no encoder", 3),
+    ("block = sequential(attention, cross_attention, ffn)", "reads no encoder, so its layers have no cross_attention", 3),
     ("norm = pre  block = parallel(attention, ffn(norm = output))", "parallel block's sub-layers", 3),
     ("block = sequential(attention, mlp)", 'unknown sublayer "mlp"', 3),
     ("block = sequential(attention(norm = both), ffn)", "norm", 3),
