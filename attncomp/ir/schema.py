@@ -20,7 +20,8 @@ from attncomp.ir import nodes
 @dataclass(frozen=True)
 class Kind:
     """What a field accepts: 'block', 'choice' (a kinded union), 'literal', 'bool', 'int', 'float', 'str',
-    or 'named' (blocks written `key NAME { ... }`, any number of them: a stack's layer kinds)."""
+    'named' (blocks written `key NAME { ... }`, any number of them: a stack's layer kinds), or 'list'
+    (choices written as a call's positional arguments: a block's sub-layers, `sequential(attention, ffn)`)."""
 
     what: str
     members: tuple = ()  # block, named: (cls,); choice, list: member classes; literal: allowed strings

@@ -15,7 +15,9 @@ from attncomp import ir
 from attncomp.compiler import DEFAULT_PASSES, compile_spec
 from attncomp.errors import SpecError
 from attncomp.ir.flops import training_flops
+from attncomp.ir import nodes
 from attncomp.report import count_flops
+from tests.conftest import SPECS, spec_id
 from tests.codegen.test_generated import rendered_module
 
 MODEL = """model m {
@@ -135,3 +137,22 @@ def test_explicit_equals_fused_decoding_equals_forward_generated_equals_compiled
             logits, cache = fused.decode_step(tokens[:, t : t + 1], cache)
             assert (logits - expected[:, t]).abs().max() < 1e-12, t
     assert training_flops(spec) == count_flops(compile_spec(spec, device="meta"))
+
+
+@pytest.mark.parametrize("path", SPECS, ids=spec_id)
+def test_every_shipped_spec_written_out_is_the_same_spec(path):
+    """Each stack's block written out, sub-layer by sub-layer with the stack's norm: same canonical text and hash."""
+    spec = ir.load(path)
+    overrides = []
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is None or stack.block.sublayers:
+            continue
+        cross = name == "decoder" and spec.model.encoder is not None
+        if isinstance(stack.block, nodes.Parallel):
+            written = f"parallel(attention, ffn, norms = {stack.block.norms})"
+        else:
+            parts = ", ".join(f"{p.kind}(norm = {stack.norm})" for p in nodes.paper_sublayers(cross))
+            written = f"sequential({parts})"
+        overrides.append(f"model.{name}.block={written}")
+    again = ir.load(path, overrides)
+    assert again == spec and ir.to_text(again) == ir.to_text(spec) and ir.spec_hash(again) == ir.spec_hash(spec)
