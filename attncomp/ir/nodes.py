@@ -186,6 +186,7 @@ class LayerKind(Node):
     normalization: Normalization | None = Field(None, description="which norm (unset: the stack's)")
     block: Block | None = Field(None, description="sequential or parallel sub-layers (unset: the stack's)")
     qk_norm: QKNorm | None = Field(None, description="q/k normalisation (unset: the stack's)")
+    rope_base: Positive | None = Field(None, description="rotary base of this kind's layers (unset: the stack's)")
 
     @field_validator("name")
     @classmethod
@@ -210,7 +211,7 @@ class LayerKind(Node):
         return {k: getattr(self, k) for k in LAYER_KEYS if getattr(self, k) is not None}
 
 
-LAYER_KEYS = ("attention", "d_ff", "activation", "norm", "normalization", "block", "qk_norm")
+LAYER_KEYS = ("attention", "d_ff", "activation", "norm", "normalization", "block", "qk_norm", "rope_base")
 
 
 
@@ -243,6 +244,10 @@ class Stack(Node):
     block: Block = Field(Sequential(), json_schema_extra=LATER,
                          description="sequential sub-layers (the paper), or parallel(norms = 1|2): attention "
                                      "and feed-forward net reading one input")
+    rope_base: Positive | None = Field(
+        None, json_schema_extra=LATER,
+        description="the rotary base of this stack's layers (unset: positions = rope(base)); a layer kind may set its "
+                    "own (ModernBERT: 160000 for global layers, 10000 for local ones)")
     layer: tuple[LayerKind, ...] = Field(
         (), json_schema_extra=LATER,
         description="layer kinds that differ from the stack's own keys, each `layer NAME { ... }`")

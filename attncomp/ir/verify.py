@@ -166,6 +166,16 @@ def _rope(spec: nodes.Spec) -> None:
                             spec.span("model", "positions"), hint="choose a fraction that leaves an even count")
 
 
+def _rope_base(spec: nodes.Spec) -> None:
+    """A rotary base of a stack or layer kind needs rotary positions."""
+    if isinstance(spec.model.positions, nodes.Rope):
+        return
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is not None and stack.rope_base is not None:
+            raise SpecError(f"rope_base in the {name} needs positions = rope, not {spec.model.positions.kind}",
+                            spec.span("model", name, "rope_base"))
+
+
 def _normalization(spec: nodes.Spec) -> None:
     """A norm's bias or offset needs its gain."""
     for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
@@ -261,9 +271,10 @@ def _layer_kinds(spec: nodes.Spec) -> None:
 
 STACKS_NAMED = ("encoder", "decoder")  # the build report's name of a stack's own layers
 RULES = (_stacks, _tie, _vocab, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
-         _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block, _sublayers, _layer_kinds)
+         _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block, _sublayers, _rope_base, _layer_kinds)
 # the rules a layer kind's view of its stack must keep too
-STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block, _sublayers)
+STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block, _sublayers,
+               _rope_base)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:

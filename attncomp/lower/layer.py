@@ -27,7 +27,7 @@ from attncomp.ir import nodes
 from attncomp.lower.attention import cross_attention, self_attention
 from attncomp.lower.cache import KV, LayerCache
 from attncomp.lower.feed_forward import feed_forward
-from attncomp.lower.positions import acts_on_scores, input_name, position_input
+from attncomp.lower.positions import acts_on_scores, input_name, position_input, rope_names
 from attncomp.lower.norms import apply_norm
 from attncomp.lower.units import Builder, Unit
 
@@ -134,7 +134,7 @@ def _kind(stack: nodes.Stack, kind: str) -> tuple[str, str]:
     return nodes.LayerKind(name=kind).class_prefix, f"A {kind} layer: "
 
 
-def encoder_layer(ctx, stack: nodes.Stack, kind: str = "") -> Unit:
+def encoder_layer(ctx, stack: nodes.Stack, kind: str = "", bases: tuple = ()) -> Unit:
     """forward(x, padding_mask[, positions])."""
     arch, length = ctx.arch, "src_len"
     prefix, doc = _kind(stack, kind)
@@ -143,7 +143,7 @@ def encoder_layer(ctx, stack: nodes.Stack, kind: str = "") -> Unit:
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", length, stack.d_model))
     padding = b.input("padding_mask", ("batch", 1, 1, length))
-    positions = position_input(b, arch, stack, length, length)
+    positions = position_input(b, arch, stack, length, length, bases)
     extra = () if positions is None else (positions,)
     x = sublayers(b, ctx, stack, x, {
         "attention": lambda m, h: b.sub(m, attn, "forward", h, padding, *extra, name="attended",
@@ -154,7 +154,7 @@ def encoder_layer(ctx, stack: nodes.Stack, kind: str = "") -> Unit:
     return unit
 
 
-def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "") -> Unit:
+def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "", bases: tuple = ()) -> Unit:
     """forward(x[, memory, padding_mask][, positions]), step(x, cache[, padding_mask][, rope]) and
     init_cache(memory) (decoder-only: init_cache(like, batch): a tensor of the model's dtype and device)."""
     arch = ctx.arch
@@ -172,7 +172,7 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "")
     x = b.input("x", shape)
     memory = b.input("memory", ("batch", "src_len", d_memory)) if cross else None
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross else None
-    positions = position_input(b, arch, stack, "tgt_len", "tgt_len")
+    positions = position_input(b, arch, stack, "tgt_len", "tgt_len", bases)
     bodies = {"attention": call(attn, "forward", *(() if positions is None else (positions,))),
               "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])}
     if cross:
@@ -180,19 +180,22 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "")
     x = sublayers(b, ctx, stack, x, bodies, cross)
     b.output(x)
 
-    _step(ctx, unit, stack, attn, cross_attn, ffn)
+    _step(ctx, unit, stack, attn, cross_attn, ffn, bases)
     _init_cache(unit, stack, attn, cross_attn, d_memory)
     unit.reorder(_order(stack, cross))
     return unit
 
 
-def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | None, ffn: Unit) -> None:
+def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | None, ffn: Unit, bases: tuple) -> None:
     arch = ctx.arch
     b = Builder(unit, "step", decoding=True)
     x = b.input("x", ("batch", 1, stack.d_model))
     cache = b.input("cache")
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross_attn is not None else None
-    rope = b.input("rope") if isinstance(arch.positions, nodes.Rope) else None
+    rope = None
+    if isinstance(arch.positions, nodes.Rope):  # one table per rotary base of the stack; this layer reads its own
+        tables = [b.input(name) for name in rope_names(bases or (arch.positions.base,))]
+        rope = tables[bases.index(stack.rope_base or arch.positions.base) if len(bases) > 1 else 0]
     own = b.field(cache, "self_attn")
     past_k, past_v = b.field(own, "k"), b.field(own, "v")
     new: dict[str, Node] = {}

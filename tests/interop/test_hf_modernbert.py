@@ -4,11 +4,10 @@ ModernBERT's layer structure is spec choices: pre-norm layers whose first has no
 kind `first { count = 1  block = sequential(attention(norm = none), ffn) }`), a global layer every third
 among local ones (bidirectional windows of local_attention / 2 each side), GeGLU (HF's Wi: input, then
 gate), LayerNorm on the embeddings, a final norm, BERT's dense prediction head and a decoder bias over
-the tied embedding. Two settings of HF's config are set to what the language can say today, both
-outside this issue's layer scope: one rotary base for every layer (ModernBERT has 160000 for global and
-10000 for local layers; a layer kind cannot yet change `positions`), and norms with biases
-(`norm_bias = true`; the dense head's LayerNorm is always biased). HF's float32 rotary steps are
-patched to float64; weights are renamed here."""
+the tied embedding, and global layers with their own rotary base (`rope_base` in their layer kinds).
+One setting of HF's config is set to what the language can say today, outside this issue's layer scope:
+norms with biases (`norm_bias = true`; the dense head's LayerNorm is always biased). HF's float32 rotary
+steps are patched to float64; weights are renamed here."""
 
 from __future__ import annotations
 
@@ -23,17 +22,18 @@ transformers = pytest.importorskip("transformers")
 from transformers.models.modernbert import modeling_modernbert  # noqa: E402
 
 VOCAB, D, HEADS, FF, LAYERS, WINDOW = 64, 32, 4, 40, 5, 4  # local_attention = 4: 2 positions each side
-THETA = 1000.0
+LOCAL_THETA, GLOBAL_THETA = 100.0, 1600.0  # ModernBERT: 10000 and 160000
 
 SPEC = f"""model modernbert {{
   d_model = {D}  heads = {HEADS}  d_ff = {FF}  vocab = shared({VOCAB})  tie = encoder
-  positions = rope(base = {THETA})  scale_embeddings = false  embedding_norm = true
+  positions = rope(base = {LOCAL_THETA})  scale_embeddings = false  embedding_norm = true
   head = dense(activation = gelu, bias = false)
   bias {{ attention = false  ffn = false  output = true }}
   encoder {{
     layers = {LAYERS}  norm = pre  final_norm = true  activation = geglu  attention = local(window = {WINDOW // 2})
-    layer first {{ count = 1  attention = scaled_dot  block = sequential(attention(norm = none), ffn) }}
-    layer global {{ start = 3  every = 3  attention = scaled_dot }}
+    layer first {{ count = 1  attention = scaled_dot  rope_base = {GLOBAL_THETA}
+                  block = sequential(attention(norm = none), ffn) }}
+    layer global {{ start = 3  every = 3  attention = scaled_dot  rope_base = {GLOBAL_THETA} }}
   }}
   dropout {{ residual = 0.0  embedding = 0.0 }}
 }}
@@ -82,12 +82,12 @@ def _ours(state: dict) -> dict:
 def hf(monkeypatch):
     monkeypatch.setattr(modeling_modernbert.ModernBertRotaryEmbedding, "forward", _rotary_float64)
     monkeypatch.setattr(modeling_modernbert, "apply_rotary_pos_emb", _apply_rotary_float64)
-    rope = {"rope_type": "default", "rope_theta": THETA}
     config = transformers.ModernBertConfig(
         vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, intermediate_size=FF, num_hidden_layers=LAYERS,
         local_attention=WINDOW, norm_bias=True, max_position_embeddings=64, pad_token_id=0, bos_token_id=None,
         eos_token_id=None, cls_token_id=None, sep_token_id=None,
-        rope_parameters={"full_attention": dict(rope), "sliding_attention": dict(rope)})
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": GLOBAL_THETA},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": LOCAL_THETA}})
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
     model = transformers.ModernBertForMaskedLM(config).double().eval()

@@ -127,6 +127,10 @@ def _repair(data: dict, stack: dict) -> dict:
                 k.update(start=i, every=len(kinds), count=None, attention=None, block=None, normalization=None,
                          norm=None)
             s["layer"] = tuple(kinds)
+            if positions["kind"] != "rope":  # verify._rope_base: a rotary base needs rotary positions
+                s["rope_base"] = None
+                for k in kinds:
+                    k["rope_base"] = None
             norm = s["normalization"]
             if not norm["gain"]:  # nothing to bias or offset without a gain
                 norm["bias" if norm["kind"] == "layernorm" else "offset"] = False if norm["kind"] == "layernorm" else 0

@@ -149,3 +149,48 @@ def test_layer_kinds_come_from_another_file_through_extends(tmp_path):
     spec = ir.load(tmp_path / "child.attn")
     assert [(k, s.d_ff) for k, s in spec.model.decoder.layer_plan()] == [("first", 48), ("global", 16)]
     assert [k for k, _ in spec.model.encoder.layer_plan()] == ["", "global", "", "global"]
+
+
+ROPE_BASES = """model bases {
+  d_model = 32  heads = 4  d_ff = 48  vocab = shared(64)  tie = decoder  positions = rope(base = 100)
+  encoder = none
+  decoder {
+    layers = 4  norm = pre  attention = local(window = 2)
+    layer global { every = 2  start = 1  attention = scaled_dot  rope_base = 5000 }
+  }
+  dropout { residual = 0.0  embedding = 0.0 }
+}
+"""
+
+
+def test_a_kind_with_its_own_rope_base_reads_its_own_table(tmp_path):
+    from tests.codegen.test_generated import rendered_module
+
+    spec = _load(ROPE_BASES)
+    torch.manual_seed(0)
+    fused = attncomp.compile(spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
+    explicit = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
+    explicit.load_state_dict(fused.state_dict())
+    same_base = attncomp.compile(_load(ROPE_BASES.replace("  rope_base = 5000", "")), dtype=torch.float64).eval()
+    same_base.load_state_dict(fused.state_dict())
+    generated = rendered_module(spec, tmp_path, "bases", model=fused).Model().double().eval()
+    generated.load_state_dict(fused.state_dict())
+    tokens = torch.randint(5, 64, (2, 7), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = explicit(tokens)
+        assert (fused(tokens) - expected).abs().max() < 1e-12
+        assert (generated(tokens) - expected).abs().max() < 1e-9
+        assert (same_base(tokens) - expected).abs().max() > 1e-6  # the base reaches the global layers
+        cache = fused.init_cache(tokens)
+        for t in range(tokens.shape[1]):
+            logits, cache = fused.decode_step(tokens[:, t : t + 1], cache)
+            assert (logits - expected[:, t]).abs().max() < 1e-12, t
+    text = (tmp_path / "bases.py").read_text()
+    assert "rope_2 = ops.rope_table(" in text and "5000" in text
+
+
+def test_rope_base_needs_rotary_positions():
+    with pytest.raises(SpecError) as err:
+        _load(ROPE_BASES.replace("positions = rope(base = 100)", "positions = alibi"))
+    assert "rope_base in the decoder needs positions = rope, not alibi" in str(err.value)
+    assert err.value.span.line == 6
