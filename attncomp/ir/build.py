@@ -379,11 +379,15 @@ def _fill_stack_choices(stack: dict, cross: bool) -> None:
     and in each layer kind; then final_norm = (the last sub-layer's norm != post) when unset: with the
     shorthand, norm != post, the meaning every spec had before the key existed.
     (kv_heads stays unset, meaning heads: see nodes.Stack.key_value_heads.)"""
-    norm = _fold_sublayers(stack, stack.get("norm", nodes.Stack.model_fields["norm"].default), cross)
+    written = stack.get("norm", nodes.Stack.model_fields["norm"].default)
+    norm = _fold_sublayers(stack, written, cross)
     kinds = stack.get("layer")
     for body in kinds.values() if isinstance(kinds, dict) else ():
-        if isinstance(body, dict):
-            _fold_sublayers(body, body.get("norm", norm), cross, inherited=norm)
+        if not isinstance(body, dict):
+            continue
+        if norm != written and "norm" not in body and isinstance(body.get("block"), dict):
+            body["norm"] = written  # its own sub-layers' unset norms were the stack's norm as written
+        _fold_sublayers(body, body.get("norm", norm), cross, inherited=norm)
     if "final_norm" not in stack:
         last = norm
         written = stack.get("block", {}).get("sublayers") if isinstance(stack.get("block"), dict) else None

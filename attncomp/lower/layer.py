@@ -43,8 +43,8 @@ def sublayer(b: Builder, ctx, stack: nodes.Stack, x: Node, part: nodes.Sublayer,
     s is the sub-layer's scale (1 unless written: 0.5 for a macaron half feed-forward)."""
     norm_name = f"{member}_norm"
     if part.norm == "post":
-        return _norm(b, ctx, stack, norm_name, b.add(x, _scaled(b, part, _output(b, ctx, stack, "none", norm_name,
-                                                                                  body(x)))), "x")
+        out = _scaled(b, part, b.dropout(body(x), ctx.arch.dropout.residual))
+        return _norm(b, ctx, stack, norm_name, b.add(x, out), "x")
     h = _norm(b, ctx, stack, norm_name, x, "h") if part.norm in ("pre", "sandwich") else x
     return b.add(x, _scaled(b, part, _output(b, ctx, stack, part.norm, norm_name, body(h))))
 

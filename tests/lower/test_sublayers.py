@@ -75,6 +75,18 @@ def test_a_kinds_norm_is_the_norm_of_the_sublayers_it_inherits():
     assert [s.norm for s in plan[2][1].sublayers(False)] == ["output", "output", "output"]
 
 
+def test_folding_the_stacks_list_keeps_a_kinds_own_list_on_the_stacks_written_norm():
+    """The stack's list says `output` everywhere, so it folds to norm = output; a kind's own list with unset
+    norms meant the stack's written norm (pre), and keeps it."""
+    spec = _lm("norm = pre  block = sequential(attention(norm = output), ffn(norm = output))  "
+               "layer first { count = 1  block = sequential(attention(norm = none), ffn) }")
+    plan = spec.model.decoder.layer_plan()
+    assert spec.model.decoder.norm == "output" and not spec.model.decoder.block.sublayers
+    assert [s.norm for s in plan[0][1].sublayers(False)] == ["none", "pre"]
+    assert [s.norm for s in plan[1][1].sublayers(False)] == ["output", "output"]
+    assert _load(ir.to_text(spec)) == spec
+
+
 @pytest.mark.parametrize("keys, needle, line", [
     ("block = sequential(ffn, ffn)", "has one attention sub-layer, but its block lists 0", 3),
     ("block = sequential(attention, ffn, attention)", "lists 2", 3),
