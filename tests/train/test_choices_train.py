@@ -28,7 +28,7 @@ CHOICES = {
                                               "model.normalization=layernorm(gain = false, bias = false)",
                                               "model.activation=relu2"],
 }
-EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global", "macaron"]
+EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global", "macaron", "modernbert"]
 
 
 @pytest.mark.parametrize("name", sorted(CHOICES))
