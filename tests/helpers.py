@@ -17,7 +17,8 @@ def shrink_stack(stack: nodes.Stack, factor: int) -> dict:
     shrunk = {
         "d_model": max(8, stack.d_model // factor), "d_k": max(2, stack.d_k // factor),
         "d_v": max(2, stack.d_v // factor), "d_ff": max(8, stack.d_ff // factor),
-        "layers": min(stack.layers, 2), "heads": min(stack.heads, 4) if stack.heads * max(2, stack.d_k // factor)
+        "layers": min(stack.layers, max([2] + [k.start + 1 for k in stack.layer])),  # a layer of every kind
+        "heads": min(stack.heads, 4) if stack.heads * max(2, stack.d_k // factor)
         > 64 else stack.heads,
     }
     if stack.kv_heads is not None:

@@ -20,7 +20,7 @@ def _all_nodes():
             continue
         seen.add(cls)
         for kind in fields_of(cls).values():
-            if kind.what in ("block", "choice"):
+            if kind.what in ("block", "choice", "list", "named"):
                 todo.extend(kind.members)
     return seen
 
@@ -39,7 +39,7 @@ def test_every_choice_and_value_is_documented():
     missing = []
     for cls in _all_nodes():
         for key, kind in fields_of(cls).items():
-            names = [m.model_fields["kind"].default for m in kind.members] if kind.what == "choice" else \
+            names = [m.model_fields["kind"].default for m in kind.members] if kind.what in ("choice", "list") else \
                 list(kind.members) if kind.what == "literal" else []
             missing += [f"{key}={n}" for n in names if not re.search(rf"`{n}[`(]", LANGUAGE)
                         and n not in ("steps", "time", "fixed", "src_plus")]

@@ -106,10 +106,9 @@ class _Builder:
             self.item(inner, item, here, target)
 
     def named_block(self, cls, kind: Kind, block: ast.Block, path: Path_, out: dict) -> None:
-        """`layer NAME { ... }`: one of a stack's layer kinds, kept by name until validation."""
-        if cls is nodes.ModelSpec:
-            raise SpecError(f"{block.name} kinds belong to a stack: write them in encoder {{ }} or decoder {{ }}",
-                            block.span)
+        """`layer NAME { ... }`: one of a stack's layer kinds, kept by name until validation. Written in
+        `model`, it is a kind of every stack (as other stack keys there are defaults of every stack)."""
+        out, path = self._slot(cls, block.name, path, out)
         if block.label is None:
             raise SpecError(f'a {block.name} block needs a name: {block.name} NAME {{ ... }}', block.span)
         (inner,) = kind.members
@@ -129,9 +128,8 @@ class _Builder:
         while parents:  # dotted keys: dropout.residual = 0.2, layer.global.every = 3
             name = parents.pop(0)
             kind = self._lookup(cls, name, item.span, path)
-            if kind.what == "named" and cls is nodes.ModelSpec:
-                raise SpecError(f"{name} kinds belong to a stack: write model.decoder.{name}.NAME.KEY = ...", item.span)
             if kind.what == "named" and parents:
+                out, path = self._slot(cls, name, path, out)
                 label = parents.pop(0)
                 (cls,) = kind.members
                 named = out.get(name)
@@ -219,13 +217,19 @@ class _Builder:
         params = fields_of(cls)
         names = list(params)
         out: dict = {"kind": raw.name}
-        if len(raw.args) > len(names):
+        listed = next((n for n, k in params.items() if k.what == "list"), None)
+        if listed is not None:  # positional arguments are the list's items: sequential(attention, ffn)
+            out[listed] = self.items(params[listed], raw, path + (listed,), listed)
+        elif len(raw.args) > len(names):
             raise SpecError(f"{raw.name}() takes at most {len(names)} argument(s), got {len(raw.args)}",
                             raw.args[len(names)].span)
-        for name, arg in zip(names, raw.args):
+        for name, arg in zip(names, raw.args if listed is None else ()):
             self.doc.spans[path + (name,)] = arg.span
             out[name] = self.value(params[name], arg, path + (name,), name)
         for kw in raw.kwargs:
+            if kw.name == listed:
+                raise SpecError(f"{raw.name}() lists its {listed} as arguments: {raw.name}(attention, ffn)",
+                                kw.span)
             if kw.name not in params:
                 raise SpecError(f'{raw.name}() has no argument "{kw.name}"{did_you_mean(kw.name, names)}',
                                 kw.span, hint=f"its arguments: {', '.join(names) or 'none'}")
@@ -234,6 +238,19 @@ class _Builder:
             self.doc.spans[path + (kw.name,)] = kw.span
             out[kw.name] = self.value(params[kw.name], kw.value, path + (kw.name,), kw.name)
         return out
+
+
+    def items(self, kind: Kind, raw: ast.Call, path: Path_, key: str) -> list:
+        """A call's positional arguments as the items of its list field (at most nodes.SUBLAYER_LIMIT)."""
+        if len(raw.args) > nodes.SUBLAYER_LIMIT:
+            raise SpecError(f"{raw.name}() lists at most {nodes.SUBLAYER_LIMIT} {key}, got {len(raw.args)}",
+                            raw.args[nodes.SUBLAYER_LIMIT].span)
+        items = []
+        for i, arg in enumerate(raw.args):
+            self.doc.spans[path + (str(i),)] = arg.span
+            items.append(self.choice(kind.members, arg, path + (str(i),), key.rstrip("s")))
+        self.doc.spans.setdefault(path, raw.span)
+        return tuple(items)
 
 
 class _Root(BaseModel):
@@ -304,11 +321,14 @@ def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
         for key, value in shared.items():
             if key == "cross_attention" and stack_name == "encoder":
                 continue
+            if key == "layer" and isinstance(value, dict):
+                _share_layer_kinds(doc, value, stack, stack_name)
+                continue
             if key not in stack:
                 stack[key] = value
                 doc.spans.setdefault(("model", stack_name, key), doc.spans[("model", STACK_DEFAULTS, key)])
         _fill_head_dims(doc, stack, ("model", stack_name))
-        _fill_stack_choices(stack)
+        _fill_stack_choices(stack, cross=stack_name == "decoder" and "encoder" in present)
         if isinstance(stack.get("layer"), dict):  # named layer kinds, in the order first written
             stack["layer"] = tuple({"name": label, **body} for label, body in stack["layer"].items())
     if "cross_attention" in shared and "decoder" not in present:
@@ -324,6 +344,18 @@ def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
             doc.spans[("model", "dropout", "embedding")] = doc.spans[("model", "dropout", "residual")]
     for p in [p for p in doc.spans if STACK_DEFAULTS in p]:
         del doc.spans[p]
+
+
+def _share_layer_kinds(doc: Doc, kinds: dict, stack: dict, stack_name: str) -> None:
+    """Layer kinds written in `model` are kinds of every stack, first in order; a stack's own kind of the
+    same name sets its keys over them."""
+    own = stack.get("layer") if isinstance(stack.get("layer"), dict) else {}
+    merged = {label: {**body, **own.get(label, {})} for label, body in kinds.items() if isinstance(body, dict)}
+    stack["layer"] = {**merged, **{label: body for label, body in own.items() if label not in merged}}
+    shared_path = ("model", STACK_DEFAULTS, "layer")
+    for path, span in list(doc.spans.items()):
+        if path[:3] == shared_path:
+            doc.spans.setdefault(("model", stack_name, "layer") + path[3:], span)
 
 
 def _fill_head_dims(doc: Doc, stack: dict, path: Path_) -> None:
@@ -342,12 +374,49 @@ def _fill_head_dims(doc: Doc, stack: dict, path: Path_) -> None:
         stack[key] = d_model // heads
 
 
-def _fill_stack_choices(stack: dict) -> None:
-    """final_norm = (norm == pre) when unset: the meaning every spec had before the key existed.
+def _fill_stack_choices(stack: dict, cross: bool) -> None:
+    """Written-out sub-layers that a shorthand says become the shorthand (`_fold_sublayers`), in the stack
+    and in each layer kind; then final_norm = (the last sub-layer's norm != post) when unset: with the
+    shorthand, norm != post, the meaning every spec had before the key existed.
     (kv_heads stays unset, meaning heads: see nodes.Stack.key_value_heads.)"""
-    defaults = nodes.Stack.model_fields
+    written = stack.get("norm", nodes.Stack.model_fields["norm"].default)
+    norm = _fold_sublayers(stack, written, cross)
+    kinds = stack.get("layer")
+    for body in kinds.values() if isinstance(kinds, dict) else ():
+        if not isinstance(body, dict):
+            continue
+        if norm != written and "norm" not in body and isinstance(body.get("block"), dict):
+            body["norm"] = written  # its own sub-layers' unset norms were the stack's norm as written
+        _fold_sublayers(body, body.get("norm", norm), cross, inherited=norm)
     if "final_norm" not in stack:
-        stack["final_norm"] = stack.get("norm", defaults["norm"].default) != "post"
+        last = norm
+        written = stack.get("block", {}).get("sublayers") if isinstance(stack.get("block"), dict) else None
+        if isinstance(written, tuple) and written and isinstance(written[-1], dict):
+            last = written[-1].get("norm", norm)
+        stack["final_norm"] = last != "post"
+
+
+def _fold_sublayers(level: dict, norm: Any, cross: bool, inherited: Any = None) -> Any:
+    """The one spelling of a layer structure: sub-layers written out in the paper's order, each with one
+    norm (its own or the level's) and no scale, are the shorthand `block = sequential | parallel(...)`
+    with that norm, so both spellings are one spec, with one canonical text and hash. `level` is a
+    stack's data or a layer kind's (`inherited`: the stack's norm it would take); returns its norm."""
+    block = level.get("block")
+    written = block.get("sublayers") if isinstance(block, dict) else None
+    if not isinstance(written, tuple) or not all(isinstance(s, dict) for s in written):
+        return norm
+    order = [s.get("kind") for s in written]
+    norms = {s.get("norm", norm) for s in written}
+    if order != [p.kind for p in nodes.paper_sublayers(cross)] or len(norms) != 1 \
+            or any(set(s) - {"kind", "norm"} and s.get("scale") != 1 for s in written):
+        return norm
+    (folded,) = norms
+    if folded == "none" or not isinstance(folded, str):
+        return norm
+    level["block"] = {k: v for k, v in block.items() if k != "sublayers"}
+    if folded != norm or (inherited is not None and folded != inherited and "norm" not in level):
+        level["norm"] = folded
+    return folded
 
 
 # --- step 4: validation -----------------------------------------------------------------------
@@ -362,7 +431,7 @@ def _data_path(data: Any, loc: tuple) -> Path_:
             path.append(str(part))
         elif isinstance(data, (list, tuple)) and isinstance(part, int) and part < len(data):  # a named block
             data = data[part]
-            path.append(str(data.get("name")) if isinstance(data, dict) else str(part))
+            path.append(str(data["name"]) if isinstance(data, dict) and "name" in data else str(part))
     return tuple(path)
 
 
@@ -441,7 +510,7 @@ def _yield_stack_keys(base: Doc, over: Doc) -> None:
         earlier, own = block.get(stack), over.data["model"].get(stack) or {}
         if not isinstance(earlier, dict):
             continue
-        for key in set(later) & set(earlier):
+        for key in set(later) & set(earlier) - {"layer"}:  # layer kinds merge by name (_share_layer_kinds)
             if key not in own:
                 del earlier[key]
                 base.spans.pop(("model", stack, key), None)

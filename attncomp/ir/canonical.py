@@ -1,10 +1,9 @@
 """A resolved Spec -> its canonical text (every default written out), JSON, and sha256 hash.
 
 The canonical text parses back to an identical Spec; its hash names the exact architecture and
-recipe a checkpoint was trained with. Keys added after checkpoints and sweeps recorded hashes
-(marked `json_schema_extra=nodes.LATER` where the IR declares them) are written only when they differ
-from their default, which is the old
-meaning: a spec that does not use them keeps its canonical text and its hash.
+recipe a checkpoint was trained with. Which keys it writes is the IR's rule, `nodes.Node.written`: keys
+added after checkpoints and sweeps recorded hashes (marked `json_schema_extra=nodes.LATER`) are written
+only away from their default, the old meaning, so a spec that does not use them keeps its text and hash.
 """
 
 from __future__ import annotations
@@ -57,20 +56,15 @@ def _value(value: Any) -> str:
         writer = _SCALAR_WRITERS.get(type(value))
         if writer:
             return writer(value)
-        args = [(k, getattr(value, k)) for k in type(value).model_fields
-                if k != "kind" and not _omitted(value, k, getattr(value, k))]
+        args = value.written()
         if not args:
             return value.kind
-        return f"{value.kind}(" + ", ".join(f"{k} = {_value(v)}" for k, v in args) + ")"
+        listed = [_value(item) for _, v in args if isinstance(v, tuple) for item in v]  # sequential(attention, ffn)
+        named = [f"{k} = {_value(v)}" for k, v in args if not isinstance(v, tuple)]
+        return f"{value.kind}(" + ", ".join(listed + named) + ")"
     if isinstance(value, str):
         return value
     return _number(value)
-
-
-def _omitted(node: BaseModel, key: str, value: Any) -> bool:
-    """A key added later, at its default: not written (see the module docstring)."""
-    field = type(node).model_fields[key]
-    return field.json_schema_extra == nodes.LATER and value == field.default
 
 
 def _is_block(value: Any) -> bool:
@@ -81,11 +75,8 @@ def _block(name: str, node: BaseModel, depth: int, label: str | None = None) -> 
     pad = INDENT * depth
     head = f"{name} {label} {{" if label else f"{name} {{"
     lines = [pad + head]
-    for key in type(node).model_fields:
+    for key, value in node.written():
         if label is not None and key == "name":
-            continue
-        value = getattr(node, key)
-        if value is None or _omitted(node, key, value):
             continue
         if isinstance(value, tuple):  # named blocks: a stack's layer kinds
             for named in value:

@@ -48,7 +48,9 @@ def _layer(stack: nodes.Stack, batch: int, length: int, d_memory: int | None, po
         count += _attention(stack, batch, length, length, d_memory)
     rows = batch * length
     inner = 2 if stack.gated else 1  # a gated feed-forward has two inner projections, fc1 and gate
-    return count + inner * _projection(rows, stack.d_model, stack.d_ff) + _projection(rows, stack.d_ff, stack.d_model)
+    ffns = sum(part.kind == "ffn" for part in stack.sublayers(d_memory is not None))  # macaron: two
+    return count + ffns * (inner * _projection(rows, stack.d_model, stack.d_ff) +
+                           _projection(rows, stack.d_ff, stack.d_model))
 
 
 def training_flops(spec: nodes.Spec, batch: int = FLOP_BATCH, length: int = FLOP_LENGTH) -> float:

@@ -17,10 +17,22 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 class Node(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
+    def written(self) -> list[tuple[str, object]]:
+        """The keys and values the canonical text writes, in field order: every field but `kind`, except
+        an unset one (None) and a key marked LATER at its default (the one rule for new keys)."""
+        out = []
+        for key, field in type(self).model_fields.items():
+            value = getattr(self, key)
+            if key == "kind" or value is None or (field.json_schema_extra == LATER and value == field.default):
+                continue
+            out.append((key, value))
+        return out
+
 
 Dim = Annotated[int, Field(ge=1, le=1 << 16)]
-# A key added after checkpoints and sweeps recorded spec hashes: the canonical text leaves it out at its
-# default, so specs that do not use it keep their text and hash (attncomp.ir.canonical).
+# A key added after checkpoints and sweeps recorded spec hashes (`Field(..., json_schema_extra=LATER)`):
+# the canonical text leaves it out at its default, so specs that do not use it keep their text and hash.
+# The rule is `Node.written`; every new key of the language is declared this way.
 LATER = {"written": "only away from its default"}
 Count = Annotated[int, Field(ge=1, le=1 << 20)]
 Prob = Annotated[float, Field(ge=0.0, lt=1.0)]
@@ -78,18 +90,69 @@ class RMSNorm(Node):
 Normalization = Annotated[Union[LayerNorm, RMSNorm], Field(discriminator="kind")]
 
 
+NormPlace = Literal["post", "pre", "output", "sandwich"]
+SublayerNorm = Literal["post", "pre", "output", "sandwich", "none"]
+
+
+class _Sublayer(Node):
+    """One sub-layer of a layer, with its norms and its residual connection; written in a block's
+    list, `sequential(attention(norm = sandwich), ffn(norm = sandwich))`."""
+
+    norm: SublayerNorm | None = Field(
+        None, description="its norms: post, pre, output, sandwich as the stack's norm, or none: x + F(x) "
+                          "(unset: the layer's norm)")
+    scale: Annotated[float, Field(gt=0.0, le=1e3)] = Field(
+        1.0, json_schema_extra=LATER, description="the residual adds scale * F: 0.5 is the macaron half "
+                                                  "feed-forward (Conformer)")
+
+
+class SelfAttentionSublayer(_Sublayer):
+    """The layer's self-attention (its kind is the stack's `attention`)."""
+
+    kind: Literal["attention"] = "attention"
+
+
+class CrossAttentionSublayer(_Sublayer):
+    """Attention over the encoder's output (a decoder with an encoder; its kind is `cross_attention`)."""
+
+    kind: Literal["cross_attention"] = "cross_attention"
+
+
+class FeedForwardSublayer(_Sublayer):
+    """A position-wise feed-forward net (d_ff, activation: the stack's); a layer may have several."""
+
+    kind: Literal["ffn"] = "ffn"
+
+
+Sublayer = Annotated[Union[SelfAttentionSublayer, CrossAttentionSublayer, FeedForwardSublayer],
+                     Field(discriminator="kind")]
+SUBLAYER_LIMIT = 8  # sub-layers of one layer
+
+
+def paper_sublayers(cross: bool) -> tuple:
+    """The paper's layer: self-attention, (cross-attention,) the feed-forward net, norms unset."""
+    return (SelfAttentionSublayer(),) + ((CrossAttentionSublayer(),) if cross else ()) + (FeedForwardSublayer(),)
+
+
 class Sequential(Node):
-    """Sub-layers one after another, each reading the previous one's output (the paper)."""
+    """Sub-layers one after another, each reading the previous one's output (the paper). Written
+    `sequential`, its sub-layers are the paper's, each with the stack's norm; written out,
+    `sequential(ffn(scale = 0.5), attention, ffn(scale = 0.5))`, they are the ones listed."""
 
     kind: Literal["sequential"] = "sequential"
+    sublayers: tuple[Sublayer, ...] = Field(
+        (), json_schema_extra=LATER, description="the sub-layers in order (unset: the paper's, with the stack's norm)")
 
 
 class Parallel(Node):
     """Self-attention and the feed-forward net read the same input, their outputs added to it:
     x + Attn(Norm(x)) + FFN(Norm(x)) (GPT-J, PaLM, Phi, Falcon-7B: one norm) or
-    x + Attn(Norm_1(x)) + FFN(Norm_2(x)) (GPT-NeoX, Falcon's new decoder architecture: two)."""
+    x + Attn(Norm_1(x)) + FFN(Norm_2(x)) (GPT-NeoX, Falcon's new decoder architecture: two).
+    Written out, `parallel(attention, ffn, norms = 2)`: its sub-layers take the stack's norm."""
 
     kind: Literal["parallel"] = "parallel"
+    sublayers: tuple[Sublayer, ...] = Field(
+        (), json_schema_extra=LATER, description="attention, ffn (the only parallel pair; their norm: the stack's)")
     norms: Literal[1, 2] = Field(1, description="one norm both sub-layers read, or one each")
 
 
@@ -99,9 +162,11 @@ Block = Annotated[Union[Sequential, Parallel], Field(discriminator="kind")]
 # --- stacks -----------------------------------------------------------------------------------
 
 Activation = Literal["relu", "gelu", "silu", "swiglu", "geglu", "gelu_tanh", "geglu_tanh", "relu2"]
-NormPlace = Literal["post", "pre", "output", "sandwich"]
 QKNorm = Literal["none", "head", "projection"]
+# A layer kind's name reaches generated code only as the CamelCase prefix of a class named ...EncoderLayer
+# or ...DecoderLayer (`class_prefix`), so it can be no keyword, builtin, torch name or method there.
 KIND_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+LAYER_KIND_LIMIT = 64  # kinds of one stack: each is lowered once and printed as a class
 
 
 class LayerKind(Node):
@@ -121,6 +186,7 @@ class LayerKind(Node):
     normalization: Normalization | None = Field(None, description="which norm (unset: the stack's)")
     block: Block | None = Field(None, description="sequential or parallel sub-layers (unset: the stack's)")
     qk_norm: QKNorm | None = Field(None, description="q/k normalisation (unset: the stack's)")
+    rope_base: Positive | None = Field(None, description="rotary base of this kind's layers (unset: the stack's)")
 
     @field_validator("name")
     @classmethod
@@ -145,7 +211,7 @@ class LayerKind(Node):
         return {k: getattr(self, k) for k in LAYER_KEYS if getattr(self, k) is not None}
 
 
-LAYER_KEYS = ("attention", "d_ff", "activation", "norm", "normalization", "block", "qk_norm")
+LAYER_KEYS = ("attention", "d_ff", "activation", "norm", "normalization", "block", "qk_norm", "rope_base")
 
 
 
@@ -178,6 +244,10 @@ class Stack(Node):
     block: Block = Field(Sequential(), json_schema_extra=LATER,
                          description="sequential sub-layers (the paper), or parallel(norms = 1|2): attention "
                                      "and feed-forward net reading one input")
+    rope_base: Positive | None = Field(
+        None, json_schema_extra=LATER,
+        description="the rotary base of this stack's layers (unset: positions = rope(base)); a layer kind may set its "
+                    "own (ModernBERT: 160000 for global layers, 10000 for local ones)")
     layer: tuple[LayerKind, ...] = Field(
         (), json_schema_extra=LATER,
         description="layer kinds that differ from the stack's own keys, each `layer NAME { ... }`")
@@ -193,10 +263,21 @@ class Stack(Node):
         sees it (the kind's keys applied, no kinds of its own): the one place per-layer keys resolve."""
         plan: list[tuple[str, Stack]] = [("", self.model_copy(update={"layer": ()}))] * self.layers
         for kind in self.layer:
-            layer = self.model_copy(update={**kind.changes(), "layer": ()})
+            changes = kind.changes()
+            if "norm" in changes and "block" not in changes and self.block.sublayers:
+                # a kind's norm is the norm of every inherited sub-layer: the stack's written norms were the stack's
+                changes["block"] = self.block.model_copy(update={"sublayers": tuple(
+                    s.model_copy(update={"norm": None}) for s in self.block.sublayers)})
+            layer = self.model_copy(update={**changes, "layer": ()})
             for i in kind.indices(self.layers):
                 plan[i] = (kind.name, layer)
         return plan
+
+    def sublayers(self, cross: bool) -> tuple:
+        """The layer's sub-layers in order, each with its norm: the block's written list, or the paper's
+        (with cross-attention when the decoder reads an encoder); an unset norm is the stack's."""
+        written = self.block.sublayers or paper_sublayers(cross)
+        return tuple(s if s.norm is not None else s.model_copy(update={"norm": self.norm}) for s in written)
 
     @property
     def gated(self) -> bool:

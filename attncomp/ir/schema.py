@@ -20,10 +20,11 @@ from attncomp.ir import nodes
 @dataclass(frozen=True)
 class Kind:
     """What a field accepts: 'block', 'choice' (a kinded union), 'literal', 'bool', 'int', 'float', 'str',
-    or 'named' (blocks written `key NAME { ... }`, any number of them: a stack's layer kinds)."""
+    'named' (blocks written `key NAME { ... }`, any number of them: a stack's layer kinds), or 'list'
+    (choices written as a call's positional arguments: a block's sub-layers, `sequential(attention, ffn)`)."""
 
     what: str
-    members: tuple = ()  # block, named: (cls,); choice: member classes; literal: allowed strings
+    members: tuple = ()  # block, named: (cls,); choice, list: member classes; literal: allowed strings
     optional: bool = False
 
 
@@ -55,6 +56,10 @@ def classify(annotation: Any) -> Kind:
         return Kind("literal", typing.get_args(annotation), optional)
     if origin is tuple and is_node(typing.get_args(annotation)[0]):
         return Kind("named", (typing.get_args(annotation)[0],), optional)
+    if origin is tuple:  # a list of choices, written as a call's positional arguments: sequential(attention, ffn)
+        inner = classify(typing.get_args(annotation)[0])
+        if inner.what == "choice":
+            return Kind("list", inner.members, optional)
     if is_node(annotation):
         return Kind("choice" if has_kind(annotation) else "block", (annotation,), optional)
     names = {bool: "bool", int: "int", float: "float", str: "str"}

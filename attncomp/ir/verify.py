@@ -189,6 +189,16 @@ def _rope(spec: nodes.Spec) -> None:
                             spec.span("model", "positions"), hint="choose a fraction that leaves an even count")
 
 
+def _rope_base(spec: nodes.Spec) -> None:
+    """A rotary base of a stack or layer kind needs rotary positions."""
+    if isinstance(spec.model.positions, nodes.Rope):
+        return
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is not None and stack.rope_base is not None:
+            raise SpecError(f"rope_base in the {name} needs positions = rope, not {spec.model.positions.kind}",
+                            spec.span("model", name, "rope_base"))
+
+
 def _normalization(spec: nodes.Spec) -> None:
     """A norm's bias or offset needs its gain."""
     for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
@@ -218,6 +228,30 @@ def _block(spec: nodes.Spec) -> None:
                             "encoder-decoder model stays sequential", spec.span("model", name, "block"))
 
 
+def _sublayers(spec: nodes.Spec) -> None:
+    """Written-out sub-layers: one self-attention each layer, cross-attention once exactly where the decoder
+    reads an encoder (the decoding cache holds one of each); a parallel block's are the shorthand's."""
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is None or not stack.block.sublayers:
+            continue
+        where = spec.span("model", name, "block")
+        if isinstance(stack.block, nodes.Parallel):
+            raise SpecError("a parallel block's sub-layers are attention and ffn, reading one input with the "
+                            "stack's norm", where, hint="write parallel(norms = 1 | 2), or a sequential(...) block")
+        cross = name == "decoder" and spec.model.encoder is not None
+        kinds = [s.kind for s in stack.block.sublayers]
+        for kind, wanted in (("attention", 1), ("cross_attention", 1 if cross else 0)):
+            if kinds.count(kind) != wanted:
+                extra = [i for i, k in enumerate(kinds) if k == kind][wanted:]
+                at = spec._spans.get(("model", name, "block", "sublayers", str(extra[0]))) if extra else None
+                reads = "reads no encoder" if name == "decoder" else "is an encoder"
+                message = f"the {name} {reads}, so its layers have no cross_attention sub-layer" if not wanted \
+                    else f"a layer of the {name} has one {kind} sub-layer, but its block lists {kinds.count(kind)}"
+                raise SpecError(message,
+                                at or where, hint="e.g. block = sequential(" +
+                                ", ".join(s.kind for s in nodes.paper_sublayers(cross)) + ")")
+
+
 def _layer_kinds(spec: nodes.Spec) -> None:
     """Each layer kind names at least one layer, no layer has two kinds, and every layer, as its kind
     changes it, keeps the stack rules (checked with the stack's own rules on each kind's view)."""
@@ -225,12 +259,25 @@ def _layer_kinds(spec: nodes.Spec) -> None:
         if stack is None or not stack.layer:
             continue
         owner: dict[int, str] = {}
-        for kind in stack.layer:
+        prefixes: dict[str, str] = {}
+        for n, kind in enumerate(stack.layer):
             where = spec.span("model", name, "layer", kind.name)
+            if n == nodes.LAYER_KIND_LIMIT:
+                raise SpecError(f"the {name} has more than {nodes.LAYER_KIND_LIMIT} layer kinds", where,
+                                hint="each kind is lowered and printed as a class of its own")
+            if kind.name in STACKS_NAMED:
+                raise SpecError(f'a layer kind cannot be named "{kind.name}": the build report names a stack\'s '
+                                "own layers so", where)
+            clash = prefixes.setdefault(kind.class_prefix, kind.name)
+            if clash != kind.name:
+                raise SpecError(f"layer kinds {clash} and {kind.name} would both be the class "
+                                f"{kind.class_prefix}{name.capitalize()}Layer", where,
+                                hint="give kinds names that differ in more than their underscores")
             found = kind.indices(stack.layers)
             if not found:
                 raise SpecError(f"layer {kind.name} starts at index {kind.start}, but the {name} has "
-                                f"{stack.layers} layers (0 to {stack.layers - 1})", where)
+                                f"{stack.layers} layers (0 to {stack.layers - 1})",
+                                spec.span("model", name, "layer", kind.name, "start"))
             for i in found:
                 if i in owner:
                     raise SpecError(f"layer {i} of the {name} is both {owner[i]} and {kind.name}", where,
@@ -245,10 +292,12 @@ def _layer_kinds(spec: nodes.Spec) -> None:
                 rule(seen)
 
 
+STACKS_NAMED = ("encoder", "decoder")  # the build report's name of a stack's own layers
 RULES = (_stacks, _tie, _vocab, _embeddings, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
-         _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block, _layer_kinds)
+         _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block, _sublayers, _rope_base, _layer_kinds)
 # the rules a layer kind's view of its stack must keep too
-STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block)
+STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block, _sublayers,
+               _rope_base)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from typing import Callable
 
+import torch
 from torch import fx
 
 from attncomp.ir import nodes
 from attncomp.lower.attention import cross_attention, self_attention
 from attncomp.lower.cache import KV, LayerCache
 from attncomp.lower.feed_forward import feed_forward
-from attncomp.lower.positions import acts_on_scores, input_name, position_input
+from attncomp.lower.positions import acts_on_scores, input_name, position_input, rope_names
 from attncomp.lower.norms import apply_norm
 from attncomp.lower.units import Builder, Unit
 
@@ -35,46 +36,95 @@ MEMBERS = ("norm", "self_attn", "self_attn_norm", "self_attn_output_norm", "cros
            "cross_attn_output_norm", "ffn", "ffn_norm", "ffn_output_norm")
 
 
-def sublayer(b: Builder, ctx, stack: nodes.Stack, x: Node, norm_name: str, body: Callable[[Node], Node]) -> Node:
-    """post: Norm(x + Dropout(F(x)));  pre: x + Dropout(F(Norm(x)));  output: x + Dropout(Norm(F(x)));
-    sandwich: x + Dropout(Norm'(F(Norm(x)))), Norm' being `<sublayer>_output_norm`."""
-    if stack.norm == "post":
-        return _norm(b, ctx, stack, norm_name, b.add(x, b.dropout(body(x), ctx.arch.dropout.residual)), "x")
-    h = _norm(b, ctx, stack, norm_name, x, "h") if stack.norm in ("pre", "sandwich") else x
-    return b.add(x, _output(b, ctx, stack, norm_name, body(h)))
+def sublayer(b: Builder, ctx, stack: nodes.Stack, x: Node, part: nodes.Sublayer, member: str,
+             body: Callable[[Node], Node]) -> Node:
+    """post: Norm(x + s Dropout(F(x)));  pre: x + s Dropout(F(Norm(x)));  output: x + s Dropout(Norm(F(x)));
+    sandwich: x + s Dropout(Norm'(F(Norm(x)))), Norm' being `<member>_output_norm`;  none: x + s Dropout(F(x)).
+    s is the sub-layer's scale (1 unless written: 0.5 for a macaron half feed-forward)."""
+    norm_name = f"{member}_norm"
+    if part.norm == "post":
+        out = _scaled(b, part, b.dropout(body(x), ctx.arch.dropout.residual))
+        return _norm(b, ctx, stack, norm_name, b.add(x, out), "x")
+    h = _norm(b, ctx, stack, norm_name, x, "h") if part.norm in ("pre", "sandwich") else x
+    return b.add(x, _scaled(b, part, _output(b, ctx, stack, part.norm, norm_name, body(h))))
 
 
-def sublayers(b: Builder, ctx, stack: nodes.Stack, x: Node, parts: list[tuple[str, Callable[[Node], Node]]]) -> Node:
-    """The layer's sub-layers, (norm name, body) each, in sequence or (block = parallel) side by side."""
+def sublayers(b: Builder, ctx, stack: nodes.Stack, x: Node, bodies: dict[str, Callable[[str, Node], Node]],
+              cross: bool = False) -> Node:
+    """The layer's sub-layers (nodes.Stack.sublayers), in sequence or (block = parallel) side by side.
+    `bodies` maps a sub-layer kind to its body, called with the member's name and the input: the first
+    feed-forward is `ffn`, the next `ffn_2`, ... (self_attn and cross_attn appear once)."""
+    parts = stack.sublayers(cross)
+    members = _members(parts)
     if not isinstance(stack.block, nodes.Parallel):
-        for norm_name, body in parts:
-            x = sublayer(b, ctx, stack, x, norm_name, body)
+        for part, member in zip(parts, members):
+            x = sublayer(b, ctx, stack, x, part, member, lambda h, m=member, k=part.kind: bodies[k](m, h))
         return x
     before = stack.norm in ("pre", "sandwich")  # verify refuses post
     shared = _norm(b, ctx, stack, "norm", x, "h") if before and stack.block.norms == 1 else None
     outs = []
-    for norm_name, body in parts:
-        h = shared if shared is not None else _norm(b, ctx, stack, norm_name, x, "h") if before else x
-        outs.append(_output(b, ctx, stack, norm_name, body(h)))
+    for part, member in zip(parts, members):
+        h = shared if shared is not None else _norm(b, ctx, stack, f"{member}_norm", x, "h") if before else x
+        outs.append(_output(b, ctx, stack, stack.norm, f"{member}_norm", bodies[part.kind](member, h)))
     for out in outs:
         x = b.add(x, out)
     return x
+
+
+SUBLAYER_MEMBERS = {"attention": "self_attn", "cross_attention": "cross_attn", "ffn": "ffn"}
+
+
+def _members(parts: tuple) -> list[str]:
+    """Each sub-layer's member name: self_attn, cross_attn, ffn, then ffn_2, ffn_3 for further feed-forwards."""
+    seen: dict[str, int] = {}
+    names = []
+    for part in parts:
+        base = SUBLAYER_MEMBERS[part.kind]
+        seen[base] = seen.get(base, 0) + 1
+        names.append(base if seen[base] == 1 else f"{base}_{seen[base]}")
+    return names
 
 
 def _norm(b: Builder, ctx, stack: nodes.Stack, member: str, x: Node, name: str | None) -> Node:
     return apply_norm(b, ctx, member, stack.normalization, stack.d_model, x, name=name)
 
 
-def _output(b: Builder, ctx, stack: nodes.Stack, norm_name: str, out: Node) -> Node:
+def _output(b: Builder, ctx, stack: nodes.Stack, norm: str, norm_name: str, out: Node) -> Node:
     """A sub-layer's output as the residual adds it: normed (output, sandwich), then dropped out."""
-    if stack.norm in ("output", "sandwich"):
-        name = norm_name if stack.norm == "output" else norm_name.replace("_norm", "_output_norm")
+    if norm in ("output", "sandwich"):
+        name = norm_name if norm == "output" else norm_name.replace("_norm", "_output_norm")
         out = _norm(b, ctx, stack, name, out, out.meta.get("var"))
     return b.dropout(out, ctx.arch.dropout.residual)
 
 
+def _scaled(b: Builder, part: nodes.Sublayer, out: Node) -> Node:
+    if part.scale == 1.0:
+        return out
+    return b.call(torch.mul, out, part.scale, name=out.meta.get("var"), shape=out.meta.get("shape"))
+
+
+def _order(stack: nodes.Stack, cross: bool) -> tuple[str, ...]:
+    """The state dict's order of a layer's members: MEMBERS, then further feed-forwards with their norms."""
+    more = [m for m in _members(stack.sublayers(cross)) if m not in MEMBERS]
+    return MEMBERS + tuple(name for m in more for name in (m, f"{m}_norm", f"{m}_output_norm"))
+
+
 def _joined(stack: nodes.Stack) -> str:
     return " beside the feed-forward net" if isinstance(stack.block, nodes.Parallel) else ", then the feed-forward net"
+
+
+WRITTEN = {"attention": "self-attention", "cross_attention": "attention over the encoder's output",
+           "ffn": "a feed-forward net"}
+
+
+def _described(stack: nodes.Stack, paper: str) -> str:
+    """What a layer does, for its docstring: the paper's words, or its written-out sub-layers in order."""
+    if not stack.block.sublayers:
+        return paper + _joined(stack)
+    first = paper.split(",")[0]  # self-attention, or the decoder's causal self-attention
+    words = [(first if s.kind == "attention" else WRITTEN[s.kind]) + (f" (x {s.scale:g})" if s.scale != 1.0 else "")
+             for s in stack.block.sublayers]
+    return ", ".join(words[:-1]) + ", then " + words[-1]
 
 
 def _kind(stack: nodes.Stack, kind: str) -> tuple[str, str]:
@@ -84,82 +134,85 @@ def _kind(stack: nodes.Stack, kind: str) -> tuple[str, str]:
     return nodes.LayerKind(name=kind).class_prefix, f"A {kind} layer: "
 
 
-def encoder_layer(ctx, stack: nodes.Stack, kind: str = "") -> Unit:
+def encoder_layer(ctx, stack: nodes.Stack, kind: str = "", bases: tuple = ()) -> Unit:
     """forward(x, padding_mask[, positions])."""
     arch, length = ctx.arch, "src_len"
     prefix, doc = _kind(stack, kind)
-    unit = Unit(f"{prefix}EncoderLayer", (doc or "An encoder layer: ") + "self-attention" + _joined(stack))
+    unit = Unit(f"{prefix}EncoderLayer", (doc or "An encoder layer: ") + _described(stack, "self-attention"))
     attn, ffn = ctx.unit(self_attention, stack, False), ctx.unit(feed_forward, stack)
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", length, stack.d_model))
     padding = b.input("padding_mask", ("batch", 1, 1, length))
-    positions = position_input(b, arch, stack, length, length)
+    positions = position_input(b, arch, stack, length, length, bases)
     extra = () if positions is None else (positions,)
-    x = sublayers(b, ctx, stack, x, [
-        ("self_attn_norm", lambda h: b.sub("self_attn", attn, "forward", h, padding, *extra, name="attended",
-                                           shape=h.meta["shape"])),
-        ("ffn_norm", lambda h: b.sub("ffn", ffn, "forward", h, name="fed", shape=h.meta["shape"]))])
+    x = sublayers(b, ctx, stack, x, {
+        "attention": lambda m, h: b.sub(m, attn, "forward", h, padding, *extra, name="attended",
+                                        shape=h.meta["shape"]),
+        "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])})
     b.output(x)
-    unit.reorder(MEMBERS)
+    unit.reorder(_order(stack, False))
     return unit
 
 
-def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "") -> Unit:
+def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "", bases: tuple = ()) -> Unit:
     """forward(x[, memory, padding_mask][, positions]), step(x, cache[, padding_mask][, rope]) and
     init_cache(memory) (decoder-only: init_cache(like, batch): a tensor of the model's dtype and device)."""
     arch = ctx.arch
     cross = d_memory is not None
     prefix, doc = _kind(stack, kind)
-    unit = Unit(f"{prefix}DecoderLayer", (doc or "A decoder layer: ") + "causal self-attention" +
-                (", attention over the encoder's output" if cross else "") + _joined(stack))
+    unit = Unit(f"{prefix}DecoderLayer", (doc or "A decoder layer: ") + _described(
+        stack, "causal self-attention" + (", attention over the encoder's output" if cross else "")))
     attn, ffn = ctx.unit(self_attention, stack, True), ctx.unit(feed_forward, stack)
     cross_attn = ctx.unit(cross_attention, stack, d_memory) if cross else None
     shape = ("batch", "tgt_len", stack.d_model)
-    call = lambda member, target, method, *args: (  # noqa: E731 - a sublayer body: a child's method
-        lambda h: b.sub(member, target, method, h, *args, name="attended", shape=h.meta.get("shape")))
+    call = lambda target, method, *args: (  # noqa: E731 - a sublayer body: a child's method
+        lambda member, h: b.sub(member, target, method, h, *args, name="attended", shape=h.meta.get("shape")))
 
     b = Builder(unit, "forward")
     x = b.input("x", shape)
     memory = b.input("memory", ("batch", "src_len", d_memory)) if cross else None
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross else None
-    positions = position_input(b, arch, stack, "tgt_len", "tgt_len")
-    parts = [("self_attn_norm", call("self_attn", attn, "forward", *(() if positions is None else (positions,))))]
+    positions = position_input(b, arch, stack, "tgt_len", "tgt_len", bases)
+    bodies = {"attention": call(attn, "forward", *(() if positions is None else (positions,))),
+              "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])}
     if cross:
-        parts.append(("cross_attn_norm", call("cross_attn", cross_attn, "forward", memory, padding)))
-    parts.append(("ffn_norm", lambda h: b.sub("ffn", ffn, "forward", h, name="fed", shape=h.meta["shape"])))
-    x = sublayers(b, ctx, stack, x, parts)
+        bodies["cross_attention"] = call(cross_attn, "forward", memory, padding)
+    x = sublayers(b, ctx, stack, x, bodies, cross)
     b.output(x)
 
-    _step(ctx, unit, stack, attn, cross_attn, ffn)
+    _step(ctx, unit, stack, attn, cross_attn, ffn, bases)
     _init_cache(unit, stack, attn, cross_attn, d_memory)
-    unit.reorder(MEMBERS)
+    unit.reorder(_order(stack, cross))
     return unit
 
 
-def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | None, ffn: Unit) -> None:
+def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | None, ffn: Unit, bases: tuple) -> None:
     arch = ctx.arch
     b = Builder(unit, "step", decoding=True)
     x = b.input("x", ("batch", 1, stack.d_model))
     cache = b.input("cache")
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross_attn is not None else None
-    rope = b.input("rope") if isinstance(arch.positions, nodes.Rope) else None
+    rope = None
+    if isinstance(arch.positions, nodes.Rope):  # one table per rotary base of the stack; this layer reads its own
+        tables = [b.input(name) for name in rope_names(bases or (arch.positions.base,))]
+        rope = tables[bases.index(stack.rope_base or arch.positions.base) if len(bases) > 1 else 0]
     own = b.field(cache, "self_attn")
     past_k, past_v = b.field(own, "k"), b.field(own, "v")
     new: dict[str, Node] = {}
 
-    def self_step(h: Node) -> Node:
-        out = b.sub("self_attn", attn, "step", h, past_k, past_v, *(() if rope is None else (rope,)), name="step")
+    def self_step(member: str, h: Node) -> Node:
+        out = b.sub(member, attn, "step", h, past_k, past_v, *(() if rope is None else (rope,)), name="step")
         new["k"], new["v"] = b.item(out, 1, "k"), b.item(out, 2, "v")
         return b.item(out, 0, "attended", shape=h.meta.get("shape"))
 
-    def cross_step(h: Node) -> Node:
+    def cross_step(member: str, h: Node) -> Node:
         new["memory"] = memory_kv = b.field(cache, "cross_attn")
         k, v = b.field(memory_kv, "k"), b.field(memory_kv, "v")
-        return b.sub("cross_attn", cross_attn, "step", h, k, v, padding, name="attended", shape=h.meta.get("shape"))
+        return b.sub(member, cross_attn, "step", h, k, v, padding, name="attended", shape=h.meta.get("shape"))
 
-    parts = [("self_attn_norm", self_step)] + ([("cross_attn_norm", cross_step)] if cross_attn is not None else [])
-    parts.append(("ffn_norm", lambda h: b.sub("ffn", ffn, "forward", h, name="fed", shape=h.meta["shape"])))
-    x = sublayers(b, ctx, stack, x, parts)
+    bodies = {"attention": self_step, "cross_attention": cross_step,
+              "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])}
+    x = sublayers(b, ctx, stack, x, bodies, cross_attn is not None)
     memory_kv = new.get("memory")
     own_kv = b.call(KV, new["k"], new["v"], name="self_kv")
     b.output((x, b.call(LayerCache, own_kv, memory_kv, name="cache")))

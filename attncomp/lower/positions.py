@@ -48,10 +48,35 @@ def input_name(arch: nodes.ModelSpec) -> str:
     return {"rope": "rope", "alibi": "alibi", "relative": "relative"}[arch.positions.kind]
 
 
-def position_input(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q_len, k_len) -> Node | None:
-    """The placeholder of what the stack hands a self-attention about positions, or None."""
+def rope_bases(arch: nodes.ModelSpec, stack: nodes.Stack) -> tuple[float, ...]:
+    """The rotary bases of a stack's layers, each once, in the order its layers first use them: one for
+    most stacks, more when layer kinds set their own `rope_base` (ModernBERT's global layers)."""
+    if not isinstance(arch.positions, nodes.Rope):
+        return ()
+    bases: list[float] = []
+    for _, seen in stack.layer_plan():
+        base = arch.positions.base if seen.rope_base is None else seen.rope_base
+        if base not in bases:
+            bases.append(base)
+    return tuple(bases)
+
+
+def rope_names(bases: tuple[float, ...]) -> list[str]:
+    """The rotary tables a stack hands its layers: rope, rope_2, ... one per base."""
+    return ["rope" if i == 0 else f"rope_{i + 1}" for i in range(len(bases))]
+
+
+def position_input(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q_len, k_len,
+                   bases: tuple[float, ...] = ()) -> Node | None:
+    """The placeholder of what the stack hands a self-attention about positions, or None. With several
+    rotary `bases` in the stack, a layer takes every table (all layers are called alike) and reads its own."""
     if not acts_on_scores(arch):
         return None
+    if len(bases) > 1:
+        own = arch.positions.base if stack.rope_base is None else stack.rope_base
+        shape = _input_shape(arch, stack, q_len, k_len)
+        tables = [b.input(name, shape) for name in rope_names(bases)]
+        return tables[bases.index(own)]
     return b.input(input_name(arch), _input_shape(arch, stack, q_len, k_len))
 
 
@@ -82,17 +107,20 @@ def add_to_embeddings(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: 
     return b.add(x, pe)
 
 
-def for_layers(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, start: Node | int) -> Node | None:
-    """What the stack's self-attentions read about positions (see the module docstring), or None."""
+def for_layers(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, start: Node | int) -> tuple:
+    """What the stack's self-attentions read about positions (see the module docstring): nothing, one
+    tensor, or one rotary table per base of its layers (`rope_bases`)."""
     pos = arch.positions
     if isinstance(pos, nodes.Rope):
         positions = _range(b, x, start)
         dtype = b.call(getattr, x, "dtype", name="dtype")
-        return b.call(ops.rope_table, positions, pos.dims(stack.d_k), pos.base, dtype, name="rope")
+        bases = rope_bases(arch, stack)
+        return tuple(b.call(ops.rope_table, positions, pos.dims(stack.d_k), base, dtype, name=name)
+                     for base, name in zip(bases, rope_names(bases)))
     if isinstance(pos, (nodes.ALiBi, nodes.Relative)):
         length = b.size(x, 1)
-        return score_bias(b, arch, stack, x, length, length)
-    return None
+        return (score_bias(b, arch, stack, x, length, length),)
+    return ()
 
 
 def score_bias(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, like: Node, q_len: Node, k_len: Node) -> Node:

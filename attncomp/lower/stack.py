@@ -51,7 +51,8 @@ def _closed(b: Builder, ctx, stack: nodes.Stack, x: Node) -> Node:
 
 def _layer_list(ctx, stack: nodes.Stack, rule, *args) -> list[Unit]:
     """One unit per layer kind (nodes.Stack.layer_plan), listed per layer: a kind is lowered once."""
-    return [ctx.unit(rule, seen, *args, kind) for kind, seen in stack.layer_plan()]
+    bases = positions.rope_bases(ctx.arch, stack)
+    return [ctx.unit(rule, seen, *args, kind, bases) for kind, seen in stack.layer_plan()]
 
 
 def encoder(ctx, stack: nodes.Stack) -> Unit:
@@ -62,7 +63,7 @@ def encoder(ctx, stack: nodes.Stack) -> Unit:
     x = _embedded(b, ctx, stack, x)
     extra = positions.for_layers(b, ctx.arch, stack, x, 0)
     layers = b.layers("layers", _layer_list(ctx, stack, encoder_layer))
-    x = b.call(loops.each_layer, layers, x, padding, *(() if extra is None else (extra,)), name="x",
+    x = b.call(loops.each_layer, layers, x, padding, *extra, name="x",
                shape=x.meta.get("shape"))
     b.output(_closed(b, ctx, stack, x))
     unit.reorder(MEMBERS)
@@ -82,7 +83,7 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     x = _embedded(b, ctx, stack, x)
     extra = positions.for_layers(b, arch, stack, x, 0)
     layers = b.layers("layers", _layer_list(ctx, stack, decoder_layer, d_memory))
-    x = b.call(loops.each_layer, layers, x, *memory, *(() if extra is None else (extra,)), name="x",
+    x = b.call(loops.each_layer, layers, x, *memory, *extra, name="x",
                shape=x.meta.get("shape"))
     b.output(_closed(b, ctx, stack, x))
 
@@ -93,10 +94,9 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     start = b.input("start")
     start.meta["value"] = "cache_len"
     x = _embedded(b, ctx, stack, x, start)
-    rope = positions.for_layers(b, arch, stack, x, start) if isinstance(arch.positions, nodes.Rope) else None
+    rope = positions.for_layers(b, arch, stack, x, start) if isinstance(arch.positions, nodes.Rope) else ()
     layers = b.layers("layers", _layer_list(ctx, stack, decoder_layer, d_memory))
-    out = b.call(loops.each_layer_step, layers, x, caches, *padding, *(() if rope is None else (rope,)),
-                 name="stepped")
+    out = b.call(loops.each_layer_step, layers, x, caches, *padding, *rope, name="stepped")
     x = b.item(out, 0, "x", shape=x.meta.get("shape"))
     b.output((_closed(b, ctx, stack, x), b.item(out, 1, "caches")))
 

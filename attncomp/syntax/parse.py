@@ -10,7 +10,7 @@ import functools
 from pathlib import Path
 
 from lark import Lark, Token, Transformer, Tree
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from attncomp.errors import Span, SpecError
 from attncomp.syntax import ast
@@ -58,6 +58,10 @@ class _Source:
         return self.span(token.line, token.column, len(str(token)))
 
 
+LANGUAGE = 1  # the spec language's version: a file may say `attncomp 1`; absent means this one
+VERSION_READ = object()  # what the `version` rule leaves in the tree once checked
+
+
 class _Build(Transformer):
     """Parse tree -> ast; one method per grammar rule, named after it."""
 
@@ -66,9 +70,21 @@ class _Build(Transformer):
         self.source = source
 
     def start(self, children):
+        children = [c for c in children if c is not VERSION_READ]
         extends = children[0] if children and isinstance(children[0], ast.Extends) else None
         items = tuple(c for c in children if not isinstance(c, ast.Extends))
         return ast.File(self.source.path, extends, items)
+
+    def version(self, children):
+        """`attncomp N`: this attncomp reads the language's versions 1 to LANGUAGE; a file written for a
+        later one is refused here, before a key of it could be misread."""
+        (token,) = children
+        text = str(token)
+        if not text.isdigit() or not 1 <= int(text) <= LANGUAGE:
+            raise SpecError(f"this file is written in attncomp language {text[:20]}, but this attncomp reads "
+                            f"version{'s 1 to' if LANGUAGE > 1 else ''} {LANGUAGE}", self.source.at(token),
+                            hint=f"write `attncomp {LANGUAGE}` (or nothing: the current version)")
+        return VERSION_READ
 
     def override(self, children):
         return children[0]
@@ -196,7 +212,12 @@ def _run(text: str, path: str, start: str):
     except (UnexpectedToken, UnexpectedCharacters, UnexpectedEOF) as err:
         raise _located(err, source) from None
     _check_nesting(tree, source)
-    return _Build(source).transform(tree)
+    try:
+        return _Build(source).transform(tree)
+    except VisitError as err:  # a rule's own located error (`version`), not a bug
+        if isinstance(err.orig_exc, SpecError):
+            raise err.orig_exc from None
+        raise
 
 
 def parse(text: str, path: str = "<string>") -> ast.File:

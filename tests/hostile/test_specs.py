@@ -4,6 +4,7 @@ spec), right locations whatever the line-break characters, and empty directories
 from __future__ import annotations
 
 import os
+import re
 import signal
 import stat
 from pathlib import Path
@@ -212,3 +213,37 @@ def test_error_messages_escape_terminal_controls_and_line_breaks(text):
     shown = error_of(text).format()
     assert all(c.isprintable() or c == "\n" for c in shown)
     assert len(shown.splitlines()) == 3
+
+
+LAYER = ("model m {{\n  d_model = 32  heads = 4  vocab = shared(64)  encoder = none\n"
+         "  decoder {{ layers = 4  norm = pre\n    {}\n  }}\n}}\n")
+HOSTILE_LAYERS = [
+    "block = sequential(" + ", ".join(["attention"] * 5000) + ")",  # a huge list: refused at its 9th item
+    "block = sequential(attention(attention(attention(ffn))))",  # nested sub-layers: not a sub-layer's argument
+    "block = sequential(attention, ffn(norm = sequential(attention)))",
+    "block = sequential(attention, ffn)(ffn)",
+    "block = sequential(attention, , ffn)",
+    "block = sequential(attention, ffn(scale = 1e309))",
+    "block = sequential(attention, ffn(scale = -1))",
+    "block = parallel(attention, attention, norms = 3)",
+    "layer __init__ { count = 1 }", "layer Self { count = 1 }", "layer forward_ { count = 1 }  layer forward { }",
+    "layer import { count = 1  block = sequential(ffn) }",
+    "layer a { count = 1 }  " + "  ".join(f"layer b{i} {{ start = 1 }}" for i in range(3)),
+    "layer x { every = 1  start = 0  count = 1048576 }",
+]
+
+
+@pytest.mark.parametrize("body", HOSTILE_LAYERS, ids=range(len(HOSTILE_LAYERS)))
+def test_hostile_layer_structures_are_one_located_line_and_exit_2(body, tmp_path, capsys, deadline):
+    path = tmp_path / "layer.attn"
+    path.write_text("attncomp 1\n" + LAYER.format(body))
+    code, err = check(path, capsys)
+    assert code == 2, err
+    assert re.match(r"\S*layer\.attn:\d+:\d+: error: ", err) and "Traceback" not in err, err
+
+
+def test_a_later_language_is_refused_at_its_header(tmp_path, capsys):
+    path = tmp_path / "later.attn"
+    path.write_text("# a file from the future\nattncomp 99999999999999999999\n" + TINY)
+    code, err = check(path, capsys)
+    assert code == 2 and re.match(r"\S*later\.attn:2:10: error: this file is written in attncomp language 9", err)

@@ -75,6 +75,8 @@ def value_for(annotation, bounds: dict, optional_default=False):
         strategy = node_data(kind.members[0])
     elif kind.what == "named":
         strategy = st.lists(node_data(kind.members[0]), max_size=2).map(tuple)
+    elif kind.what == "list":
+        strategy = st.lists(st.one_of([node_data(m) for m in kind.members]), max_size=4).map(tuple)
     elif kind.what == "literal":
         strategy = st.sampled_from(kind.members)
     elif kind.what == "bool":
@@ -128,9 +130,14 @@ def _repair(data: dict, stack: dict) -> dict:
                 k.update(start=i, every=len(kinds), count=None, attention=None, block=None, normalization=None,
                          norm=None)
             s["layer"] = tuple(kinds)
+            if positions["kind"] != "rope":  # verify._rope_base: a rotary base needs rotary positions
+                s["rope_base"] = None
+                for k in kinds:
+                    k["rope_base"] = None
             norm = s["normalization"]
             if not norm["gain"]:  # nothing to bias or offset without a gain
                 norm["bias" if norm["kind"] == "layernorm" else "offset"] = False if norm["kind"] == "layernorm" else 0
+            s["block"]["sublayers"] = _sublayers(s, cross=s is decoder and model["encoder"] is not None)
             if s["block"]["kind"] == "parallel":  # norms before the sub-layers; no cross-attention
                 s["norm"] = "pre" if s["norm"] == "post" else s["norm"]
                 if s is decoder and model["encoder"] is not None:
@@ -162,6 +169,22 @@ def _repair(data: dict, stack: dict) -> dict:
         validation["bleu"] = max(validation["bleu"], 1) if validation["best"] == "bleu" else validation["bleu"]
         validation["patience"] = 0 if validation["best"] == "none" else validation["patience"]
     return data
+
+
+def _sublayers(stack: dict, cross: bool) -> tuple:
+    """verify._sublayers: one attention (and cross-attention where the decoder reads an encoder), any
+    feed-forwards; none for a parallel block; and none where the shorthand says the same (build folds it)."""
+    written = stack["block"]["sublayers"]
+    if not written or stack["block"]["kind"] == "parallel":
+        return ()
+    ffns = [p for p in written if p["kind"] == "ffn"]
+    attention = next((p for p in written if p["kind"] == "attention"), {"kind": "attention", "norm": None, "scale": 1.0})
+    parts = [attention] + ([{"kind": "cross_attention", "norm": "none", "scale": 1.0}] if cross else []) + ffns
+    norms = {p["norm"] or stack["norm"] for p in parts}
+    paper = [p["kind"] for p in parts] == [p.kind for p in nodes.paper_sublayers(cross)]
+    if paper and len(norms) == 1 and "none" not in norms and all(p["scale"] == 1.0 for p in parts):
+        return ()
+    return tuple(parts)
 
 
 @st.composite

@@ -77,7 +77,7 @@ def test_bad_placements_are_located_errors(change, message):
     (SPEC.replace("layer first { count = 1  block = parallel", "layer first { count = 1  block = parallel  norm = post"),
      "parallel block"),
     (SPEC.replace("d_ff = 80", "d_model = 80"), 'unknown key "d_model"'),
-    (SPEC.replace("  encoder = none\n", "  encoder = none\n  layer x { }\n"), "belong to a stack"),
+    (SPEC.replace("  encoder = none\n", "  encoder = none\n  layer x { start = 9 }\n"), "starts at index 9"),
 ])
 def test_bad_kinds_are_located_errors(text, needle):
     with pytest.raises(SpecError) as err:
@@ -115,3 +115,82 @@ def test_flops_and_the_report_follow_the_kinds():
                                   {"stack": "decoder", "kind": "global", "layers": 2},
                                   {"stack": "decoder", "kind": "decoder", "layers": 2}]
     assert "layer kinds     decoder: 1 x first, decoder: 2 x global, decoder: 2 x decoder" in format_report(report)
+
+
+SHARED = """model shared {
+  d_model = 32  heads = 4  d_ff = 48  vocab = shared(64)  attention = local(window = 2)
+  layer global { every = 2  start = 1  attention = scaled_dot }
+  encoder { layers = 4 }
+  decoder { layers = 2  layer global { d_ff = 80 }  layer first { count = 1  norm = pre } }
+  dropout { residual = 0.0  embedding = 0.0 }
+}
+"""
+
+
+def test_a_kind_written_in_model_is_a_kind_of_every_stack_and_a_stack_sets_keys_over_it():
+    spec = _load(SHARED, "model.layer.global.every=3")
+    enc, dec = spec.model.encoder.layer_plan(), spec.model.decoder.layer_plan()
+    assert [(k, s.attention.kind) for k, s in enc] == [("", "local"), ("global", "scaled_dot"), ("", "local"),
+                                                       ("", "local")]
+    assert [(k, s.attention.kind, s.d_ff) for k, s in dec] == [("first", "local", 48), ("global", "scaled_dot", 80)]
+    assert ir.load_flat(ir.to_text(spec), "<again>") == spec  # the canonical text writes each stack's kinds
+
+
+def test_a_shared_kind_that_misses_a_stack_is_located_at_its_line():
+    with pytest.raises(SpecError) as err:
+        _load(SHARED.replace("start = 1", "start = 3"))
+    assert "layer global starts at index 3, but the decoder has 2 layers" in str(err.value)
+    assert err.value.span.line == 3
+
+
+def test_layer_kinds_come_from_another_file_through_extends(tmp_path):
+    (tmp_path / "base.attn").write_text(SHARED)
+    (tmp_path / "child.attn").write_text('extends "base.attn"\nmodel { decoder { layer global { d_ff = 16 } } }\n')
+    spec = ir.load(tmp_path / "child.attn")
+    assert [(k, s.d_ff) for k, s in spec.model.decoder.layer_plan()] == [("first", 48), ("global", 16)]
+    assert [k for k, _ in spec.model.encoder.layer_plan()] == ["", "global", "", "global"]
+
+
+ROPE_BASES = """model bases {
+  d_model = 32  heads = 4  d_ff = 48  vocab = shared(64)  tie = decoder  positions = rope(base = 100)
+  encoder = none
+  decoder {
+    layers = 4  norm = pre  attention = local(window = 2)
+    layer global { every = 2  start = 1  attention = scaled_dot  rope_base = 5000 }
+  }
+  dropout { residual = 0.0  embedding = 0.0 }
+}
+"""
+
+
+def test_a_kind_with_its_own_rope_base_reads_its_own_table(tmp_path):
+    from tests.codegen.test_generated import rendered_module
+
+    spec = _load(ROPE_BASES)
+    torch.manual_seed(0)
+    fused = attncomp.compile(spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
+    explicit = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
+    explicit.load_state_dict(fused.state_dict())
+    same_base = attncomp.compile(_load(ROPE_BASES.replace("  rope_base = 5000", "")), dtype=torch.float64).eval()
+    same_base.load_state_dict(fused.state_dict())
+    generated = rendered_module(spec, tmp_path, "bases", model=fused).Model().double().eval()
+    generated.load_state_dict(fused.state_dict())
+    tokens = torch.randint(5, 64, (2, 7), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = explicit(tokens)
+        assert (fused(tokens) - expected).abs().max() < 1e-12
+        assert (generated(tokens) - expected).abs().max() < 1e-9
+        assert (same_base(tokens) - expected).abs().max() > 1e-6  # the base reaches the global layers
+        cache = fused.init_cache(tokens)
+        for t in range(tokens.shape[1]):
+            logits, cache = fused.decode_step(tokens[:, t : t + 1], cache)
+            assert (logits - expected[:, t]).abs().max() < 1e-12, t
+    text = (tmp_path / "bases.py").read_text()
+    assert "rope_2 = ops.rope_table(" in text and "5000" in text
+
+
+def test_rope_base_needs_rotary_positions():
+    with pytest.raises(SpecError) as err:
+        _load(ROPE_BASES.replace("positions = rope(base = 100)", "positions = alibi"))
+    assert "rope_base in the decoder needs positions = rope, not alibi" in str(err.value)
+    assert err.value.span.line == 6

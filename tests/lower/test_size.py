@@ -96,3 +96,26 @@ def test_check_reports_the_count_and_warns_beyond_the_limit(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "54,426,635,075,584 parameters" in captured.out
     assert "warning:" in captured.err and "refuses it without --force" in captured.err
+
+
+def test_count_is_exact_for_written_out_sublayers():
+    spec = ir.load(ROOT / "specs/base.attn", [
+        "model.norm=pre", "model.encoder.block=sequential(ffn(scale = 0.5), attention, ffn(scale = 0.5))",
+        "model.decoder.block=sequential(ffn, attention(norm = sandwich), cross_attention(norm = none), ffn, ffn)",
+        "model.decoder.layer.first.count=1", "model.decoder.layer.first.norm=output"])
+    assert size.parameter_count(spec) == real_count(spec)
+
+
+def test_a_pattern_over_the_limit_is_refused_before_anything_is_built(tmp_path, capsys):
+    """64 layer kinds (the most a stack may have) of 8 sub-layers each, in 1024 wide layers."""
+    kinds = "\n".join(f"    layer k{i} {{ start = {i}  every = 64 }}" for i in range(64))
+    ffns = ", ".join(["ffn"] * 7)
+    spec = tmp_path / "pattern.attn"
+    spec.write_text(f"model pattern {{\n  d_model = 8192  heads = 64  d_ff = 32768  vocab = shared(64)\n"
+                    f"  encoder = none\n  decoder {{\n    layers = 1024  norm = pre\n"
+                    f"    block = sequential(attention, {ffns})\n{kinds}\n  }}\n}}\n")
+    start = time.perf_counter()
+    assert run(["build", str(spec), "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert time.perf_counter() - start < 20
+    assert "pattern.attn: model pattern has" in err and "over the limit" in err and not (tmp_path / "pattern.py").exists()

@@ -29,7 +29,7 @@ CHOICES = {
                                               "model.normalization=layernorm(gain = false, bias = false)",
                                               "model.activation=relu2"],
 }
-EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global", "electra", "t5_capped"]
+EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global", "electra", "t5_capped", "macaron", "modernbert"]
 
 
 @pytest.mark.parametrize("name", sorted(CHOICES))
