@@ -29,6 +29,28 @@ def test_fused_loss_matches_the_plain_loss(smoothing, chunk):
     assert (g_h - e_h).abs().max() < 1e-10 and (g_w - e_w).abs().max() < 1e-10
 
 
+@pytest.mark.parametrize("scale, softcap", [(0.3, None), (1.0, 2.0), (0.3, 2.0), (2.5, 30.0)])
+@pytest.mark.parametrize("smoothing, chunk", [(0.0, 7), (0.1, 5)])
+def test_fused_loss_with_a_logit_scale_and_soft_cap_matches_the_explicit_form(scale, softcap, smoothing, chunk):
+    """The model's logit_scale and logit_softcap in the fused loss: token_losses(cap * tanh(scale * h W^T / cap))."""
+    from attncomp.train.loss import logit_map
+
+    g = torch.Generator().manual_seed(2)
+    hidden = torch.randn(23, 16, dtype=torch.float64, generator=g, requires_grad=True)
+    weight = torch.randn(40, 16, dtype=torch.float64, generator=g, requires_grad=True)
+    target = torch.randint(5, 40, (23,), generator=g)
+    target[[3, 9, 10]] = PAD
+    fused = linear_cross_entropy(hidden, weight, target, smoothing, chunk, scale=scale, softcap=softcap)
+    logits = hidden @ weight.T * scale
+    explicit = token_losses(logits if softcap is None else softcap * torch.tanh(logits / softcap), target, smoothing)
+    assert torch.allclose(fused, explicit, atol=1e-10)
+    assert torch.allclose(token_losses(logit_map(hidden @ weight.T, scale, softcap), target, smoothing), explicit,
+                          atol=1e-12)  # the plain loss's map is the same
+    (g_h, g_w) = torch.autograd.grad(fused[0] * 0.37, (hidden, weight))
+    (e_h, e_w) = torch.autograd.grad(explicit[0] * 0.37, (hidden, weight))
+    assert (g_h - e_h).abs().max() < 1e-10 and (g_w - e_w).abs().max() < 1e-10
+
+
 def test_fused_loss_is_exact_for_far_apart_logits_in_float32():
     """Logits hundreds apart underflow most softmax entries; the loss must stay finite and right."""
     g = torch.Generator().manual_seed(1)
