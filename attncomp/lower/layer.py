@@ -26,7 +26,7 @@ from attncomp.ir import nodes
 from attncomp.lower.attention import cross_attention, self_attention
 from attncomp.lower.cache import KV, LayerCache
 from attncomp.lower.feed_forward import feed_forward
-from attncomp.lower.positions import acts_on_scores, input_name, position_input
+from attncomp.lower.positions import acts_on_scores, input_name, made_by_stack_in_step, position_input
 from attncomp.lower.norms import apply_norm
 from attncomp.lower.units import Builder, Unit
 
@@ -142,7 +142,7 @@ def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | No
     x = b.input("x", ("batch", 1, stack.d_model))
     cache = b.input("cache")
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross_attn is not None else None
-    rope = b.input("rope") if isinstance(arch.positions, nodes.Rope) else None
+    rope = b.input(input_name(arch)) if made_by_stack_in_step(arch) else None  # a rope table or T5's bias
     own = b.field(cache, "self_attn")
     past_k, past_v = b.field(own, "k"), b.field(own, "v")
     new: dict[str, Node] = {}

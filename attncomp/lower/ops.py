@@ -8,6 +8,7 @@ convention of `masked_fill`; `fuse_attention` flips them for SDPA, whose True me
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 from torch import Tensor
@@ -139,3 +140,109 @@ def rotate(x: Tensor, table: Tensor) -> Tensor:
     rot, rest = x[..., :dims], x[..., dims:]
     half = torch.cat((-rot[..., dims // 2:], rot[..., : dims // 2]), dim=-1)
     return torch.cat((rot * cos + half * sin, rest), dim=-1)
+
+
+def softcap(scores: Tensor, cap: float) -> Tensor:
+    """Soft-capped scores, tanh(s / cap) * cap (Gemma 2): smooth, and within (-cap, cap)."""
+    return torch.tanh(scores / cap) * cap
+
+
+def bucket_index(q_len: int, k_len: int, count: int, max_distance: int, bidirectional: bool,
+                 device: torch.device) -> Tensor:
+    """(Tq, Tk) T5 buckets of the distances j - i, the queries the last Tq of Tk positions (transformers'
+    T5Attention._relative_position_bucket, its float32 logarithm included, so the buckets agree):
+    exact below count / 2 (of the half a direction has when bidirectional), log-spaced up to
+    max_distance, farther distances in the last bucket; causal buckets see only j <= i."""
+    keys = torch.arange(k_len, device=device)
+    distance = keys.unsqueeze(0) - keys[k_len - q_len:].unsqueeze(1)  # j - i
+    buckets = torch.zeros_like(distance)
+    if bidirectional:
+        count //= 2
+        buckets = buckets + (distance > 0).long() * count
+        distance = distance.abs()
+    else:
+        distance = -torch.clamp(distance, max=0)
+    exact = count // 2
+    large = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact)
+                     * (count - exact)).long()
+    large = torch.clamp(large, max=count - 1)
+    return buckets + torch.where(distance < exact, distance, large)
+
+
+def bucket_bias(table: Tensor) -> Tensor:
+    """A looked-up (Tq, Tk, h) bias table as the scores' (h, Tq, Tk) bias."""
+    return table.permute(2, 0, 1)
+
+
+def sink_softmax(scores: Tensor, sinks: Tensor) -> Tensor:
+    """softmax over the keys and one more logit per head that holds no value (gpt-oss's sinks):
+    the weights of the real keys, which sum to less than one."""
+    column = sinks.to(scores.dtype).view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
+    return torch.softmax(torch.cat((scores, column), dim=-1), -1)[..., :-1]
+
+
+def flex_runs(*tensors: Tensor | None) -> bool:
+    """Whether FlexAttention can serve a call on these tensors: not on the CPU where a gradient is wanted
+    (its backward has no CPU kernel), so CPU training takes the explicit form (flex_attend's rule)."""
+    return not (tensors[0].device.type == "cpu" and torch.is_grad_enabled()
+                and any(t is not None and t.requires_grad for t in tensors))
+
+
+def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0, bias: Tensor | None = None,
+                mask: Tensor | None = None, causal: bool = False, rows: bool = False) -> Tensor:
+    """Attention through FlexAttention (torch.nn.attention.flex_attention): the spec's score function
+    (soft-capping, a positional bias, a mask that hides keys: True = hidden) as its score_mod, causality as
+    its block mask (queries the last Tq of Tk positions). On the CPU where a gradient is wanted (flex_runs'
+    rule, written out here: the generated module copies this function alone) it computes the explicit
+    form instead, as the lowering writes it. `rows`: a query that sees no key gets zeros."""
+    offset = k.shape[2] - q.shape[2]
+    if q.device.type == "cpu" and torch.is_grad_enabled() and any(
+            t is not None and t.requires_grad for t in (q, k, v, bias)):
+        s = torch.mul(torch.matmul(q, torch.transpose(k, -2, -1)), scale)
+        s = torch.tanh(s / cap) * cap if cap else s
+        s = s if bias is None else torch.add(s, bias)
+        if causal:
+            future = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1 + offset)
+            s = torch.masked_fill(s, future, -math.inf)
+        s = s if mask is None else torch.masked_fill(s, mask, -math.inf)
+        w = torch.softmax(s, -1)
+        if rows and mask is not None:
+            w = torch.masked_fill(w, mask.all(dim=-1, keepdim=True), 0.0)
+        return torch.matmul(w, v)
+    import warnings
+
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    shape = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])  # bias and mask as views of the scores' shape
+    full_bias = None if bias is None else bias.reshape((1,) * (4 - bias.dim()) + tuple(bias.shape)).expand(shape)
+    hidden = None if mask is None else mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape)).expand(shape)
+
+    def score_mod(score, b, h, i, j):
+        if cap:
+            score = torch.tanh(score / cap) * cap
+        if full_bias is not None:
+            score = score + full_bias[b, h, i, j]
+        if hidden is not None:
+            score = torch.where(hidden[b, h, i, j], -math.inf, score)
+        return score
+
+    blocks = create_block_mask(lambda b, h, i, j: i + offset >= j, None, None, q.shape[2], k.shape[2],
+                               device=q.device) if causal else None
+    with warnings.catch_warnings():  # eager FlexAttention (CPU tests, decoding) warns that it is not compiled
+        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)
+
+
+def explicit_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0, bias: Tensor | None = None,
+                    mask: Tensor | None = None, causal: bool = False, rows: bool = False) -> Tensor:
+    """What flex_attend computes, from the lowering's own ops (the tests' reference)."""
+    s = torch.mul(torch.matmul(q, torch.transpose(k, -2, -1)), scale)
+    if cap:
+        s = softcap(s, cap)
+    if bias is not None:
+        s = torch.add(s, bias)
+    if causal:
+        s = hide(s, torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1 + k.shape[2]
+                                                                                              - q.shape[2]))
+    w = torch.softmax(hide(s, mask), -1)
+    return torch.matmul(zero_rows(w, mask) if rows else w, v)

@@ -95,15 +95,51 @@ def _number_scale(bindings: dict) -> bool:
     return isinstance(scale, (int, float)) and not isinstance(scale, bool)
 
 
+def _flex_rule(mask: str, scaled: bool) -> Rule:
+    """Soft-capped scores: SDPA cannot take the score function, FlexAttention's score_mod can
+    (ops.flex_attend; its block mask for causality). Without dropout only: FlexAttention has none."""
+    biased, hidden, rows = mask.startswith("bias"), mask not in ("none", "bias"), mask.endswith("rows")
+
+    def pattern(q, k, v, scale, cap, m, bias, length, device):
+        s = torch.matmul(q, torch.transpose(k, -2, -1))
+        if scaled:
+            s = torch.mul(s, scale)
+        s = ops.softcap(s, cap)
+        if biased:
+            s = torch.add(s, bias)
+        if mask == "causal":
+            s = ops.hide(s, ops.causal_mask(length, device))
+        elif hidden:
+            s = ops.hide(s, m)
+        w = torch.softmax(s, -1)
+        if rows:
+            w = ops.zero_rows(w, m)
+        return torch.matmul(w, v)
+
+    def replacement(q, k, v, scale, cap, m, bias, length, device):
+        kwargs = {"bias": bias} if biased else {}
+        if mask == "causal":
+            kwargs["causal"] = True
+        elif hidden:
+            kwargs["mask"] = m
+        if rows:
+            kwargs["rows"] = True
+        return ops.flex_attend(q, k, v, scale if scaled else 1.0, cap, **kwargs)
+
+    return Rule(f"flex_{mask}{'_scaled' * scaled}", pattern, replacement,
+                guard=_number_scale if scaled else lambda bindings: True)
+
+
 RULES = [_rule(mask, scaled, dropout, grouped)
          for grouped in ((True, False) if GQA else (False,))
          for mask in (("causal", "none") if grouped else MASKS)
          for scaled in (True, False) for dropout in (True, False)]
+FLEX_RULES = [_flex_rule(mask, scaled) for mask in MASKS for scaled in (True, False)]
 
 
 def fuse_attention(gm: fx.GraphModule) -> PassResult:
     """Fuse every attention a rule matches; leave the rest explicit."""
-    done = rewrite(gm.graph, RULES)
+    done = rewrite(gm.graph, RULES + FLEX_RULES)
     for _, node in done:
         node.meta["fused_attention"] = True
     if done:
@@ -127,3 +163,7 @@ def _share_masks(graph: fx.Graph) -> None:
 
 def count_fused(graph: fx.Graph) -> int:
     return sum(1 for n in graph.nodes if n.op == "call_function" and n.target is F.scaled_dot_product_attention)
+
+
+def count_flex(graph: fx.Graph) -> int:
+    return sum(1 for n in graph.nodes if n.op == "call_function" and n.target is ops.flex_attend)
