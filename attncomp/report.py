@@ -128,7 +128,7 @@ def _describe_mask(mask) -> str:
     if not isinstance(mask, fx.Node):
         return "none"
     if mask.op == "placeholder":  # what the stack hands its layers
-        return {"padding_mask": "padding"}.get(mask.target, mask.target)
+        return {"padding_mask": "padding", "position_bias": "buckets"}.get(mask.target, mask.target)
     if mask.target in (torch.logical_not, ops.attend):
         return _describe_mask(mask.args[0])
     if mask.target is ops.either:
@@ -150,8 +150,6 @@ def _describe_bias(node: fx.Node) -> str:
         return f"{_describe_mask(node.args[0])} + {_describe_mask(node.args[1])}"
     if node.target is ops.alibi_bias:
         return "alibi"
-    if node.op == "placeholder" and node.target == "position_bias" or node.target is ops.bucket_bias:
-        return "buckets"
     if node.target is torch.mul and isinstance(node.args[0], fx.Node) and node.args[0].target is torch.einsum:
         return "relative"  # q . a^K / sqrt(d_k)
     return node.name

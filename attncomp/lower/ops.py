@@ -8,7 +8,6 @@ convention of `masked_fill`; `fuse_attention` flips them for SDPA, whose True me
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 from torch import Tensor
@@ -209,8 +208,6 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0,
         if rows and mask is not None:
             w = torch.masked_fill(w, mask.all(dim=-1, keepdim=True), 0.0)
         return torch.matmul(w, v)
-    import warnings
-
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     shape = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])  # bias and mask as views of the scores' shape
@@ -228,9 +225,7 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0,
 
     blocks = create_block_mask(lambda b, h, i, j: i + offset >= j, None, None, q.shape[2], k.shape[2],
                                device=q.device) if causal else None
-    with warnings.catch_warnings():  # eager FlexAttention (CPU tests, decoding) warns that it is not compiled
-        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
-        return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)
+    return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)  # eager: torch warns once
 
 
 def explicit_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0, bias: Tensor | None = None,

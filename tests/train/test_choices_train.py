@@ -28,7 +28,7 @@ CHOICES = {
                                               "model.normalization=layernorm(gain = false, bias = false)",
                                               "model.activation=relu2"],
 }
-EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global"]
+EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global", "t5", "softcap"]  # t5, softcap: attention parts
 
 
 @pytest.mark.parametrize("name", sorted(CHOICES))
