@@ -111,15 +111,13 @@ def kernel_of(kind, arch: nodes.ModelSpec, got: str) -> str:
     if got == "sdpa":
         return "sdpa: its scale, positional bias and mask are SDPA's arguments (scale=, attn_mask=, is_causal=)"
     if got == "flex":
-        return "flex: soft-capped scores are a score function, which SDPA cannot take"
+        return "flex: soft-capped scores (a score function) or sinks (a log-sum-exp correction), which SDPA cannot take"
     if kind.kind == "additive":
         return "explicit: additive scores are no dot product"
-    if getattr(kind, "sinks", False):
-        return "explicit: sinks add a softmax column neither SDPA nor a score_mod can add"
     if isinstance(arch.positions, nodes.Relative) and arch.positions.values:
         return "explicit: relative positions' value term"
-    if getattr(kind, "softcap", 0) and arch.dropout.attention:
-        return "explicit: soft-capping with attention dropout (FlexAttention has no dropout)"
+    if (getattr(kind, "softcap", 0) or getattr(kind, "sinks", False)) and arch.dropout.attention:
+        return "explicit: soft-capping or sinks with attention dropout (FlexAttention has no dropout)"
     return "explicit: fuse_attention not run, or no rule matched"
 
 

@@ -68,6 +68,11 @@ def _sinks_field():
                  description="a learned logit per head in every softmax, a key that holds no value (gpt-oss)")
 
 
+def _gate_field():
+    return Field(False, json_schema_extra=LATER,
+                 description="the heads' output gated by sigmoid(W^G x) before W^O (Qwen3-Next's gated attention)")
+
+
 Cap = Annotated[float, Field(ge=0.0, le=1e6)]
 
 
@@ -79,6 +84,7 @@ class ScaledDot(Node):
     scale: Scale = _scale_field()
     softcap: Cap = _softcap_field()
     sinks: bool = _sinks_field()
+    gate: bool = _gate_field()
 
 
 class Additive(Node):
@@ -96,6 +102,7 @@ class Local(Node):
     scale: Scale = _scale_field()
     softcap: Cap = _softcap_field()
     sinks: bool = _sinks_field()
+    gate: bool = _gate_field()
 
 
 Attention = Annotated[Union[ScaledDot, Additive, Local], Field(discriminator="kind")]

@@ -37,7 +37,7 @@ from attncomp.lower.units import Builder, Param, Unit, inv_sqrt_const, linear, n
 
 Node = fx.Node
 NAMES = {"self": "SelfAttention", "causal": "CausalSelfAttention", "cross": "CrossAttention"}
-MEMBERS = ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm", "energy", "sinks", "relative_k",
+MEMBERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "q_norm", "k_norm", "energy", "sinks", "relative_k",
            "relative_v")  # registration order
 
 
@@ -143,9 +143,17 @@ def attend(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: No
     return out
 
 
-def _output(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, heads: Node) -> Node:
+def _output(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, heads: Node, x: Node,
+            kind: nodes.Attention) -> Node:
+    """W^O of the merged heads; with `gate = true`, the heads first gated by sigmoid(W^G x), a gate per
+    head dimension made from the query's input (Qwen3-Next's gated attention)."""
+    merged = merge_heads(b, heads)
+    if getattr(kind, "gate", False):
+        width = stack.heads * stack.d_v
+        gate = b.leaf("gate_proj", linear(x.meta["shape"][-1], width, arch.bias.of("q")), x, name="gate")
+        merged = b.call(torch.mul, merged, b.call(torch.sigmoid, gate, name="gate"), name="heads")
     proj = linear(stack.heads * stack.d_v, stack.d_model, arch.bias.of("o"))
-    return b.leaf("o_proj", proj, merge_heads(b, heads), name="out")
+    return b.leaf("o_proj", proj, merged, name="out")
 
 
 def _mask(b: Builder, stack: nodes.Stack, x: Node, padding: Node | None, causal: bool) -> Node | None:
@@ -184,7 +192,7 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
     mask = _mask(b, stack, x, padding, causal)
     heads = attend(b, arch, stack, q, k, v, kind, mask, padded=padding is not None, positions=positions,
                    bias=positions if isinstance(arch.positions, (nodes.ALiBi, nodes.Buckets)) else None)
-    b.output(_output(b, arch, stack, heads))
+    b.output(_output(b, arch, stack, heads, x, kind))
     if causal:
         _self_attention_step(ctx, unit, stack)
         _empty_cache(unit, stack)
@@ -220,7 +228,7 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
     positions = decode_bias(b, arch, stack, x, seen_k)
     heads = attend(b, arch, stack, q, seen_k, seen_v, stack.attention, positions=positions,
                    bias=positions if isinstance(arch.positions, nodes.ALiBi) else given_bias)
-    b.output((_output(b, arch, stack, heads), k, v))
+    b.output((_output(b, arch, stack, heads, x, stack.attention), k, v))
 
 
 def _empty_cache(unit: Unit, stack: nodes.Stack) -> None:
@@ -247,7 +255,7 @@ def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     k, v = project_kv(b, arch, stack, memory, d_memory)
     q = project_q(b, arch, stack, x)
     heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
-    b.output(_output(b, arch, stack, heads))
+    b.output(_output(b, arch, stack, heads, x, kind))
 
     b = Builder(unit, "kv", decoding=True)  # once per sentence, at the start of decoding
     memory = b.input("memory", ("batch", "src_len", d_memory))
@@ -260,6 +268,6 @@ def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
     q = project_q(b, arch, stack, x)
     heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
-    b.output(_output(b, arch, stack, heads))
+    b.output(_output(b, arch, stack, heads, x, kind))
     unit.reorder(MEMBERS)
     return unit

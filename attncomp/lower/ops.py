@@ -188,15 +188,18 @@ def flex_runs(*tensors: Tensor | None) -> bool:
 
 
 def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0, bias: Tensor | None = None,
-                mask: Tensor | None = None, causal: bool = False, rows: bool = False) -> Tensor:
+                mask: Tensor | None = None, causal: bool = False, rows: bool = False,
+                sinks: Tensor | None = None) -> Tensor:
     """Attention through FlexAttention (torch.nn.attention.flex_attention): the spec's score function
     (soft-capping, a positional bias, a mask that hides keys: True = hidden) as its score_mod, causality as
     its block mask (queries the last Tq of Tk positions). On the CPU where a gradient is wanted (flex_runs'
     rule, written out here: the generated module copies this function alone) it computes the explicit
-    form instead, as the lowering writes it. `rows`: a query that sees no key gets zeros."""
+    form instead, as the lowering writes it. `rows`: a query that sees no key gets zeros. `sinks`: a logit
+    per head in every softmax that holds no value, FlexAttention's output scaled by the log-sum-exp
+    correction exp(lse) / (exp(lse) + exp(sink)) = sigmoid(lse - sink)."""
     offset = k.shape[2] - q.shape[2]
     if q.device.type == "cpu" and torch.is_grad_enabled() and any(
-            t is not None and t.requires_grad for t in (q, k, v, bias)):
+            t is not None and t.requires_grad for t in (q, k, v, bias, sinks)):
         s = torch.mul(torch.matmul(q, torch.transpose(k, -2, -1)), scale)
         s = torch.tanh(s / cap) * cap if cap else s
         s = s if bias is None else torch.add(s, bias)
@@ -204,7 +207,11 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0,
             future = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1 + offset)
             s = torch.masked_fill(s, future, -math.inf)
         s = s if mask is None else torch.masked_fill(s, mask, -math.inf)
-        w = torch.softmax(s, -1)
+        if sinks is None:
+            w = torch.softmax(s, -1)
+        else:
+            column = sinks.to(s.dtype).view(1, -1, 1, 1).expand(*s.shape[:-1], 1)
+            w = torch.softmax(torch.cat((s, column), dim=-1), -1)[..., :-1]
         if rows and mask is not None:
             w = torch.masked_fill(w, mask.all(dim=-1, keepdim=True), 0.0)
         return torch.matmul(w, v)
@@ -225,11 +232,15 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0,
 
     blocks = create_block_mask(lambda b, h, i, j: i + offset >= j, None, None, q.shape[2], k.shape[2],
                                device=q.device) if causal else None
-    return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)  # eager: torch warns once
+    if sinks is None:
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)  # eager: torch warns once
+    out, lse = flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale, return_lse=True)
+    return out * torch.sigmoid(lse - sinks.to(lse.dtype).view(1, -1, 1)).unsqueeze(-1).to(out.dtype)
 
 
 def explicit_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0, bias: Tensor | None = None,
-                    mask: Tensor | None = None, causal: bool = False, rows: bool = False) -> Tensor:
+                    mask: Tensor | None = None, causal: bool = False, rows: bool = False,
+                    sinks: Tensor | None = None) -> Tensor:
     """What flex_attend computes, from the lowering's own ops (the tests' reference)."""
     s = torch.mul(torch.matmul(q, torch.transpose(k, -2, -1)), scale)
     if cap:
@@ -239,5 +250,5 @@ def explicit_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 
     if causal:
         s = hide(s, torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1 + k.shape[2]
                                                                                               - q.shape[2]))
-    w = torch.softmax(hide(s, mask), -1)
+    w = torch.softmax(hide(s, mask), -1) if sinks is None else sink_softmax(hide(s, mask), sinks)
     return torch.matmul(zero_rows(w, mask) if rows else w, v)

@@ -95,28 +95,30 @@ def _number_scale(bindings: dict) -> bool:
     return isinstance(scale, (int, float)) and not isinstance(scale, bool)
 
 
-def _flex_rule(mask: str, scaled: bool) -> Rule:
-    """Soft-capped scores: SDPA cannot take the score function, FlexAttention's score_mod can
-    (ops.flex_attend; its block mask for causality). Without dropout only: FlexAttention has none."""
+def _flex_rule(mask: str, scaled: bool, capped: bool, sinks: bool) -> Rule:
+    """Soft-capped scores or sinks: SDPA takes neither, FlexAttention does (ops.flex_attend: the soft-capping
+    and the bias in its score_mod, causality as its block mask, sinks by a log-sum-exp correction).
+    Without dropout only: FlexAttention has none."""
     biased, hidden, rows = mask.startswith("bias"), mask not in ("none", "bias"), mask.endswith("rows")
 
-    def pattern(q, k, v, scale, cap, m, bias, length, device):
+    def pattern(q, k, v, scale, cap, m, bias, length, device, logits):
         s = torch.matmul(q, torch.transpose(k, -2, -1))
         if scaled:
             s = torch.mul(s, scale)
-        s = ops.softcap(s, cap)
+        if capped:
+            s = ops.softcap(s, cap)
         if biased:
             s = torch.add(s, bias)
         if mask == "causal":
             s = ops.hide(s, ops.causal_mask(length, device))
         elif hidden:
             s = ops.hide(s, m)
-        w = torch.softmax(s, -1)
+        w = ops.sink_softmax(s, logits) if sinks else torch.softmax(s, -1)
         if rows:
             w = ops.zero_rows(w, m)
         return torch.matmul(w, v)
 
-    def replacement(q, k, v, scale, cap, m, bias, length, device):
+    def replacement(q, k, v, scale, cap, m, bias, length, device, logits):
         kwargs = {"bias": bias} if biased else {}
         if mask == "causal":
             kwargs["causal"] = True
@@ -124,17 +126,20 @@ def _flex_rule(mask: str, scaled: bool) -> Rule:
             kwargs["mask"] = m
         if rows:
             kwargs["rows"] = True
-        return ops.flex_attend(q, k, v, scale if scaled else 1.0, cap, **kwargs)
+        if sinks:
+            kwargs["sinks"] = logits
+        return ops.flex_attend(q, k, v, scale if scaled else 1.0, cap if capped else 0.0, **kwargs)
 
-    return Rule(f"flex_{mask}{'_scaled' * scaled}", pattern, replacement,
-                guard=_number_scale if scaled else lambda bindings: True)
+    name = f"flex_{mask}{'_scaled' * scaled}{'_capped' * capped}{'_sinks' * sinks}"
+    return Rule(name, pattern, replacement, guard=_number_scale if scaled else lambda bindings: True)
 
 
 RULES = [_rule(mask, scaled, dropout, grouped)
          for grouped in ((True, False) if GQA else (False,))
          for mask in (("causal", "none") if grouped else MASKS)
          for scaled in (True, False) for dropout in (True, False)]
-FLEX_RULES = [_flex_rule(mask, scaled) for mask in MASKS for scaled in (True, False)]
+FLEX_RULES = [_flex_rule(mask, scaled, capped, sinks) for mask in MASKS for scaled in (True, False)
+              for capped, sinks in ((True, False), (True, True), (False, True))]
 
 
 def fuse_attention(gm: fx.GraphModule) -> PassResult:

@@ -36,9 +36,13 @@ VARIANTS = {
     "buckets_softcap": "positions = buckets(count = 8, max_distance = 16)\n"
                        "encoder { attention = scaled_dot(scale = none, softcap = 3) }\n"
                        "decoder { attention = local(window = 2, softcap = 3)  cross_attention = scaled_dot(softcap = 5) }",
-    # sinks: an extra softmax column, explicit everywhere they appear
+    # sinks: an extra softmax column; FlexAttention with a log-sum-exp correction
     "sinks_local_lm": "positions = alibi\n"
                       "decoder { attention = local(window = 2, sinks = true) }",
+    # gated attention (Qwen3-Next): sigmoid(W^G x) on the heads' output, self- and cross-attention -> SDPA
+    "gated": "positions = rope\n"
+             "encoder { attention = scaled_dot(gate = true) }\n"
+             "decoder { attention = scaled_dot(gate = true)  cross_attention = scaled_dot(gate = true) }",
     # an encoder-only model with soft-capping and a layer kind of its own
     "softcap_encoder": "positions = buckets(count = 8, max_distance = 16)\n"
                        "encoder { attention = scaled_dot(softcap = 4)\n"
@@ -112,7 +116,8 @@ ENC, DEC, CROSS = "encoder self-attention", "decoder self-attention", "encoder-d
     ("t5", [(ENC, "sdpa"), (DEC, "sdpa"), (CROSS, "sdpa")]),
     ("softcap_lm", [(DEC, "flex")]),
     ("buckets_softcap", [(ENC, "flex"), (DEC, "flex"), (CROSS, "flex")]),
-    ("sinks_local_lm", [(DEC, "explicit")]),
+    ("sinks_local_lm", [(DEC, "flex")]),
+    ("gated", [(ENC, "sdpa"), (DEC, "sdpa"), (CROSS, "sdpa")]),
     ("softcap_encoder", [(ENC, "flex"), (ENC, "sdpa")]),  # the layer kind `plain` has no soft-capping
 ])
 def test_the_report_names_each_attentions_kernel(name, kernels):
@@ -131,10 +136,10 @@ def test_fused_forward_equals_the_explicit_graph(name):
     keep = real_positions(spec, src, tgt)
     assert (a - b)[keep].abs().max() < 1e-9
     graph = fused.flat("forward").graph
-    assert count_fused(graph) + count_flex(graph) > 0 or name == "sinks_local_lm"
+    assert count_fused(graph) + count_flex(graph) > 0
 
 
-@pytest.mark.parametrize("name", ["buckets_softcap", "softcap_lm"])
+@pytest.mark.parametrize("name", ["buckets_softcap", "softcap_lm", "sinks_local_lm"])
 def test_cpu_training_takes_the_explicit_form_with_equal_gradients(name):
     """FlexAttention has no CPU backward: where a gradient is wanted on the CPU, flex_attend computes the
     explicit form, and the gradients are the explicit graph's."""
@@ -164,6 +169,11 @@ def test_flex_attend_equals_its_explicit_form_for_every_argument():
         for cap in (0.0, 2.0):
             expected = ops.explicit_attend(q, k, v, 0.3, cap, **kwargs)
             assert (ops.flex_attend(q, k, v, 0.3, cap, **kwargs) - expected).abs().max() < 1e-12, kwargs
+    sinks = torch.randn(3, dtype=torch.float64, generator=g)
+    for kwargs in ({"sinks": sinks}, {"sinks": sinks, "causal": True, "bias": bias}, {"sinks": sinks, "mask": pad,
+                                                                                      "rows": True}):
+        expected = ops.explicit_attend(q, k, v, 0.3, 0.0, **kwargs)
+        assert (ops.flex_attend(q, k, v, 0.3, 0.0, **kwargs) - expected).abs().max() < 1e-12, kwargs
     step = ops.flex_attend(q[:, :, -1:], k, v, 0.5, 2.0, causal=True)  # a decode step: the last query sees all
     assert (step - ops.explicit_attend(q[:, :, -1:], k, v, 0.5, 2.0)).abs().max() < 1e-12
 
@@ -190,7 +200,7 @@ def test_softcap_and_scale_are_the_formulas():
 SLOW_FLEX = pytest.param("buckets_softcap", marks=pytest.mark.slow)  # FlexAttention traces each new length
 
 
-@pytest.mark.parametrize("name", ["t5", "softcap_lm", SLOW_FLEX, "sinks_local_lm"])
+@pytest.mark.parametrize("name", ["t5", "softcap_lm", SLOW_FLEX, "sinks_local_lm", "gated"])
 def test_decode_step_equals_forward(name):
     spec, _, fused = _pair(name)
     src, tgt = batch(spec, b=2, s=9, t=7)
@@ -207,7 +217,7 @@ def test_decode_step_equals_forward(name):
             assert (step - full[:, t]).abs().max() < 1e-9, t
 
 
-@pytest.mark.parametrize("name", ["t5", SLOW_FLEX, "sinks_local_lm"])
+@pytest.mark.parametrize("name", ["t5", SLOW_FLEX, "sinks_local_lm", "gated"])
 def test_generated_module_equals_the_compiled_model(name, tmp_path):
     from tests.codegen.test_generated import rendered_module
 
@@ -227,6 +237,16 @@ def test_generated_module_equals_the_compiled_model(name, tmp_path):
                                               compiled.decode_step(tokens, caches[1]))
             assert (a - b).abs().max() < 1e-9
             tokens = a.argmax(-1, keepdim=True).clamp(min=5)
+
+
+def test_the_gate_is_a_sigmoid_on_the_heads_output():
+    names = [n for n, _ in attncomp.compile(spec_of("gated"), device="meta").named_parameters()]
+    assert {n for n in names if "gate_proj" in n} == {
+        f"{side}.layers.{i}.{role}.gate_proj.weight" for i in range(2)
+        for side, role in (("encoder", "self_attn"), ("decoder", "self_attn"), ("decoder", "cross_attn"))}
+    text = str(attncomp.compile(spec_of("gated"), passes=(), device="meta").program.members["encoder"]
+               .members["layers"].units[0].members["self_attn"].methods["forward"].graph)
+    assert "torch.sigmoid" in text
 
 
 def test_one_bucket_table_per_stack():

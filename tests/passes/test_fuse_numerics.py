@@ -104,7 +104,7 @@ def test_dead_code_is_removed():
 
 def _expected_sdpa(spec, entry: str) -> int:
     m = spec.model
-    fusable = lambda kind: kind.kind in ("scaled_dot", "local") and not kind.sinks  # noqa: E731  (SDPA or flex)
+    fusable = lambda kind: kind.kind in ("scaled_dot", "local")  # noqa: E731  (SDPA or FlexAttention)
     enc = sum(fusable(s.attention) for _, s in m.encoder.layer_plan()) if m.encoder else 0
     dec_self = sum(fusable(s.attention) for _, s in m.decoder.layer_plan()) if m.decoder else 0
     cross = m.decoder.layers * fusable(m.decoder.cross_attention) if m.decoder and m.encoder else 0
