@@ -162,7 +162,9 @@ def _mask_of(attention: fx.Node) -> str:
         return _describe_mask(attention.kwargs.get("attn_mask"))
     if attention.target is ops.flex_attend:
         parts = [_describe_bias(attention.kwargs["bias"])] if "bias" in attention.kwargs else []
-        parts += ["causal"] if attention.kwargs.get("causal") else []
+        band = "window" in attention.kwargs
+        parts += [("causal band" if attention.kwargs.get("causal") else "band") if band else "causal"] \
+            if band or attention.kwargs.get("causal") else []
         parts += [_describe_mask(attention.kwargs["mask"])] if "mask" in attention.kwargs else []
         return " + ".join(parts) or "none"
     seen, todo = set(), [attention]

@@ -189,10 +189,11 @@ def flex_runs(*tensors: Tensor | None) -> bool:
 
 def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0, bias: Tensor | None = None,
                 mask: Tensor | None = None, causal: bool = False, rows: bool = False,
-                sinks: Tensor | None = None) -> Tensor:
+                sinks: Tensor | None = None, window: int | None = None) -> Tensor:
     """Attention through FlexAttention (torch.nn.attention.flex_attention): the spec's score function
     (soft-capping, a positional bias, a mask that hides keys: True = hidden) as its score_mod, causality as
-    its block mask (queries the last Tq of Tk positions). On the CPU where a gradient is wanted (flex_runs'
+    its block mask (queries the last Tq of Tk positions), as is a local `window` (|i - j| <= window, and
+    j <= i when causal: ops.band_mask's keys). On the CPU where a gradient is wanted (flex_runs'
     rule, written out here: the generated module copies this function alone) it computes the explicit
     form instead, as the lowering writes it. `rows`: a query that sees no key gets zeros. `sinks`: a logit
     per head in every softmax that holds no value, FlexAttention's output scaled by the log-sum-exp
@@ -203,9 +204,12 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0,
         s = torch.mul(torch.matmul(q, torch.transpose(k, -2, -1)), scale)
         s = torch.tanh(s / cap) * cap if cap else s
         s = s if bias is None else torch.add(s, bias)
-        if causal:
-            future = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1 + offset)
-            s = torch.masked_fill(s, future, -math.inf)
+        if causal or window is not None:
+            keys = torch.arange(k.shape[2], device=q.device)
+            distance = keys.unsqueeze(0) - keys[offset:].unsqueeze(1)  # j - i
+            hidden_keys = distance > 0 if causal else torch.zeros_like(distance, dtype=torch.bool)
+            hidden_keys = hidden_keys | (distance.abs() > window) if window is not None else hidden_keys
+            s = torch.masked_fill(s, hidden_keys, -math.inf)
         s = s if mask is None else torch.masked_fill(s, mask, -math.inf)
         if sinks is None:
             w = torch.softmax(s, -1)
@@ -230,8 +234,14 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0,
             score = torch.where(hidden[b, h, i, j], -math.inf, score)
         return score
 
-    blocks = create_block_mask(lambda b, h, i, j: i + offset >= j, None, None, q.shape[2], k.shape[2],
-                               device=q.device) if causal else None
+    def visible(b, h, i, j):
+        seen = i + offset >= j if causal else torch.ones_like(i, dtype=torch.bool)
+        if window is not None:
+            seen = seen & (i + offset - j <= window) & (j - i - offset <= window)
+        return seen
+
+    blocks = create_block_mask(visible, None, None, q.shape[2], k.shape[2], device=q.device) \
+        if causal or window is not None else None
     if sinks is None:
         return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)  # eager: torch warns once
     out, lse = flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale, return_lse=True)
@@ -240,14 +250,16 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0,
 
 def explicit_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0, bias: Tensor | None = None,
                     mask: Tensor | None = None, causal: bool = False, rows: bool = False,
-                    sinks: Tensor | None = None) -> Tensor:
+                    sinks: Tensor | None = None, window: int | None = None) -> Tensor:
     """What flex_attend computes, from the lowering's own ops (the tests' reference)."""
     s = torch.mul(torch.matmul(q, torch.transpose(k, -2, -1)), scale)
     if cap:
         s = softcap(s, cap)
     if bias is not None:
         s = torch.add(s, bias)
-    if causal:
+    if window is not None:
+        s = hide(s, band_mask(k.shape[2], window, causal, q.device)[k.shape[2] - q.shape[2]:])
+    elif causal:
         s = hide(s, torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1 + k.shape[2]
                                                                                               - q.shape[2]))
     w = torch.softmax(hide(s, mask), -1) if sinks is None else sink_softmax(hide(s, mask), sinks)

@@ -14,7 +14,7 @@ The pattern, in canonical spelling (run `canonicalize` first on graphs from else
     w = F.dropout(w, p=p, training=t)
     o = torch.matmul(w, v)
 
-    mask (MASKS)     the scores                      SDPA's arguments
+    mask (MASKS)     the scores                      SDPA's arguments (FlexAttention: FLEX_RULES, below)
     none             s                               -
     causal           hide(s, causal_mask(T))         is_causal=True (square scores: is_causal aligns top-left)
     masked           hide(s, mask)                   attn_mask=ops.attend(mask)  (True = attend; None stays None)
@@ -99,9 +99,12 @@ def _flex_rule(mask: str, scaled: bool, capped: bool, sinks: bool) -> Rule:
     """Soft-capped scores or sinks: SDPA takes neither, FlexAttention does (ops.flex_attend: the soft-capping
     and the bias in its score_mod, causality as its block mask, sinks by a log-sum-exp correction).
     Without dropout only: FlexAttention has none."""
+    label = mask
     biased, hidden, rows = mask.startswith("bias"), mask not in ("none", "bias"), mask.endswith("rows")
+    if mask.endswith("band"):
+        mask, biased, hidden = "band", mask.startswith("bias"), True
 
-    def pattern(q, k, v, scale, cap, m, bias, length, device, logits):
+    def pattern(q, k, v, scale, cap, m, bias, length, device, logits, window, back):
         s = torch.matmul(q, torch.transpose(k, -2, -1))
         if scaled:
             s = torch.mul(s, scale)
@@ -111,6 +114,8 @@ def _flex_rule(mask: str, scaled: bool, capped: bool, sinks: bool) -> Rule:
             s = torch.add(s, bias)
         if mask == "causal":
             s = ops.hide(s, ops.causal_mask(length, device))
+        elif mask == "band":
+            s = ops.hide(s, ops.band_mask(length, window, back, device))
         elif hidden:
             s = ops.hide(s, m)
         w = ops.sink_softmax(s, logits) if sinks else torch.softmax(s, -1)
@@ -118,10 +123,12 @@ def _flex_rule(mask: str, scaled: bool, capped: bool, sinks: bool) -> Rule:
             w = ops.zero_rows(w, m)
         return torch.matmul(w, v)
 
-    def replacement(q, k, v, scale, cap, m, bias, length, device, logits):
+    def replacement(q, k, v, scale, cap, m, bias, length, device, logits, window, back):
         kwargs = {"bias": bias} if biased else {}
         if mask == "causal":
             kwargs["causal"] = True
+        elif mask == "band":  # a local window: FlexAttention's block mask, as causality
+            kwargs["window"], kwargs["causal"] = window, back
         elif hidden:
             kwargs["mask"] = m
         if rows:
@@ -130,7 +137,7 @@ def _flex_rule(mask: str, scaled: bool, capped: bool, sinks: bool) -> Rule:
             kwargs["sinks"] = logits
         return ops.flex_attend(q, k, v, scale if scaled else 1.0, cap if capped else 0.0, **kwargs)
 
-    name = f"flex_{mask}{'_scaled' * scaled}{'_capped' * capped}{'_sinks' * sinks}"
+    name = f"flex_{label}{'_scaled' * scaled}{'_capped' * capped}{'_sinks' * sinks}"
     return Rule(name, pattern, replacement, guard=_number_scale if scaled else lambda bindings: True)
 
 
@@ -138,7 +145,8 @@ RULES = [_rule(mask, scaled, dropout, grouped)
          for grouped in ((True, False) if GQA else (False,))
          for mask in (("causal", "none") if grouped else MASKS)
          for scaled in (True, False) for dropout in (True, False)]
-FLEX_RULES = [_flex_rule(mask, scaled, capped, sinks) for mask in MASKS for scaled in (True, False)
+FLEX_RULES = [_flex_rule(mask, scaled, capped, sinks) for mask in ("band", "bias_band") + MASKS
+              for scaled in (True, False)
               for capped, sinks in ((True, False), (True, True), (False, True))]
 
 

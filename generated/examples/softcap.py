@@ -28,14 +28,6 @@ class ops:
     """Helpers the graphs call, copied verbatim from attncomp/lower/ops.py."""
 
     @staticmethod
-    def band_mask(length: int, window: int, causal: bool, device: torch.device) -> Tensor:
-        """(T, T) bool for restricted attention: True where |i - j| > window (or j > i when causal)."""
-        pos = torch.arange(length, device=device)
-        offset = pos.unsqueeze(0) - pos.unsqueeze(1)  # key j minus query i
-        hidden = offset.abs() > window
-        return hidden | (offset > 0) if causal else hidden
-
-    @staticmethod
     def rope_table(positions: Tensor, dims: int, base: float, dtype: torch.dtype) -> Tensor:
         """Rotary angles for positions (T,): (2, T, dims), cos then sin of pos * base^(-2i/dims), each
         half repeated (HF Llama's layout: dim i pairs with dim i + dims/2); computed in float64."""
@@ -57,10 +49,11 @@ class ops:
     @staticmethod
     def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0, bias: Tensor | None = None,
                     mask: Tensor | None = None, causal: bool = False, rows: bool = False,
-                    sinks: Tensor | None = None) -> Tensor:
+                    sinks: Tensor | None = None, window: int | None = None) -> Tensor:
         """Attention through FlexAttention (torch.nn.attention.flex_attention): the spec's score function
         (soft-capping, a positional bias, a mask that hides keys: True = hidden) as its score_mod, causality as
-        its block mask (queries the last Tq of Tk positions). On the CPU where a gradient is wanted (flex_runs'
+        its block mask (queries the last Tq of Tk positions), as is a local `window` (|i - j| <= window, and
+        j <= i when causal: ops.band_mask's keys). On the CPU where a gradient is wanted (flex_runs'
         rule, written out here: the generated module copies this function alone) it computes the explicit
         form instead, as the lowering writes it. `rows`: a query that sees no key gets zeros. `sinks`: a logit
         per head in every softmax that holds no value, FlexAttention's output scaled by the log-sum-exp
@@ -71,9 +64,12 @@ class ops:
             s = torch.mul(torch.matmul(q, torch.transpose(k, -2, -1)), scale)
             s = torch.tanh(s / cap) * cap if cap else s
             s = s if bias is None else torch.add(s, bias)
-            if causal:
-                future = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1 + offset)
-                s = torch.masked_fill(s, future, -math.inf)
+            if causal or window is not None:
+                keys = torch.arange(k.shape[2], device=q.device)
+                distance = keys.unsqueeze(0) - keys[offset:].unsqueeze(1)  # j - i
+                hidden_keys = distance > 0 if causal else torch.zeros_like(distance, dtype=torch.bool)
+                hidden_keys = hidden_keys | (distance.abs() > window) if window is not None else hidden_keys
+                s = torch.masked_fill(s, hidden_keys, -math.inf)
             s = s if mask is None else torch.masked_fill(s, mask, -math.inf)
             if sinks is None:
                 w = torch.softmax(s, -1)
@@ -98,8 +94,14 @@ class ops:
                 score = torch.where(hidden[b, h, i, j], -math.inf, score)
             return score
 
-        blocks = create_block_mask(lambda b, h, i, j: i + offset >= j, None, None, q.shape[2], k.shape[2],
-                                   device=q.device) if causal else None
+        def visible(b, h, i, j):
+            seen = i + offset >= j if causal else torch.ones_like(i, dtype=torch.bool)
+            if window is not None:
+                seen = seen & (i + offset - j <= window) & (j - i - offset <= window)
+            return seen
+
+        blocks = create_block_mask(visible, None, None, q.shape[2], k.shape[2], device=q.device) \
+            if causal or window is not None else None
         if sinks is None:
             return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)  # eager: torch warns once
         out, lse = flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale, return_lse=True)
@@ -125,9 +127,7 @@ class CausalSelfAttention(nn.Module):
         q = q.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, tgt_len, 16)
         q = ops.rotate(q, rope)  # (batch, 4, tgt_len, 16)
         k = torch.repeat_interleave(k, 2, 1)  # (batch, 4, tgt_len, 16)
-        v = torch.repeat_interleave(v, 2, 1)  # (batch, 4, tgt_len, 16)
-        mask = ops.band_mask(x.size(1), 16, True, x.device)  # (tgt_len, tgt_len)
-        heads = ops.flex_attend(q, k, v, 0.125, 50.0, mask=mask)  # (batch, 4, tgt_len, 16)
+        heads = ops.flex_attend(q, k, torch.repeat_interleave(v, 2, 1), 0.125, 50.0, window=16, causal=True)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 64)
         return self.o_proj(heads)
 

@@ -164,7 +164,8 @@ def test_flex_attend_equals_its_explicit_form_for_every_argument():
     pad = torch.zeros(2, 1, 1, 5, dtype=torch.bool)
     pad[1, ..., 3:] = True
     pad[0] = True  # a sentence of padding only: its rows are zeros
-    for kwargs in ({}, {"bias": bias}, {"mask": pad, "rows": True}, {"causal": True},
+    for kwargs in ({}, {"bias": bias}, {"mask": pad, "rows": True}, {"causal": True}, {"window": 1},
+                   {"window": 2, "causal": True, "bias": bias},
                    {"bias": bias, "mask": ops.band_mask(5, 1, False, q.device)}):
         for cap in (0.0, 2.0):
             expected = ops.explicit_attend(q, k, v, 0.3, cap, **kwargs)
@@ -184,6 +185,14 @@ def test_sinks_take_weight_from_the_keys():
     w = ops.sink_softmax(s, sinks)
     expected = torch.exp(s) / (torch.exp(s).sum(-1, keepdim=True) + torch.exp(sinks).view(1, 3, 1, 1))
     assert torch.allclose(w, expected, atol=1e-14) and (w.sum(-1) < 1).all()
+
+
+def test_local_windows_are_flex_block_masks():
+    """A local window reaches FlexAttention as its block mask (window and causality), not a mask tensor."""
+    model = attncomp.compile(spec_of("buckets_softcap"), device="meta")
+    layer = model.program.members["decoder"].members["layers"].units[0]
+    (call,) = [n for n in layer.members["self_attn"].methods["forward"].graph.nodes if n.target is ops.flex_attend]
+    assert call.kwargs["window"] == 2 and call.kwargs["causal"] is True and "mask" not in call.kwargs
 
 
 def test_softcap_and_scale_are_the_formulas():
