@@ -59,8 +59,8 @@ class ops:
         per head in every softmax that holds no value, FlexAttention's output scaled by the log-sum-exp
         correction exp(lse) / (exp(lse) + exp(sink)) = sigmoid(lse - sink)."""
         offset = k.shape[2] - q.shape[2]
-        if q.device.type == "cpu" and torch.is_grad_enabled() and any(
-                t is not None and t.requires_grad for t in (q, k, v, bias, sinks)):
+        if q.device.type == "meta" or q.device.type == "cpu" and torch.is_grad_enabled() and any(
+                t is not None and t.requires_grad for t in (q, k, v, bias, sinks)):  # meta: the build report's counts
             s = torch.mul(torch.matmul(q, torch.transpose(k, -2, -1)), scale)
             s = torch.tanh(s / cap) * cap if cap else s
             s = s if bias is None else torch.add(s, bias)

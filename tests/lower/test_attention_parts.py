@@ -258,6 +258,15 @@ def test_the_gate_is_a_sigmoid_on_the_heads_output():
     assert "torch.sigmoid" in text
 
 
+@pytest.mark.parametrize("name", ["t5", "gated", "softcap_lm", "sinks_local_lm"])
+def test_flops_from_the_ir_equal_the_counter(name):
+    from attncomp.ir.flops import training_flops
+    from attncomp.report import count_flops
+
+    spec = spec_of(name)
+    assert training_flops(spec) == count_flops(attncomp.compile(spec, device="meta"))
+
+
 def test_one_bucket_table_per_stack():
     names = [n for n, _ in attncomp.compile(spec_of("t5"), device="meta").named_parameters()]
     assert [n for n in names if "relative_bias" in n] == ["encoder.relative_bias.weight", "decoder.relative_bias.weight"]
