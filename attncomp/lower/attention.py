@@ -7,9 +7,13 @@ turns the middle of it into `scaled_dot_product_attention`.
     split heads           torch.unflatten(x, -1, (h, d)) -> torch.transpose(x, 1, 2)
     merge heads           torch.transpose(x, 1, 2) -> torch.flatten(x, -2)
     scores                torch.matmul(q, torch.transpose(k, -2, -1)) -> torch.mul(s, 1 / math.sqrt(d_k))
-    positional bias       torch.add(s, bias)  (ALiBi, relative positions; before the mask)
+                          (the spec's `scale`: a given number, or no mul at all for `scale = none`)
+    soft-capping          ops.softcap(s, cap), after the scale (`softcap`)
+    positional bias       torch.add(s, bias)  (ALiBi, relative positions, T5's buckets; before the mask)
     mask (True = hidden)  ops.hide(s, mask): -inf where hidden; a mask may be None (nothing hidden)
-    weights               torch.softmax(s, -1) -> ops.zero_rows(w, mask) where the mask has padding
+    weights               torch.softmax(s, -1) -> ops.zero_rows(w, mask) where the mask has padding;
+                          with `sinks`, ops.sink_softmax(s, sinks) for the softmax
+    gated output          torch.mul(heads, torch.sigmoid(gate_proj(x))) before o_proj (`gate`)
     dropout               F.dropout(x, p=p, training=self.training), only where p > 0
     q/k norm              call_module(q_norm, q): RMSNorm before split_heads (qk_norm = projection) or
                           after it, over d_k (qk_norm = head); then k_norm the same way

@@ -243,7 +243,7 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0,
     blocks = create_block_mask(visible, None, None, q.shape[2], k.shape[2], device=q.device) \
         if causal or window is not None else None
     if sinks is None:
-        return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)  # eager: torch warns once
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)  # eager: warns
     out, lse = flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale, return_lse=True)
     return out * torch.sigmoid(lse - sinks.to(lse.dtype).view(1, -1, 1)).unsqueeze(-1).to(out.dtype)
 
