@@ -38,6 +38,7 @@ class AttentionReport:
     d_v: int
     backends: dict[str, str] = field(default_factory=dict)  # backend -> "yes" or the reason why not
     grouping: str = ""  # "multi-head (8 heads)", "grouped-query: 8 query heads over 2 key/value heads ...", ...
+    kernel: str = ""  # "sdpa", "flex" or "explicit", and why
 
 
 @dataclass
@@ -101,12 +102,32 @@ def _backends(kind: str, mask: str, d_k: int, d_v: int) -> dict[str, str]:
     return {"flash": "; ".join(flash) or "yes", "efficient": "; ".join(efficient) or "yes", "math": "yes"}
 
 
+def _flex_backends() -> dict[str, str]:
+    return {"flex": "yes: FlexAttention with the spec's score_mod (and a causal block mask); CPU training "
+                    "takes the explicit form (no CPU backward)"}
+
+
+def kernel_of(kind, arch: nodes.ModelSpec, got: str) -> str:
+    """The kernel an attention got, and why (the rule of docs/compiler.md, *Which kernel*)."""
+    if got == "sdpa":
+        return "sdpa: its scale, positional bias and mask are SDPA's arguments (scale=, attn_mask=, is_causal=)"
+    if got == "flex":
+        return "flex: soft-capped scores (a score function) or sinks (a log-sum-exp correction), which SDPA cannot take"
+    if kind.kind == "additive":
+        return "explicit: additive scores are no dot product"
+    if isinstance(arch.positions, nodes.Relative) and arch.positions.values:
+        return "explicit: relative positions' value term"
+    if (getattr(kind, "softcap", 0) or getattr(kind, "sinks", False)) and arch.dropout.attention:
+        return "explicit: soft-capping or sinks with attention dropout (FlexAttention has no dropout)"
+    return "explicit: fuse_attention not run, or no rule matched"
+
+
 def _describe_mask(mask) -> str:
     """What a mask is, read from the nodes that build it (ops.padding_mask, ops.band_mask, ...)."""
     if not isinstance(mask, fx.Node):
         return "none"
     if mask.op == "placeholder":  # what the stack hands its layers
-        return {"padding_mask": "padding"}.get(mask.target, mask.target)
+        return {"padding_mask": "padding", "position_bias": "buckets"}.get(mask.target, mask.target)
     if mask.target in (torch.logical_not, ops.attend):
         return _describe_mask(mask.args[0])
     if mask.target is ops.either:
@@ -140,6 +161,13 @@ def _mask_of(attention: fx.Node) -> str:
         if attention.kwargs.get("is_causal"):
             return "causal"
         return _describe_mask(attention.kwargs.get("attn_mask"))
+    if attention.target is ops.flex_attend:
+        parts = [_describe_bias(attention.kwargs["bias"])] if "bias" in attention.kwargs else []
+        band = "window" in attention.kwargs
+        parts += [("causal band" if attention.kwargs.get("causal") else "band") if band else "causal"] \
+            if band or attention.kwargs.get("causal") else []
+        parts += [_describe_mask(attention.kwargs["mask"])] if "mask" in attention.kwargs else []
+        return " + ".join(parts) or "none"
     seen, todo = set(), [attention]
     while todo:  # back from `weights @ v` to the scores' masked_fill (a handful of nodes)
         node = todo.pop()
@@ -214,14 +242,18 @@ def attention_report(model: CompiledModel) -> list[AttentionReport]:
         kind = stack.attention.kind if role == "self_attn" else stack.cross_attention.kind
         graph = unit.methods["forward"].graph
         fused = [n for n in graph.nodes if n.op == "call_function" and n.target is F.scaled_dot_product_attention]
-        attention = fused[0] if fused else next(n for n in graph.nodes if n.op == "call_function"
-                                                and n.target is torch.matmul and n.meta.get("var") == "heads")
+        flex = [n for n in graph.nodes if n.op == "call_function" and n.target is ops.flex_attend]
+        attention = fused[0] if fused else flex[0] if flex else next(
+            n for n in graph.nodes if n.op == "call_function" and n.target is torch.matmul and n.meta.get("var") == "heads")
         mask = _mask_of(attention)
         site = f"{stack_name} self-attention" if role == "self_attn" else "encoder-decoder attention"
-        rows.append(AttentionReport(site, layers, kind, bool(fused), mask, stack.d_k, stack.d_v,
-                                    _gqa_backends(_backends(kind if fused else "additive", mask, stack.d_k, stack.d_v),
-                                                  attention),
-                                    grouping(stack.heads, stack.key_value_heads, attention)))
+        spec_kind = stack.attention if role == "self_attn" else stack.cross_attention
+        backends = _flex_backends() if flex else \
+            _gqa_backends(_backends(kind if fused else "additive", mask, stack.d_k, stack.d_v), attention)
+        rows.append(AttentionReport(site, layers, kind, bool(fused or flex), mask, stack.d_k, stack.d_v, backends,
+                                    grouping(stack.heads, stack.key_value_heads, attention),
+                                    kernel_of(spec_kind, model.spec.model, "sdpa" if fused else "flex" if flex
+                                              else "explicit")))
     return rows
 
 
@@ -265,11 +297,15 @@ def format_report(report: BuildReport) -> str:
     if any(row["kind"] != row["stack"] for row in report.layer_kinds):  # a stack of several layer kinds
         lines.append("  layer kinds     " + ", ".join(f"{r['stack']}: {r['layers']} x {r['kind']}"
                                                         for r in report.layer_kinds))
-    lines.append(f"  fused attention {report.fused_attention} scaled_dot_product_attention calls in forward")
+    flex = sum(a.layers for a in report.attention if a.kernel.startswith("flex"))
+    lines.append(f"  fused attention {report.fused_attention - flex} scaled_dot_product_attention calls in forward"
+                 + (f", {flex} flex_attention" if flex else ""))
     for a in report.attention:
         state = "fused" if a.fused else "explicit"
         lines.append(f"    {a.site:<26} x{a.layers:<3} {a.kind:<10} {state:<8} mask: {a.mask:<14} "
                      f"d_k={a.d_k} d_v={a.d_v}")
+        if a.kernel:
+            lines.append(f"      {'kernel':<10} {a.kernel}")
         if a.grouping and not a.grouping.startswith("multi-head"):
             lines.append(f"      {'heads':<10} {a.grouping}")
         for backend, verdict in a.backends.items():

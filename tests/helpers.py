@@ -51,7 +51,7 @@ def small(spec: nodes.Spec, factor: int = 16, vocab: int = 61, dropout: float = 
     for name in ("encoder", "decoder"):
         stack = update.get(name)
         if stack is not None and isinstance(stack.attention, nodes.Local):
-            update[name] = stack.model_copy(update={"attention": nodes.Local(window=2)})
+            update[name] = stack.model_copy(update={"attention": stack.attention.model_copy(update={"window": 2})})
         if stack is not None and isinstance(model.positions, nodes.Rope):  # a partial rotation of a pair or more
             d_k = stack.d_k
             while abs(model.positions.fraction * d_k - model.positions.dims(d_k)) > 1e-9 or \

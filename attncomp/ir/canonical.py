@@ -48,6 +48,7 @@ _SCALAR_WRITERS = {
     nodes.Fixed: lambda n: str(n.length),
     nodes.SrcPlus: lambda n: f"src + {n.offset}",
     nodes.Tolerance: _tolerance,
+    nodes.ScaleBy: lambda n: _number(n.value),
 }
 
 

@@ -25,11 +25,13 @@ def _projection(rows: int, d_in: int, d_out: int) -> int:
     return 6 * rows * d_in * d_out
 
 
-def _attention(stack: nodes.Stack, batch: int, t_q: int, t_k: int, d_memory: int) -> int:
+def _attention(stack: nodes.Stack, batch: int, t_q: int, t_k: int, d_memory: int, kind) -> int:
     """One attention sublayer: q from the stack's states, k and v from `d_memory`-wide states."""
     h, d = stack.heads, stack.d_model
     rows_q, rows_k = batch * t_q, batch * t_k
     count = _projection(rows_q, d, h * stack.d_k) + _projection(rows_q, h * stack.d_v, d)  # q_proj, o_proj
+    if getattr(kind, "gate", False):  # gate_proj, from the query's input
+        count += _projection(rows_q, d, h * stack.d_v)
     kv = stack.key_value_heads  # grouped-query attention projects fewer key/value heads; every query head still attends
     count += _projection(rows_k, d_memory, kv * stack.d_k) + _projection(rows_k, d_memory, kv * stack.d_v)
     return count + 6 * batch * h * t_q * t_k * (stack.d_k + stack.d_v)
@@ -43,9 +45,10 @@ def _relative(stack: nodes.Stack, positions, batch: int, length: int) -> int:
 
 
 def _layer(stack: nodes.Stack, batch: int, length: int, d_memory: int | None, positions=None) -> int:
-    count = _attention(stack, batch, length, length, stack.d_model) + _relative(stack, positions, batch, length)
+    count = _attention(stack, batch, length, length, stack.d_model, stack.attention) + \
+        _relative(stack, positions, batch, length)
     if d_memory is not None:  # cross-attention: memory of `length` source tokens
-        count += _attention(stack, batch, length, length, d_memory)
+        count += _attention(stack, batch, length, length, d_memory, stack.cross_attention)
     rows = batch * length
     inner = 2 if stack.gated else 1  # a gated feed-forward has two inner projections, fc1 and gate
     ffns = sum(part.kind == "ffn" for part in stack.sublayers(d_memory is not None))  # macaron: two

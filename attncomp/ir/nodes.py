@@ -43,10 +43,60 @@ Positive = Annotated[float, Field(gt=0.0, le=1e6)]
 # --- attention ------------------------------------------------------------------------------
 
 
+class RsqrtDk(Node):
+    """The paper's score scale, 1 / sqrt(d_k)."""
+
+    kind: Literal["rsqrt_d_k"] = "rsqrt_d_k"
+
+
+class NoScale(Node):
+    """Unscaled dot products (T5: the scale is folded into the initialisation of W^Q)."""
+
+    kind: Literal["none"] = "none"
+
+
+class ScaleBy(Node):
+    """A given constant multiplies the scores (Gemma 2: query_pre_attn_scalar^-0.5); written as a number."""
+
+    kind: Literal["constant"] = "constant"
+    value: Positive = Field(description="the factor on q . k")
+
+
+Scale = Annotated[Union[RsqrtDk, NoScale, ScaleBy], Field(discriminator="kind")]
+
+
+def _scale_field():
+    return Field(RsqrtDk(), json_schema_extra=LATER,
+                 description="the score scale: rsqrt_d_k (1/sqrt(d_k), the paper), none (T5), or a number (Gemma 2)")
+
+
+def _softcap_field():
+    return Field(0.0, json_schema_extra=LATER,
+                 description="soft-capping of the scores, tanh(s / c) * c (Gemma 2); 0: off")
+
+
+def _sinks_field():
+    return Field(False, json_schema_extra=LATER,
+                 description="a learned logit per head in every softmax, a key that holds no value (gpt-oss)")
+
+
+def _gate_field():
+    return Field(False, json_schema_extra=LATER,
+                 description="the heads' output gated by sigmoid(W^G x) before W^O (Qwen3-Next's gated attention)")
+
+
+Cap = Annotated[float, Field(ge=0.0, le=1e6)]
+
+
 class ScaledDot(Node):
-    """softmax(q k^T / sqrt(d_k)) v: the paper's attention (section 3.2.1)."""
+    """softmax(q k^T / sqrt(d_k)) v: the paper's attention (section 3.2.1), with its parts: the score
+    scale, soft-capping of the scores and attention sinks (each at the paper's meaning by default)."""
 
     kind: Literal["scaled_dot"] = "scaled_dot"
+    scale: Scale = _scale_field()
+    softcap: Cap = _softcap_field()
+    sinks: bool = _sinks_field()
+    gate: bool = _gate_field()
 
 
 class Additive(Node):
@@ -56,10 +106,15 @@ class Additive(Node):
 
 
 class Local(Node):
-    """Restricted self-attention (section 4): each position sees `window` positions either side."""
+    """Restricted self-attention (section 4): each position sees `window` positions either side; the
+    dot-product parts as scaled_dot's."""
 
     kind: Literal["local"] = "local"
     window: Count = Field(description="positions visible on each side (decoder: before) of a query")
+    scale: Scale = _scale_field()
+    softcap: Cap = _softcap_field()
+    sinks: bool = _sinks_field()
+    gate: bool = _gate_field()
 
 
 Attention = Annotated[Union[ScaledDot, Additive, Local], Field(discriminator="kind")]
@@ -387,7 +442,21 @@ class Rope(Node):
         return round(self.fraction * d_k)
 
 
-Positions = Annotated[Union[Sinusoidal, Learned, NoPositions, ALiBi, Relative, Rope], Field(discriminator="kind")]
+class Buckets(Node):
+    """T5's relative position bias (Raffel et al. 2020): the distance j - i falls into one of `count`
+    buckets, exact for small distances and log-spaced up to `max_distance` (farther ones share the
+    last); each bucket has a learned scalar per head, one table per stack (`relative_bias`) shared by
+    its layers, added to the self-attention scores. An encoder's buckets are bidirectional (half of
+    them for keys after the query), a decoder's causal."""
+
+    kind: Literal["buckets"] = "buckets"
+    count: Annotated[int, Field(ge=4, le=1 << 12)] = Field(32, description="buckets (T5: relative_attention_num_buckets)")
+    max_distance: Annotated[int, Field(ge=1, le=1 << 20)] = Field(
+        128, description="the distance where the log-spaced buckets end (T5: relative_attention_max_distance)")
+
+
+Positions = Annotated[Union[Sinusoidal, Learned, NoPositions, ALiBi, Relative, Rope, Buckets],
+                      Field(discriminator="kind")]
 
 
 class Dropout(Node):

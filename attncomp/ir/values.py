@@ -71,6 +71,12 @@ def _read_src_plus(raw: ast.Value, key: str):
     return None
 
 
+def _read_scale(raw: ast.Value, key: str):
+    if isinstance(raw, ast.Number) and not raw.unit:
+        return {"kind": "constant", "value": number(raw, key, integer=False)}
+    return None
+
+
 def _read_tolerance(raw: ast.Value, key: str) -> dict:
     if isinstance(raw, ast.Number):
         return {"value": number(raw, key, integer=False)}
@@ -90,6 +96,7 @@ SCALAR_TEXT = {
     nodes.Time: "a duration (30s, 10min, 2h)",
     nodes.Fixed: "a number of tokens (200)",
     nodes.SrcPlus: "src + k",
+    nodes.ScaleBy: "a number (0.0625)",
 }
 UNITS_ACCEPTED = {nodes.Steps: tuple(units.COUNT_UNITS), nodes.Time: tuple(units.TIME_UNITS),
                   nodes.Fixed: tuple(units.COUNT_UNITS)}
@@ -99,6 +106,7 @@ SCALAR_READERS = {
     nodes.Time: _read_time,
     nodes.Fixed: _read_fixed,
     nodes.SrcPlus: _read_src_plus,
+    nodes.ScaleBy: _read_scale,
 }
 
 

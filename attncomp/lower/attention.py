@@ -7,9 +7,13 @@ turns the middle of it into `scaled_dot_product_attention`.
     split heads           torch.unflatten(x, -1, (h, d)) -> torch.transpose(x, 1, 2)
     merge heads           torch.transpose(x, 1, 2) -> torch.flatten(x, -2)
     scores                torch.matmul(q, torch.transpose(k, -2, -1)) -> torch.mul(s, 1 / math.sqrt(d_k))
-    positional bias       torch.add(s, bias)  (ALiBi, relative positions; before the mask)
+                          (the spec's `scale`: a given number, or no mul at all for `scale = none`)
+    soft-capping          ops.softcap(s, cap), after the scale (`softcap`)
+    positional bias       torch.add(s, bias)  (ALiBi, relative positions, T5's buckets; before the mask)
     mask (True = hidden)  ops.hide(s, mask): -inf where hidden; a mask may be None (nothing hidden)
-    weights               torch.softmax(s, -1) -> ops.zero_rows(w, mask) where the mask has padding
+    weights               torch.softmax(s, -1) -> ops.zero_rows(w, mask) where the mask has padding;
+                          with `sinks`, ops.sink_softmax(s, sinks) for the softmax
+    gated output          torch.mul(heads, torch.sigmoid(gate_proj(x))) before o_proj (`gate`)
     dropout               F.dropout(x, p=p, training=self.training), only where p > 0
     q/k norm              call_module(q_norm, q): RMSNorm before split_heads (qk_norm = projection) or
                           after it, over d_k (qk_norm = head); then k_norm the same way
@@ -37,7 +41,7 @@ from attncomp.lower.units import Builder, Param, Unit, inv_sqrt_const, linear, n
 
 Node = fx.Node
 NAMES = {"self": "SelfAttention", "causal": "CausalSelfAttention", "cross": "CrossAttention"}
-MEMBERS = ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm", "energy", "relative_k",
+MEMBERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "q_norm", "k_norm", "energy", "sinks", "relative_k",
            "relative_v")  # registration order
 
 
@@ -87,23 +91,45 @@ def repeat_kv(b: Builder, x: Node, stack: nodes.Stack) -> Node:
     return x if groups == 1 else b.call(torch.repeat_interleave, x, groups, 1, name=x.meta["var"])
 
 
-def scores(b: Builder, q: Node, k: Node, kind: str, d_k: int) -> Node:
-    """Attention logits (B, h, Tq, Tk): scaled dot products, or the additive score v^T tanh(q + k)."""
-    if kind == "additive":
+def score_scale(kind: nodes.Attention, d_k: int) -> float | None:
+    """The factor on q . k: 1/sqrt(d_k) (the paper), a given constant, or None (unscaled, T5)."""
+    scale = getattr(kind, "scale", nodes.RsqrtDk())
+    if isinstance(scale, nodes.NoScale):
+        return None
+    return float(scale.value) if isinstance(scale, nodes.ScaleBy) else inv_sqrt_const(d_k)
+
+
+def scores(b: Builder, q: Node, k: Node, kind: nodes.Attention, d_k: int) -> Node:
+    """Attention logits (B, h, Tq, Tk): scaled (and soft-capped) dot products, or the additive score
+    v^T tanh(q + k)."""
+    if kind.kind == "additive":
         summed = b.call(torch.add, b.call(torch.unsqueeze, q, 3, name="q"), b.call(torch.unsqueeze, k, 2, name="k"),
                         name="energy")
         energy = b.param("energy", Param((q.meta["shape"][1], d_k), "normal"))
         return b.call(torch.einsum, "bhqkd,hd->bhqk", b.call(torch.tanh, summed, name="energy"), energy, name="scores")
     logits = b.call(torch.matmul, q, b.call(torch.transpose, k, -2, -1, name="k_t"), name="scores")
-    return b.call(torch.mul, logits, inv_sqrt_const(d_k), name="scores")
+    scale = score_scale(kind, d_k)
+    if scale is not None:
+        logits = b.call(torch.mul, logits, scale, name="scores")
+    if kind.softcap:
+        logits = b.call(ops.softcap, logits, kind.softcap, name="scores")
+    return logits
 
 
-def attend(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: Node, v: Node, kind: str,
-           mask: Node | None = None, padded: bool = False, positions: Node | None = None,
+def _weights(b: Builder, kind: nodes.Attention, s: Node, heads: int) -> Node:
+    """softmax over the keys; with sinks, over the keys and one learned logit per head (gpt-oss)."""
+    if not getattr(kind, "sinks", False):
+        return b.call(torch.softmax, s, -1, name="weights")
+    sinks = b.param("sinks", Param((heads,), "zeros"), name="sinks")
+    return b.call(ops.sink_softmax, s, sinks, name="weights")
+
+
+def attend(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: Node, v: Node,
+           kind: nodes.Attention, mask: Node | None = None, padded: bool = False, positions: Node | None = None,
            bias: Node | None = None) -> Node:
     """softmax(hide(scores + bias, mask)) @ v, explicitly. `padded`: the mask may hide every key of a
     query (it has padding), whose weights are then defined as 0. `positions`: relative-position indices
-    (their logit and value terms); `bias`: a float bias on the scores (ALiBi)."""
+    (their logit and value terms); `bias`: a float bias on the scores (ALiBi, T5's buckets)."""
     s = scores(b, q, k, kind, stack.d_k)
     if isinstance(arch.positions, nodes.Relative) and positions is not None:
         s = b.call(torch.add, s, bias_logits(b, arch, stack, q, positions), name="scores")
@@ -111,7 +137,7 @@ def attend(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: No
         s = b.call(torch.add, s, bias, name="scores")
     if mask is not None:
         s = b.call(ops.hide, s, mask, name="scores")
-    weights = b.call(torch.softmax, s, -1, name="weights")
+    weights = _weights(b, kind, s, stack.heads)
     if padded:
         weights = b.call(ops.zero_rows, weights, mask, name="weights")
     weights = b.dropout(weights, arch.dropout.attention, name="weights")
@@ -121,9 +147,17 @@ def attend(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: No
     return out
 
 
-def _output(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, heads: Node) -> Node:
+def _output(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, heads: Node, x: Node,
+            kind: nodes.Attention) -> Node:
+    """W^O of the merged heads; with `gate = true`, the heads first gated by sigmoid(W^G x), a gate per
+    head dimension made from the query's input (Qwen3-Next's gated attention)."""
+    merged = merge_heads(b, heads)
+    if getattr(kind, "gate", False):
+        width = stack.heads * stack.d_v
+        gate = b.leaf("gate_proj", linear(x.meta["shape"][-1], width, arch.bias.of("q")), x, name="gate")
+        merged = b.call(torch.mul, merged, b.call(torch.sigmoid, gate, name="gate"), name="heads")
     proj = linear(stack.heads * stack.d_v, stack.d_model, arch.bias.of("o"))
-    return b.leaf("o_proj", proj, merge_heads(b, heads), name="out")
+    return b.leaf("o_proj", proj, merged, name="out")
 
 
 def _mask(b: Builder, stack: nodes.Stack, x: Node, padding: Node | None, causal: bool) -> Node | None:
@@ -149,7 +183,7 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
     arch = ctx.arch
     unit = Unit(NAMES["causal" if causal else "self"],
                 "Multi-head self-attention" + (" over the keys up to each query (causal)" if causal else ""))
-    kind, d = stack.attention.kind, stack.d_model
+    kind, d = stack.attention, stack.d_model
     length = "tgt_len" if causal else "src_len"
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", length, d))
@@ -161,8 +195,8 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
     k, v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     mask = _mask(b, stack, x, padding, causal)
     heads = attend(b, arch, stack, q, k, v, kind, mask, padded=padding is not None, positions=positions,
-                   bias=positions if isinstance(arch.positions, nodes.ALiBi) else None)
-    b.output(_output(b, arch, stack, heads))
+                   bias=positions if isinstance(arch.positions, (nodes.ALiBi, nodes.Buckets)) else None)
+    b.output(_output(b, arch, stack, heads, x, kind))
     if causal:
         _self_attention_step(ctx, unit, stack)
         _empty_cache(unit, stack)
@@ -181,6 +215,8 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
     past_v = b.input("past_v", ("batch", kvh, "cache_len", stack.d_v))
     rope = b.input("rope", (2, 1, arch.positions.dims(stack.d_k))) if isinstance(arch.positions, nodes.Rope) \
         else None
+    given_bias = b.input("position_bias", (stack.heads, 1, "k_len")) if isinstance(arch.positions, nodes.Buckets) \
+        else None
     k_new, v_new = project_kv(b, arch, stack, x, d, rope)
     k = b.call(torch.cat, (past_k, k_new), 2, name="k")
     v = b.call(torch.cat, (past_v, v_new), 2, name="v")
@@ -189,12 +225,14 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
         keep = (slice(None), slice(None), slice(-(stack.attention.window + 1), None))
         seen_k = b.call(operator.getitem, k, keep, name="k")
         seen_v = b.call(operator.getitem, v, keep, name="v")
+        if given_bias is not None:
+            given_bias = b.call(operator.getitem, given_bias, keep, name="position_bias")  # (h, 1, k_len)
     q = project_q(b, arch, stack, x, rope)
     seen_k, seen_v = repeat_kv(b, seen_k, stack), repeat_kv(b, seen_v, stack)
     positions = decode_bias(b, arch, stack, x, seen_k)
-    heads = attend(b, arch, stack, q, seen_k, seen_v, stack.attention.kind, positions=positions,
-                   bias=positions if isinstance(arch.positions, nodes.ALiBi) else None)
-    b.output((_output(b, arch, stack, heads), k, v))
+    heads = attend(b, arch, stack, q, seen_k, seen_v, stack.attention, positions=positions,
+                   bias=positions if isinstance(arch.positions, nodes.ALiBi) else given_bias)
+    b.output((_output(b, arch, stack, heads, x, stack.attention), k, v))
 
 
 def _empty_cache(unit: Unit, stack: nodes.Stack) -> None:
@@ -213,7 +251,7 @@ def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     arch = ctx.arch
     unit = Unit(NAMES["cross"], "Encoder-decoder attention: queries from the decoder, keys and values from "
                 "the encoder's output")
-    kind = stack.cross_attention.kind
+    kind = stack.cross_attention
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", "tgt_len", stack.d_model))
     memory = b.input("memory", ("batch", "src_len", d_memory))
@@ -221,7 +259,7 @@ def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     k, v = project_kv(b, arch, stack, memory, d_memory)
     q = project_q(b, arch, stack, x)
     heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
-    b.output(_output(b, arch, stack, heads))
+    b.output(_output(b, arch, stack, heads, x, kind))
 
     b = Builder(unit, "kv", decoding=True)  # once per sentence, at the start of decoding
     memory = b.input("memory", ("batch", "src_len", d_memory))
@@ -234,6 +272,6 @@ def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
     q = project_q(b, arch, stack, x)
     heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
-    b.output(_output(b, arch, stack, heads))
+    b.output(_output(b, arch, stack, heads, x, kind))
     unit.reorder(MEMBERS)
     return unit

@@ -146,6 +146,127 @@ def segment_ids(tokens: Tensor, segments: Tensor | None) -> Tensor:
     return torch.zeros_like(tokens) if segments is None else segments
 
 
-def softcap(logits: Tensor, cap: float) -> Tensor:
-    """Soft-capping (Gemma 2's final logits): cap * tanh(logits / cap), smooth, within (-cap, cap)."""
-    return torch.tanh(logits / cap) * cap
+def softcap(x: Tensor, cap: float) -> Tensor:
+    """Soft-capping, tanh(x / cap) * cap (Gemma 2's attention scores and final logits): smooth, and within
+    (-cap, cap)."""
+    return torch.tanh(x / cap) * cap
+
+
+def bucket_index(q_len: int, k_len: int, count: int, max_distance: int, bidirectional: bool,
+                 device: torch.device) -> Tensor:
+    """(Tq, Tk) T5 buckets of the distances j - i, the queries the last Tq of Tk positions (transformers'
+    T5Attention._relative_position_bucket, its float32 logarithm included, so the buckets agree):
+    exact below count / 2 (of the half a direction has when bidirectional), log-spaced up to
+    max_distance, farther distances in the last bucket; causal buckets see only j <= i."""
+    keys = torch.arange(k_len, device=device)
+    distance = keys.unsqueeze(0) - keys[k_len - q_len:].unsqueeze(1)  # j - i
+    buckets = torch.zeros_like(distance)
+    if bidirectional:
+        count //= 2
+        buckets = buckets + (distance > 0).long() * count
+        distance = distance.abs()
+    else:
+        distance = -torch.clamp(distance, max=0)
+    exact = count // 2
+    large = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact)
+                     * (count - exact)).long()
+    large = torch.clamp(large, max=count - 1)
+    return buckets + torch.where(distance < exact, distance, large)
+
+
+def bucket_bias(table: Tensor) -> Tensor:
+    """A looked-up (Tq, Tk, h) bias table as the scores' (h, Tq, Tk) bias."""
+    return table.permute(2, 0, 1)
+
+
+def sink_softmax(scores: Tensor, sinks: Tensor) -> Tensor:
+    """softmax over the keys and one more logit per head that holds no value (gpt-oss's sinks):
+    the weights of the real keys, which sum to less than one."""
+    column = sinks.to(scores.dtype).view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
+    return torch.softmax(torch.cat((scores, column), dim=-1), -1)[..., :-1]
+
+
+def flex_runs(*tensors: Tensor | None) -> bool:
+    """Whether FlexAttention can serve a call on these tensors: not on the CPU where a gradient is wanted
+    (its backward has no CPU kernel), so CPU training takes the explicit form (flex_attend's rule)."""
+    return not (tensors[0].device.type == "cpu" and torch.is_grad_enabled()
+                and any(t is not None and t.requires_grad for t in tensors))
+
+
+def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0, bias: Tensor | None = None,
+                mask: Tensor | None = None, causal: bool = False, rows: bool = False,
+                sinks: Tensor | None = None, window: int | None = None) -> Tensor:
+    """Attention through FlexAttention (torch.nn.attention.flex_attention): the spec's score function
+    (soft-capping, a positional bias, a mask that hides keys: True = hidden) as its score_mod, causality as
+    its block mask (queries the last Tq of Tk positions), as is a local `window` (|i - j| <= window, and
+    j <= i when causal: ops.band_mask's keys). On the CPU where a gradient is wanted (flex_runs'
+    rule, written out here: the generated module copies this function alone) it computes the explicit
+    form instead, as the lowering writes it. `rows`: a query that sees no key gets zeros. `sinks`: a logit
+    per head in every softmax that holds no value, FlexAttention's output scaled by the log-sum-exp
+    correction exp(lse) / (exp(lse) + exp(sink)) = sigmoid(lse - sink)."""
+    offset = k.shape[2] - q.shape[2]
+    if q.device.type == "meta" or q.device.type == "cpu" and torch.is_grad_enabled() and any(
+            t is not None and t.requires_grad for t in (q, k, v, bias, sinks)):  # meta: the build report's counts
+        s = torch.mul(torch.matmul(q, torch.transpose(k, -2, -1)), scale)
+        s = torch.tanh(s / cap) * cap if cap else s
+        s = s if bias is None else torch.add(s, bias)
+        if causal or window is not None:
+            keys = torch.arange(k.shape[2], device=q.device)
+            distance = keys.unsqueeze(0) - keys[offset:].unsqueeze(1)  # j - i
+            hidden_keys = distance > 0 if causal else torch.zeros_like(distance, dtype=torch.bool)
+            hidden_keys = hidden_keys | (distance.abs() > window) if window is not None else hidden_keys
+            s = torch.masked_fill(s, hidden_keys, -math.inf)
+        s = s if mask is None else torch.masked_fill(s, mask, -math.inf)
+        if sinks is None:
+            w = torch.softmax(s, -1)
+        else:
+            column = sinks.to(s.dtype).view(1, -1, 1, 1).expand(*s.shape[:-1], 1)
+            w = torch.softmax(torch.cat((s, column), dim=-1), -1)[..., :-1]
+        if rows and mask is not None:
+            w = torch.masked_fill(w, mask.all(dim=-1, keepdim=True), 0.0)
+        return torch.matmul(w, v)
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    shape = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])  # bias and mask as views of the scores' shape
+    full_bias = None if bias is None else bias.reshape((1,) * (4 - bias.dim()) + tuple(bias.shape)).expand(shape)
+    hidden = None if mask is None else mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape)).expand(shape)
+
+    def score_mod(score, b, h, i, j):
+        if cap:
+            score = torch.tanh(score / cap) * cap
+        if full_bias is not None:
+            score = score + full_bias[b, h, i, j]
+        if hidden is not None:
+            score = torch.where(hidden[b, h, i, j], -math.inf, score)
+        return score
+
+    def visible(b, h, i, j):
+        seen = i + offset >= j if causal else torch.ones_like(i, dtype=torch.bool)
+        if window is not None:
+            seen = seen & (i + offset - j <= window) & (j - i - offset <= window)
+        return seen
+
+    blocks = create_block_mask(visible, None, None, q.shape[2], k.shape[2], device=q.device) \
+        if causal or window is not None else None
+    if sinks is None:
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)  # eager: warns
+    out, lse = flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale, return_lse=True)
+    return out * torch.sigmoid(lse - sinks.to(lse.dtype).view(1, -1, 1)).unsqueeze(-1).to(out.dtype)
+
+
+def explicit_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0, bias: Tensor | None = None,
+                    mask: Tensor | None = None, causal: bool = False, rows: bool = False,
+                    sinks: Tensor | None = None, window: int | None = None) -> Tensor:
+    """What flex_attend computes, from the lowering's own ops (the tests' reference)."""
+    s = torch.mul(torch.matmul(q, torch.transpose(k, -2, -1)), scale)
+    if cap:
+        s = softcap(s, cap)
+    if bias is not None:
+        s = torch.add(s, bias)
+    if window is not None:
+        s = hide(s, band_mask(k.shape[2], window, causal, q.device)[k.shape[2] - q.shape[2]:])
+    elif causal:
+        s = hide(s, torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1 + k.shape[2]
+                                                                                              - q.shape[2]))
+    w = torch.softmax(hide(s, mask), -1) if sinks is None else sink_softmax(hide(s, mask), sinks)
+    return torch.matmul(zero_rows(w, mask) if rows else w, v)

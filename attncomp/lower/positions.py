@@ -32,20 +32,26 @@ Node = fx.Node
 
 def acts_on_scores(arch: nodes.ModelSpec) -> bool:
     """Whether the positions reach self-attention (rope, ALiBi, relative) rather than the embeddings."""
-    return isinstance(arch.positions, (nodes.Rope, nodes.ALiBi, nodes.Relative))
+    return isinstance(arch.positions, (nodes.Rope, nodes.ALiBi, nodes.Relative, nodes.Buckets))
+
+
+def made_by_stack_in_step(arch: nodes.ModelSpec) -> bool:
+    """Whether a decode step's positions come from the stack (a rope table, T5's bias from the stack's
+    table) rather than from each attention's own keys (ALiBi, relative)."""
+    return isinstance(arch.positions, (nodes.Rope, nodes.Buckets))
 
 
 def _input_shape(arch: nodes.ModelSpec, stack: nodes.Stack, q_len, k_len) -> tuple:
     pos = arch.positions
     if isinstance(pos, nodes.Rope):
         return (2, q_len, pos.dims(stack.d_k))
-    if isinstance(pos, nodes.ALiBi):
+    if isinstance(pos, (nodes.ALiBi, nodes.Buckets)):
         return (stack.heads, q_len, k_len)
     return (q_len, k_len)
 
 
 def input_name(arch: nodes.ModelSpec) -> str:
-    return {"rope": "rope", "alibi": "alibi", "relative": "relative"}[arch.positions.kind]
+    return {"rope": "rope", "alibi": "alibi", "relative": "relative", "buckets": "position_bias"}[arch.positions.kind]
 
 
 def rope_bases(arch: nodes.ModelSpec, stack: nodes.Stack) -> tuple[float, ...]:
@@ -120,7 +126,22 @@ def for_layers(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, s
     if isinstance(pos, (nodes.ALiBi, nodes.Relative)):
         length = b.size(x, 1)
         return (score_bias(b, arch, stack, x, length, length),)
+    if isinstance(pos, nodes.Buckets):
+        length = b.size(x, 1)
+        return (bucket_bias(b, stack, pos, x, length, length if start == 0 else b.call(operator.add, start, length,
+                                                                                       name="k_len")),)
     return ()
+
+
+def bucket_bias(b: Builder, stack: nodes.Stack, pos: nodes.Buckets, like: Node, q_len, k_len) -> Node:
+    """T5's bias (h, Tq, Tk) from the stack's one table (`relative_bias`, a scalar per bucket and head),
+    for queries that are the last q_len of k_len positions: bidirectional buckets in an encoder,
+    causal in a decoder. A decode step's k_len is the cache length plus one."""
+    device = b.call(getattr, like, "device", name="device")
+    index = b.call(ops.bucket_index, q_len, k_len, pos.count, pos.max_distance, isinstance(stack, nodes.EncoderSpec),
+                   device, name="buckets")
+    table = b.leaf("relative_bias", embedding(pos.count, stack.heads), index, name="position_bias")
+    return b.call(ops.bucket_bias, table, name="position_bias")
 
 
 def score_bias(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, like: Node, q_len: Node, k_len: Node) -> Node:

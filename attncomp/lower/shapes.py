@@ -199,6 +199,11 @@ def _relative_positions(args, kwargs) -> Shape | None:
     return None if q is None or k is None else (q, k)
 
 
+def _bucket_bias(args, kwargs) -> Shape | None:
+    table = _shape(args[0])
+    return None if table is None else (table[2], table[0], table[1])
+
+
 def _repeat(args, kwargs) -> Shape | None:
     x = _shape(args[0])
     if x is None:
@@ -235,7 +240,7 @@ def _einsum(args, kwargs) -> Shape | None:
 
 RULES: dict[Any, Callable[[tuple, dict], Shape | None]] = {
     torch.add: _elementwise, torch.mul: _elementwise, torch.sub: _elementwise, operator.add: _elementwise,
-    torch.tanh: _same, torch.relu: _same, F.gelu: _same, F.silu: _same, torch.softmax: _same,
+    torch.tanh: _same, torch.sigmoid: _same, torch.relu: _same, F.gelu: _same, F.silu: _same, torch.softmax: _same,
     F.dropout: _same, torch.masked_fill: _same, ops.hide: _same, ops.zero_rows: _same, ops.rotate: _same,
     torch.logical_not: _same, ops.attend: _same,
     F.linear: _linear, torch.unflatten: _unflatten, torch.transpose: _transpose, torch.flatten: _flatten,
@@ -244,6 +249,8 @@ RULES: dict[Any, Callable[[tuple, dict], Shape | None]] = {
     ops.fully_masked_rows: _rows, torch.arange: _arange, ops.sinusoidal: _table(1),
     ops.sinusoidal_halves: _table(1), ops.rope_table: _rope_table, ops.alibi_bias: _alibi,
     ops.relative_positions: _relative_positions, ops.additive_mask: _elementwise,
+    ops.bucket_index: _relative_positions, ops.bucket_bias: _bucket_bias, ops.softcap: _same,
+    ops.sink_softmax: _same, ops.flex_attend: _sdpa,
     torch.repeat_interleave: _repeat, torch.select: _select, torch.einsum: _einsum,
 }
 METHOD_RULES: dict[str, Callable[[tuple, dict], Shape | None]] = {"new_zeros": _new_zeros}

@@ -20,7 +20,7 @@ from attncomp.lower.norms import apply_norm
 from attncomp.lower.units import Builder, Unit, linear, sqrt_const
 
 Node = fx.Node
-MEMBERS = ("pos", "embed_norm", "embed_proj", "layers", "norm")
+MEMBERS = ("pos", "relative_bias", "embed_norm", "embed_proj", "layers", "norm")
 
 
 def width(arch: nodes.ModelSpec, stack: nodes.Stack) -> int:
@@ -94,7 +94,7 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     start = b.input("start")
     start.meta["value"] = "cache_len"
     x = _embedded(b, ctx, stack, x, start)
-    rope = positions.for_layers(b, arch, stack, x, start) if isinstance(arch.positions, nodes.Rope) else ()
+    rope = positions.for_layers(b, arch, stack, x, start) if positions.made_by_stack_in_step(arch) else ()
     layers = b.layers("layers", _layer_list(ctx, stack, decoder_layer, d_memory))
     out = b.call(loops.each_layer_step, layers, x, caches, *padding, *rope, name="stepped")
     x = b.item(out, 0, "x", shape=x.meta.get("shape"))

@@ -14,7 +14,7 @@ The pattern, in canonical spelling (run `canonicalize` first on graphs from else
     w = F.dropout(w, p=p, training=t)
     o = torch.matmul(w, v)
 
-    mask (MASKS)     the scores                      SDPA's arguments
+    mask (MASKS)     the scores                      SDPA's arguments (FlexAttention: FLEX_RULES, below)
     none             s                               -
     causal           hide(s, causal_mask(T))         is_causal=True (square scores: is_causal aligns top-left)
     masked           hide(s, mask)                   attn_mask=ops.attend(mask)  (True = attend; None stays None)
@@ -95,15 +95,64 @@ def _number_scale(bindings: dict) -> bool:
     return isinstance(scale, (int, float)) and not isinstance(scale, bool)
 
 
+def _flex_rule(mask: str, scaled: bool, capped: bool, sinks: bool) -> Rule:
+    """Soft-capped scores or sinks: SDPA takes neither, FlexAttention does (ops.flex_attend: the soft-capping
+    and the bias in its score_mod, causality as its block mask, sinks by a log-sum-exp correction).
+    Without dropout only: FlexAttention has none."""
+    label = mask
+    biased, hidden, rows = mask.startswith("bias"), mask not in ("none", "bias"), mask.endswith("rows")
+    if mask.endswith("band"):
+        mask, biased, hidden = "band", mask.startswith("bias"), True
+
+    def pattern(q, k, v, scale, cap, m, bias, length, device, logits, window, back):
+        s = torch.matmul(q, torch.transpose(k, -2, -1))
+        if scaled:
+            s = torch.mul(s, scale)
+        if capped:
+            s = ops.softcap(s, cap)
+        if biased:
+            s = torch.add(s, bias)
+        if mask == "causal":
+            s = ops.hide(s, ops.causal_mask(length, device))
+        elif mask == "band":
+            s = ops.hide(s, ops.band_mask(length, window, back, device))
+        elif hidden:
+            s = ops.hide(s, m)
+        w = ops.sink_softmax(s, logits) if sinks else torch.softmax(s, -1)
+        if rows:
+            w = ops.zero_rows(w, m)
+        return torch.matmul(w, v)
+
+    def replacement(q, k, v, scale, cap, m, bias, length, device, logits, window, back):
+        kwargs = {"bias": bias} if biased else {}
+        if mask == "causal":
+            kwargs["causal"] = True
+        elif mask == "band":  # a local window: FlexAttention's block mask, as causality
+            kwargs["window"], kwargs["causal"] = window, back
+        elif hidden:
+            kwargs["mask"] = m
+        if rows:
+            kwargs["rows"] = True
+        if sinks:
+            kwargs["sinks"] = logits
+        return ops.flex_attend(q, k, v, scale if scaled else 1.0, cap if capped else 0.0, **kwargs)
+
+    name = f"flex_{label}{'_scaled' * scaled}{'_capped' * capped}{'_sinks' * sinks}"
+    return Rule(name, pattern, replacement, guard=_number_scale if scaled else lambda bindings: True)
+
+
 RULES = [_rule(mask, scaled, dropout, grouped)
          for grouped in ((True, False) if GQA else (False,))
          for mask in (("causal", "none") if grouped else MASKS)
          for scaled in (True, False) for dropout in (True, False)]
+FLEX_RULES = [_flex_rule(mask, scaled, capped, sinks) for mask in ("band", "bias_band") + MASKS
+              for scaled in (True, False)
+              for capped, sinks in ((True, False), (True, True), (False, True))]
 
 
 def fuse_attention(gm: fx.GraphModule) -> PassResult:
     """Fuse every attention a rule matches; leave the rest explicit."""
-    done = rewrite(gm.graph, RULES)
+    done = rewrite(gm.graph, RULES + FLEX_RULES)
     for _, node in done:
         node.meta["fused_attention"] = True
     if done:
@@ -127,3 +176,7 @@ def _share_masks(graph: fx.Graph) -> None:
 
 def count_fused(graph: fx.Graph) -> int:
     return sum(1 for n in graph.nodes if n.op == "call_function" and n.target is F.scaled_dot_product_attention)
+
+
+def count_flex(graph: fx.Graph) -> int:
+    return sum(1 for n in graph.nodes if n.op == "call_function" and n.target is ops.flex_attend)

@@ -57,9 +57,10 @@ class ops:
         return bias if hidden is None else bias.masked_fill(hidden, -math.inf)
 
     @staticmethod
-    def softcap(logits: Tensor, cap: float) -> Tensor:
-        """Soft-capping (Gemma 2's final logits): cap * tanh(logits / cap), smooth, within (-cap, cap)."""
-        return torch.tanh(logits / cap) * cap
+    def softcap(x: Tensor, cap: float) -> Tensor:
+        """Soft-capping, tanh(x / cap) * cap (Gemma 2's attention scores and final logits): smooth, and within
+        (-cap, cap)."""
+        return torch.tanh(x / cap) * cap
 
 
 class SelfAttention(nn.Module):
@@ -314,6 +315,6 @@ class Model(nn.Module):
         cache_len = cache.layers[0].self_attn.k.size(2)
         x, caches = self.decoder.step(self.embed(tokens), cache.layers, cache.padding_mask, cache_len)
         logits = self.output(torch.select(x, 1, -1))  # (batch, 256)
-        logits = ops.softcap(logits, 30.0)
+        logits = ops.softcap(logits, 30.0)  # (batch, 256)
         return logits, DecodingCache(cache.padding_mask, caches)
 

@@ -25,6 +25,7 @@ from tests.helpers import batch, small
 def load_module(path: Path, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as an import would: FlexAttention's tracing looks its functions' module up
     spec.loader.exec_module(module)
     return module
 

@@ -29,7 +29,8 @@ CHOICES = {
                                               "model.normalization=layernorm(gain = false, bias = false)",
                                               "model.activation=relu2"],
 }
-EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global", "electra", "t5_capped", "macaron", "modernbert"]
+EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global", "electra", "t5_capped", "macaron", "modernbert",
+            "t5", "softcap"]  # t5, softcap: attention parts
 
 
 @pytest.mark.parametrize("name", sorted(CHOICES))
