@@ -49,6 +49,9 @@ FAMILIES = {
              dict(LM, **_rope(40000.0), attention_bias=True, tie_word_embeddings=False, clip_qkv=None)),
     "gemma": ("GemmaConfig", "GemmaForCausalLM",
               dict(LM, **_rope(10000.0 * 3), rms_norm_eps=1e-5, head_dim=16, tie_word_embeddings=True)),  # gelu_pytorch_tanh
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM",  # tests/interop/test_hf_gemma2.py compares it (eager attention)
+               dict(LM, **_rope(10000.0), rms_norm_eps=1e-5, head_dim=16, query_pre_attn_scalar=24,
+                    attn_logit_softcapping=1.5, final_logit_softcapping=2.5, sliding_window=4)),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel",
              dict(vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_positions=40, n_inner=48,
                   activation_function="gelu_new", layer_norm_epsilon=1e-6, resid_pdrop=0.0, embd_pdrop=0.0,
@@ -88,7 +91,8 @@ def model(family: str, dtype=torch.float64, **changes):
     """A random model of the family, every weight (norms and biases too) away from its initial value."""
     config_class, model_class, values = FAMILIES[family]
     config = getattr(transformers, config_class)(**{**values, **changes})
-    config._attn_implementation = "sdpa"  # eager attention's softmax may run in float32
+    # eager attention's softmax may run in float32; Gemma 2 has no other (test_hf_gemma2.py keeps it in float64)
+    config._attn_implementation = "eager" if family == "gemma2" else "sdpa"
     torch.manual_seed(0)
     hf = getattr(transformers, model_class)(config).eval()
     with torch.no_grad():

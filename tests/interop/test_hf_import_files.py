@@ -92,6 +92,7 @@ REFUSALS = {
     "bert": (dict(position_embedding_type="relative_key"), "position_embedding_type"),
     "bart": (dict(activation_function="tanh"), "activation 'tanh'"),
     "gemma": (dict(hidden_act="relu"), "hidden_act 'relu'"),
+    "gemma2": (dict(layer_types=["full_attention", "sliding_attention"]), "layer_types full_attention/sliding"),
     "olmo": (dict(clip_qkv=8.0), "clip_qkv"),
     "electra": (dict(hidden_act="tanh"), "hidden_act 'tanh'"),
 }
@@ -109,7 +110,7 @@ def test_what_the_language_lacks_is_refused_in_one_line(family, tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("model_type", ["t5", "gemma2", "gptj", "bloom"])
+@pytest.mark.parametrize("model_type", ["t5", "gemma3", "gptj", "bloom"])
 def test_families_without_an_equivalent_are_refused_by_name(model_type, llama_dir, tmp_path, capsys):
     directory = _copy(llama_dir, tmp_path)
     (directory / "config.json").write_text(json.dumps({"model_type": model_type}))

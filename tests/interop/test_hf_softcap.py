@@ -1,8 +1,9 @@
 """Final-logit soft-capping equals transformers' Gemma2ForCausalLM in float64: a spec with
 `logit_softcap`, sandwich norms with Gemma's (1 + w) RMSNorm, the tanh GeGLU and alternating local and
-global layers, its weights mapped here. Gemma 2's attention soft-capping is not a spec choice yet (issue
-25's next part opens attention), so the model is made with attn_logit_softcapping = None, and with
-query_pre_attn_scalar = head_dim (the default score scale); the family stays refused for import."""
+global layers, its weights mapped here by hand. The model is made with attn_logit_softcapping = None and
+query_pre_attn_scalar = head_dim (the default score scale), so this spec isolates the final cap;
+tests/interop/test_hf_gemma2.py imports a Gemma 2 with both caps and its own score scale through the
+family table."""
 
 from __future__ import annotations
 

@@ -275,3 +275,66 @@ FALCON = FamilyEntry(
              "num_ln_in_parallel_attn = 2 without new_decoder_architecture")),
     folded="query_key_value split into q, k, v (kv-group layout: each group's queries, then its key and value)",
     prefix="transformer")
+
+
+# --- Gemma 2: sandwich norms, soft-capped attention and logits, alternating local and global layers ---------------
+
+def _gemma2_scores(config) -> str:
+    """The parts every Gemma 2 attention shares: scores times query_pre_attn_scalar^-0.5 (as HF's
+    Gemma2Attention.scaling computes it), soft-capped where attn_logit_softcapping is set."""
+    parts = [f"scale = {float(config.query_pre_attn_scalar) ** -0.5!r}"]
+    if config.attn_logit_softcapping is not None:
+        parts.append(f"softcap = {float(config.attn_logit_softcapping)!r}")
+    return ", ".join(parts)
+
+
+def _gemma2_pattern(config) -> str | None:
+    """'local', 'global' (every layer one kind) or 'alternating' (sliding at even indices, full at odd: Gemma
+    2's layer_types); None for any other layer_types."""
+    kinds = list(config.layer_types or ())
+    if kinds and all(k == "sliding_attention" for k in kinds):
+        return "local"
+    if all(k == "full_attention" for k in kinds):
+        return "global"
+    if kinds == ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(len(kinds))]:
+        return "alternating" if len(kinds) > 1 else "local"
+    return None
+
+
+def _gemma2_stack_attention(config) -> str:
+    if _gemma2_pattern(config) == "global":
+        return f"scaled_dot({_gemma2_scores(config)})"
+    return f"local(window = {config.sliding_window - 1}, {_gemma2_scores(config)})"  # HF: i - j < W
+
+
+def _gemma2_global(value):
+    """A key of the `layer global` kind (the odd layers' full attention), only where layers alternate."""
+    return lambda c: (value(c) if callable(value) else value) if _gemma2_pattern(c) == "alternating" else None
+
+
+def _gemma2_softcap(config):
+    cap = config.final_logit_softcapping
+    return float(cap) if cap is not None else None
+
+
+GEMMA2 = _llama_like(
+    "gemma2", "Gemma2Config", "Gemma2ForCausalLM",
+    spec={"decoder.activation": lambda c: _GATED.get(c.hidden_activation), "scale_embeddings": True,
+          "decoder.normalization": "rmsnorm(offset = 1)", "decoder.norm": "sandwich",
+          "logit_softcap": _gemma2_softcap, "decoder.attention": _gemma2_stack_attention,
+          "decoder.layer.global.start": _gemma2_global(1), "decoder.layer.global.every": _gemma2_global(2),
+          "decoder.layer.global.attention": _gemma2_global(lambda c: f"scaled_dot({_gemma2_scores(c)})")},
+    renames=((r"model\.layers\.(\d+)\.input_layernorm\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
+             (r"model\.layers\.(\d+)\.post_attention_layernorm\.(weight|bias)",
+              r"decoder.layers.\1.self_attn_output_norm.\2"),
+             (r"model\.layers\.(\d+)\.pre_feedforward_layernorm\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2"),
+             (r"model\.layers\.(\d+)\.post_feedforward_layernorm\.(weight|bias)",
+              r"decoder.layers.\1.ffn_output_norm.\2")),
+    activation=(lambda c: c.hidden_activation not in _GATED,
+                lambda c: f"hidden_activation {c.hidden_activation!r} (Gemma 2's gated feed-forward has "
+                          f"{', '.join(_GATED)})"),
+    refuse=((lambda c: _gemma2_pattern(c) is None,
+             lambda c: "layer_types " + "/".join(c.layer_types) + " (attncomp's layer kinds repeat every N layers "
+                       "from a start; Gemma 2's alternate sliding, full)"),
+            (lambda c: _gemma2_pattern(c) != "global" and not c.sliding_window,
+             "sliding layers without a sliding_window")))

@@ -1,0 +1,121 @@
+"""Gemma 2 as a spec: a tiny random Gemma2ForCausalLM with attention and final-logit soft-capping on, a
+query_pre_attn_scalar other than head_dim (the score scale is its ^-0.5), a sliding window shorter than
+the sequences, kv heads below heads and a non-default eps, imported by `attncomp import` through the
+family table (attncomp/interop/families/decoders.py, GEMMA2), has logits equal to transformers' in
+float64 (1e-12 relative to the logits' scale), fused and unfused, and cached decoding step by step equal
+to them; `attncomp export --format hf` gives every tensor back bit for bit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attncomp
+from attncomp.cli.main import run
+from attncomp.interop import hf_import
+from attncomp.passes import DEFAULT_PASSES
+from tests.interop import hf_models
+
+transformers = pytest.importorskip("transformers")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+TOLERANCE = 1e-12
+WINDOW = 4  # HF's sliding_window: query i sees keys j with i - j < 4
+CONFIG = dict(vocab_size=hf_models.VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+              intermediate_size=48, num_hidden_layers=4, max_position_embeddings=64, query_pre_attn_scalar=24,
+              attn_logit_softcapping=1.5, final_logit_softcapping=2.5, sliding_window=WINDOW, rms_norm_eps=1e-5,
+              rope_parameters={"rope_type": "default", "rope_theta": 20000.0}, hidden_activation="gelu_pytorch_tanh",
+              tie_word_embeddings=True, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _eager_in_float64(module, query, key, value, attention_mask, dropout=0.0, scaling=None, softcap=None, **kwargs):
+    """transformers' Gemma 2 eager attention (scale, soft-cap, mask, softmax) without the float32 upcast
+    of its softmax, so the comparison measures the architecture."""
+    from transformers.models.gemma2.modeling_gemma2 import repeat_kv
+
+    key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if softcap is not None:
+        weights = torch.tanh(weights / softcap) * softcap
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = torch.softmax(weights, dim=-1)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+def _hf(monkeypatch, **changes):
+    config = transformers.Gemma2Config(**{**CONFIG, **changes})
+    config._attn_implementation = "eager"
+    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward", _eager_in_float64)
+    torch.manual_seed(0)
+    hf = transformers.Gemma2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            p.add_(torch.randn_like(p) * (0.3 if "norm" in name else 0.1))
+    hf = hf.to(torch.float64)
+    hf_models.float64_exact(monkeypatch, hf)
+    return hf
+
+
+def _tokens(b: int, t: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(3, hf_models.VOCAB, (b, t), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("passes", ["fused", "unfused"])
+def test_gemma2_logits_and_cached_decoding_equal_transformers(passes, tmp_path, monkeypatch):
+    hf = _hf(monkeypatch)
+    assert hf.config.layer_types == ["sliding_attention", "full_attention"] * 2
+    imported = hf_import.import_directory(hf_models.save(hf, tmp_path / "gemma2"))
+    text = imported.spec_text
+    assert "local(window = 3, scale = 0.2041241452319315, softcap = 1.5)" in text  # 24^-0.5, not 16^-0.5
+    assert "logit_softcap = 2.5" in text and "decoder.norm = sandwich" in text
+    ours = attncomp.compile(imported.spec, passes=DEFAULT_PASSES if passes == "fused" else (),
+                            dtype=torch.float64).eval()
+    ours.load_state_dict(imported.weights, strict=True)
+    tokens = _tokens(2, 3 * WINDOW + 1)  # well past the window
+    with torch.no_grad():
+        expected = hf(tokens).logits
+        scale = expected.abs().max()
+        assert ((ours(tokens) - expected).abs().max() / scale) < TOLERANCE
+        cache = ours.init_cache(tokens)
+        for t in range(tokens.shape[1]):
+            step, cache = ours.decode_step(tokens[:, t: t + 1], cache)
+            assert ((step - expected[:, t]).abs().max() / scale) < TOLERANCE, t
+
+
+def test_the_soft_caps_scale_and_window_each_matter(tmp_path, monkeypatch):
+    """Each distinctive choice changes the logits: the comparison above would see a wrong one."""
+    hf = _hf(monkeypatch)
+    tokens = _tokens(2, 3 * WINDOW + 1)
+    with torch.no_grad():
+        expected = hf(tokens).logits
+        for changes in (dict(attn_logit_softcapping=None), dict(final_logit_softcapping=None),
+                        dict(query_pre_attn_scalar=16), dict(sliding_window=64)):
+            assert (_hf(monkeypatch, **changes)(tokens).logits - expected).abs().max() > 1e-3, changes
+
+
+def test_gemma2_export_gives_every_tensor_back(tmp_path, monkeypatch):
+    hf = _hf(monkeypatch)
+    source = hf_models.save(hf, tmp_path / "source")
+    assert run(["import", str(source), "--out", str(tmp_path / "imported")]) == 0
+    assert run(["export", str(tmp_path / "imported" / "checkpoint.pt"), "--format", "hf",
+                "-o", str(tmp_path / "exported")]) == 0
+    original = safetensors_torch.load_file(source / "model.safetensors")
+    exported = safetensors_torch.load_file(tmp_path / "exported" / "model.safetensors")
+    assert set(original) == set(exported)
+    for name, tensor in original.items():
+        assert exported[name].dtype == tensor.dtype and torch.equal(exported[name], tensor), name
+    back = transformers.Gemma2ForCausalLM.from_pretrained(tmp_path / "exported", dtype=torch.float64).eval()
+    back.config._attn_implementation = "eager"
+    hf_models.float64_exact(monkeypatch, back)
+    tokens = _tokens(2, 3 * WINDOW + 1)
+    with torch.no_grad():
+        assert (back(tokens).logits - hf(tokens).logits).abs().max() < TOLERANCE
