@@ -119,3 +119,34 @@ def test_gemma2_export_gives_every_tensor_back(tmp_path, monkeypatch):
     tokens = _tokens(2, 3 * WINDOW + 1)
     with torch.no_grad():
         assert (back(tokens).logits - hf(tokens).logits).abs().max() < TOLERANCE
+
+
+def test_a_gemma2_spec_written_by_hand_exports_to_gemma2(sample_data, tmp_path, monkeypatch):
+    """specs/examples/softcap.attn (scale 0.125, attention soft-cap 50, local window 16 and global layers)
+    with Gemma 2's sandwich norms, embedding scale and a final cap, trained by attncomp rather than imported:
+    `--format hf` finds Gemma 2 (query_pre_attn_scalar 64, sliding_window 17), and transformers' model of
+    the written directory has attncomp's logits in float64 past the window."""
+    from attncomp import checkpoint
+    from tests.conftest import ROOT
+    from tests.interop.conftest import random_checkpoint
+
+    path = random_checkpoint(sample_data, tmp_path / "gemma2.pt", spec_path=ROOT / "specs/examples/softcap.attn",
+                             sets=("model.scale_embeddings=true", "model.decoder.norm=sandwich",
+                                   "model.logit_softcap=30", "model.decoder.attention=local(window = 3, "
+                                   "scale = 0.125, softcap = 5)",
+                                   "model.decoder.layer.global.attention=scaled_dot(scale = 0.125, softcap = 5)"))
+    assert run(["export", str(path), "--format", "hf", "--out", str(tmp_path / "hf")]) == 0
+    config = hf_models.read_json(tmp_path / "hf" / "config.json")
+    assert config["model_type"] == "gemma2" and config["query_pre_attn_scalar"] == 64
+    assert config["sliding_window"] == 4 and config["attn_logit_softcapping"] == 5.0
+    found = checkpoint.load(path)
+    ours = attncomp.compile(checkpoint.stored_spec(found), dtype=torch.float64).eval()
+    ours.load_state_dict(found.model)
+    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward", _eager_in_float64)
+    hf = transformers.Gemma2ForCausalLM.from_pretrained(tmp_path / "hf", dtype=torch.float64,
+                                                        attn_implementation="eager").eval()
+    hf_models.float64_exact(monkeypatch, hf)
+    tokens = torch.randint(5, 256, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = hf(tokens).logits
+        assert ((ours(tokens) - expected).abs().max() / expected.abs().max()) < TOLERANCE

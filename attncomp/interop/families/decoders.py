@@ -281,11 +281,18 @@ FALCON = FamilyEntry(
 
 def _gemma2_scores(config) -> str:
     """The parts every Gemma 2 attention shares: scores times query_pre_attn_scalar^-0.5 (as HF's
-    Gemma2Attention.scaling computes it), soft-capped where attn_logit_softcapping is set."""
-    parts = [f"scale = {float(config.query_pre_attn_scalar) ** -0.5!r}"]
+    Gemma2Attention.scaling computes it; the default rsqrt_d_k where query_pre_attn_scalar is head_dim),
+    soft-capped where attn_logit_softcapping is set."""
+    parts = [] if config.query_pre_attn_scalar == head_dim(config) else \
+        [f"scale = {float(config.query_pre_attn_scalar) ** -0.5!r}"]
     if config.attn_logit_softcapping is not None:
         parts.append(f"softcap = {float(config.attn_logit_softcapping)!r}")
     return ", ".join(parts)
+
+
+def _gemma2_kind(kind: str, config, window: str = "") -> str:
+    parts = ", ".join(p for p in (window, _gemma2_scores(config)) if p)
+    return f"{kind}({parts})" if parts else kind
 
 
 def _gemma2_pattern(config) -> str | None:
@@ -303,8 +310,8 @@ def _gemma2_pattern(config) -> str | None:
 
 def _gemma2_stack_attention(config) -> str:
     if _gemma2_pattern(config) == "global":
-        return f"scaled_dot({_gemma2_scores(config)})"
-    return f"local(window = {config.sliding_window - 1}, {_gemma2_scores(config)})"  # HF: i - j < W
+        return _gemma2_kind("scaled_dot", config)
+    return _gemma2_kind("local", config, f"window = {config.sliding_window - 1}")  # HF: i - j < W
 
 
 def _gemma2_global(value):
@@ -317,13 +324,37 @@ def _gemma2_softcap(config):
     return float(cap) if cap is not None else None
 
 
+def _gemma2_config(model) -> dict:
+    """The Gemma2Config of a spec (the family's spec of it is compared with the model, so a spec that is
+    not Gemma 2's is refused there): the stack's attention gives the window, scale and soft-cap, a layer
+    kind of scaled_dot every second layer from 1 the alternation."""
+    values = _without("mlp_bias")(model)
+    dec = model.decoder
+    attention = dec.attention
+    values["hidden_activation"] = {"geglu_tanh": "gelu_pytorch_tanh", "swiglu": "silu"}[dec.activation]
+    values["final_logit_softcapping"] = model.logit_softcap
+    values["attn_logit_softcapping"] = attention.softcap or None
+    scale = attention.scale
+    if scale.kind == "rsqrt_d_k":
+        values["query_pre_attn_scalar"] = dec.d_k
+    else:  # a constant c = q^-0.5: the integer q where it gives c back exactly
+        q = scale.value ** -2
+        values["query_pre_attn_scalar"] = round(q) if float(round(q)) ** -0.5 == scale.value else q
+    local = attention.kind == "local"
+    if local:
+        values["sliding_window"] = attention.window + 1
+    if not dec.layer:
+        values["layer_types"] = [("sliding_attention" if local else "full_attention")] * dec.layers
+    return values
+
+
 GEMMA2 = _llama_like(
     "gemma2", "Gemma2Config", "Gemma2ForCausalLM",
     spec={"decoder.activation": lambda c: _GATED.get(c.hidden_activation), "scale_embeddings": True,
           "decoder.normalization": "rmsnorm(offset = 1)", "decoder.norm": "sandwich",
           "logit_softcap": _gemma2_softcap, "decoder.attention": _gemma2_stack_attention,
           "decoder.layer.global.start": _gemma2_global(1), "decoder.layer.global.every": _gemma2_global(2),
-          "decoder.layer.global.attention": _gemma2_global(lambda c: f"scaled_dot({_gemma2_scores(c)})")},
+          "decoder.layer.global.attention": _gemma2_global(lambda c: _gemma2_kind("scaled_dot", c))},
     renames=((r"model\.layers\.(\d+)\.input_layernorm\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
              (r"model\.layers\.(\d+)\.post_attention_layernorm\.(weight|bias)",
               r"decoder.layers.\1.self_attn_output_norm.\2"),
@@ -337,4 +368,5 @@ GEMMA2 = _llama_like(
              lambda c: "layer_types " + "/".join(c.layer_types) + " (attncomp's layer kinds repeat every N layers "
                        "from a start; Gemma 2's alternate sliding, full)"),
             (lambda c: _gemma2_pattern(c) != "global" and not c.sliding_window,
-             "sliding layers without a sliding_window")))
+             "sliding layers without a sliding_window")),
+    config_of=_gemma2_config)
