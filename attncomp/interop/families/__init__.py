@@ -13,8 +13,8 @@ from attncomp.interop.families.encoders import BERT, DISTILBERT, ELECTRA, ROBERT
 from attncomp.interop.families.seq2seq import BART, M2M100, MARIAN, MBART
 
 IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, M2M100, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2, STABLELM,
-                                      GEMMA, GEMMA2, GPT2, GPT_NEOX, PHI, FALCON, BERT, ROBERTA, XLM_ROBERTA, DISTILBERT,
-                                      ELECTRA)}
+                                      GEMMA, GEMMA2, GPT2, GPT_NEOX, PHI, FALCON, BERT, ROBERTA, XLM_ROBERTA,
+                                      DISTILBERT, ELECTRA)}
 
 # model_type -> what has no spec equivalent (refused before anything else is read)
 REFUSED = {

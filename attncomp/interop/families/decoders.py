@@ -1,4 +1,4 @@
-"""Decoder-only families: LLaMA and its relatives (Mistral, Qwen2, Qwen3, OLMo, OLMo 2, StableLM, Gemma),
+"""Decoder-only families: LLaMA and its relatives (Mistral, Qwen2, Qwen3, OLMo, OLMo 2, StableLM, Gemma, Gemma 2),
 GPT-2, GPT-NeoX, and the parallel-block Phi and Falcon."""
 
 from __future__ import annotations
