@@ -368,5 +368,7 @@ GEMMA2 = _llama_like(
              lambda c: "layer_types " + "/".join(c.layer_types) + " (attncomp's layer kinds repeat every N layers "
                        "from a start; Gemma 2's alternate sliding, full)"),
             (lambda c: _gemma2_pattern(c) != "global" and not c.sliding_window,
-             "sliding layers without a sliding_window")),
+             "sliding layers without a sliding_window"),
+            (lambda c: getattr(c, "use_bidirectional_attention", False),
+             "use_bidirectional_attention (a decoder stack's self-attention is causal)")),
     config_of=_gemma2_config)
