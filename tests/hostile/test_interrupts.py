@@ -18,9 +18,13 @@ from attncomp.cli.main import run
 ELASTIC_AND_STOP = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGQUIT)
 
 
-def interrupted_at(argv: list[str], line: str, delay: float, cwd: Path, timeout: float = 240) -> tuple[int, str]:
-    """Run `attncomp ARGV`, send SIGINT to its process group `delay` s after a line holding `line`."""
-    child = subprocess.Popen([sys.executable, "-m", "attncomp.cli.main", *argv], cwd=cwd, stdout=subprocess.PIPE,
+def interrupted_at(argv: list[str], line: str, delay: float, cwd: Path, timeout: float = 240,
+                   prelude: str = "") -> tuple[int, str]:
+    """Run `attncomp ARGV`, send SIGINT to its process group `delay` s after a line holding `line`.
+    `prelude`: Python run in the child before the command (the test's own way to hold a phase open)."""
+    command = [sys.executable, "-m", "attncomp.cli.main", *argv] if not prelude else \
+        [sys.executable, "-c", prelude + "\nimport sys\nfrom attncomp.cli.main import run\n" f"sys.exit(run({argv!r}))"]
+    child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True,
                              env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})  # each line as printed
     seen, sent = [], False
@@ -52,7 +56,11 @@ def test_ctrl_c_while_a_sweep_scores_a_row_stops_it_and_keeps_the_trained_row(tm
     out = tmp_path / "sweep"
     argv = ["sweep", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]), "--steps", "1",
             "--bleu-sentences", "1000", "--out", str(out)]  # scoring: seconds, for the signal to land in
-    code, output = interrupted_at(argv, "done: ", 0.05, tmp_path)  # train's last line: scoring starts
+    # scoring a tiny row takes milliseconds, less than a loaded machine takes to pass the signal on: the
+    # child's scoring waits 60 s first, so the Ctrl-C sent after train's last line lands inside it
+    hold = "import time\nfrom attncomp.sweep import run\nscore = run.score_row\n" \
+           "run.score_row = lambda *a, **k: (time.sleep(60), score(*a, **k))[1]"
+    code, output = interrupted_at(argv, "done: ", 0.05, tmp_path, prelude=hold)  # train's last line: scoring starts
     assert code == 130 and output.rstrip().endswith("interrupted"), output
     assert "Traceback" not in output and "internal error" not in output and "not a readable" not in output, output
     assert "sweep: tiny:" not in output  # stopped while scoring
