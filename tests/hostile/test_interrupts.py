@@ -18,13 +18,19 @@ from attncomp.cli.main import run
 ELASTIC_AND_STOP = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGQUIT)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupted_at(argv: list[str], line: str, delay: float, cwd: Path, timeout: float = 240,
                    prelude: str = "") -> tuple[int, str]:
     """Run `attncomp ARGV`, send SIGINT to its process group `delay` s after a line holding `line`.
     `prelude`: Python run in the child before the command (the test's own way to hold a phase open)."""
     command = [sys.executable, "-m", "attncomp.cli.main", *argv] if not prelude else \
         [sys.executable, "-c", prelude + "\nimport sys\nfrom attncomp.cli.main import run\n" f"sys.exit(run({argv!r}))"]
-    child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
+    # SIGINT as a terminal's child has it: pytest-xdist's workers ignore SIGINT, and an ignored signal stays
+    # ignored in a child (Python then installs no KeyboardInterrupt handler), which a user's shell never does
+    child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, preexec_fn=_default_sigint,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True,
                              env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})  # each line as printed
     seen, sent = [], False
@@ -56,9 +62,7 @@ def test_ctrl_c_while_a_sweep_scores_a_row_stops_it_and_keeps_the_trained_row(tm
     out = tmp_path / "sweep"
     argv = ["sweep", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]), "--steps", "1",
             "--bleu-sentences", "1000", "--out", str(out)]
-    # the Ctrl-C is sent once the child's scoring has begun: a prelude makes score_row say so and wait 60 s.
-    # (Sent right after train's last line, "done: ...", it sometimes reached the launcher while it still
-    # waited for the finished worker, and was lost there: the sweep went on and exited 0. Open, issue 23.)
+    # the Ctrl-C is sent once the child's scoring has begun: a prelude makes score_row say so and wait 60 s
     hold = "import time\nfrom attncomp.sweep import run\nscore = run.score_row\n" \
            "def held(*a, **k):\n    print('scoring begins', flush=True)\n    time.sleep(60)\n" \
            "    return score(*a, **k)\nrun.score_row = held"
