@@ -102,9 +102,13 @@ def _backends(kind: str, mask: str, d_k: int, d_v: int) -> dict[str, str]:
     return {"flash": "; ".join(flash) or "yes", "efficient": "; ".join(efficient) or "yes", "math": "yes"}
 
 
-def _flex_backends() -> dict[str, str]:
-    return {"flex": "yes: FlexAttention with the spec's score_mod (and a causal block mask); CPU training "
-                    "takes the explicit form (no CPU backward)"}
+def _flex_backends(d_k: int, d_v: int) -> dict[str, str]:
+    """ops.flex_attend's rule: FlexAttention under torch.compile, for heads at least 16 wide."""
+    if min(d_k, d_v) < 16:
+        return {"flex": f"no: heads narrower than 16 (here {d_k}, {d_v}) take the explicit form (Inductor's "
+                        "FlexAttention kernel needs 16)"}
+    return {"flex": "yes, under torch.compile: FlexAttention with the spec's score_mod (and a causal block "
+                    "mask); uncompiled, and CPU training (no CPU backward), take the explicit form"}
 
 
 def kernel_of(kind, arch: nodes.ModelSpec, got: str) -> str:
@@ -248,7 +252,7 @@ def attention_report(model: CompiledModel) -> list[AttentionReport]:
         mask = _mask_of(attention)
         site = f"{stack_name} self-attention" if role == "self_attn" else "encoder-decoder attention"
         spec_kind = stack.attention if role == "self_attn" else stack.cross_attention
-        backends = _flex_backends() if flex else \
+        backends = _flex_backends(stack.d_k, stack.d_v) if flex else \
             _gqa_backends(_backends(kind if fused else "additive", mask, stack.d_k, stack.d_v), attention)
         rows.append(AttentionReport(site, layers, kind, bool(fused or flex), mask, stack.d_k, stack.d_v, backends,
                                     grouping(stack.heads, stack.key_value_heads, attention),

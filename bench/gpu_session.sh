@@ -13,7 +13,9 @@
 #   train-compile   the same with --compile (compiling takes minutes: give it TRAIN_MINUTES=5 TRAIN_LIMIT=330)
 #   real      bench/throughput.py --real-only: the runner's real batches, eager and compiled, one spec
 #   updates   bench/compile_updates.py: each of the first compiled updates, which compiled and why, one spec
-#   profile   bench/profile_step.py: the GPU kernels of one configuration's step (CONFIG, default attncomp), SPEC
+#   profile   bench/profile_step.py: the GPU kernels of each configuration's step (CONFIG, comma-separated;
+#             default attncomp), SPEC; ROWS kernels (40); TRACE=1 also writes each trace
+#   flex      bench/flex.py: FlexAttention against the explicit form in bf16 (error, ms) for each composition
 #   loss      bench/loss.py: the plain and the fused projection + loss alone, base and big widths
 #   decode    `attncomp eval` of a bench/quality.py checkpoint on the de-en test set: BLEU and sentences/s
 #
@@ -56,8 +58,13 @@ for stage in "$@"; do
                --configs "${CONFIGS:-attncomp + compile,nn.Transformer + loss compiled,attncomp,nn.Transformer,attncomp unfused,attncomp - fuse_qkv,attncomp - fused loss,attncomp - dense graph,naive,attncomp + compile + CUDA graphs,nn.Transformer + compile}" \
                --json "$out/throughput-$spec.json" 2>&1 | tee "$out/throughput-$spec.log"
            done ;;
-    profile) timeout 240 python3 bench/profile_step.py --spec "${SPEC:-base}" --config "${CONFIG:-attncomp}" \
-               --trace "$out/profile-${SPEC:-base}.json.gz" 2>&1 | tee "$out/profile-${SPEC:-base}.log" ;;
+    profile) IFS=, read -ra configs <<< "${CONFIG:-attncomp}"
+             for config in "${configs[@]}"; do
+               name=profile-${SPEC:-base}-$(echo "$config" | tr -c 'a-zA-Z0-9\n' '-')
+               timeout 240 python3 bench/profile_step.py --spec "${SPEC:-base}" --config "$config" \
+                 --rows "${ROWS:-40}" ${TRACE:+--trace "$out/$name.json.gz"} 2>&1 | tee "$out/$name.log"
+             done ;;
+    flex) timeout "${FLEX_LIMIT:-200}" python3 bench/flex.py --json "$out/flex.json" 2>&1 | tee "$out/flex.log" ;;
     loss) for d in 512 1024; do
             timeout 120 python3 bench/loss.py --device cuda --tokens 25000 --d-model $d 2>&1 | tee "$out/loss-$d.log"
           done ;;
@@ -72,7 +79,7 @@ for stage in "$@"; do
               timeout "${DECODE_LIMIT:-240}" $attncomp eval "$CKPT" --src "$SRC" --ref "$REF" --device cuda --json \
                 --batch-tokens $tokens --output "$out/decode.hyp" 2>&1 | tee "$out/decode-$tokens.json"
             done ;;
-    *) echo "unknown stage $stage (tests table eager compile real updates profile loss train train-compile decode)" >&2 ;;
+    *) echo "unknown stage $stage (tests table eager compile real updates profile flex loss train train-compile decode)" >&2 ;;
   esac
 done
 echo "=== done $(date +%T)"

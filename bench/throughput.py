@@ -14,6 +14,7 @@ Configurations:
     attncomp                    all passes, fused projection + loss, mask-free graph (no padding here)
     attncomp + compile          the same under torch.compile
     attncomp + compile + CUDA graphs   torch.compile(mode="reduce-overhead"): the step replayed as CUDA graphs
+    attncomp + compile - fused loss    the compiled step with the plain projection + loss (inductor fuses it)
     attncomp - fuse_qkv         ablations: each one optimisation taken out of "attncomp"
     attncomp - fused loss
     attncomp - dense graph
@@ -43,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 CONFIGS = ["attncomp unfused", "attncomp", "attncomp + compile", "attncomp + compile + CUDA graphs",
+           "attncomp + compile - fused loss",
            "attncomp - fuse_qkv", "attncomp - fused loss", "attncomp - dense graph", "naive", "nn.Transformer",
            "nn.Transformer + compile", "nn.Transformer + loss compiled"]
 TINY = ["model.d_model=64", "model.heads=4", "model.d_ff=128", "model.layers=2", "model.vocab=shared(300)"]
@@ -173,7 +175,7 @@ def build(config: str, spec, batch: dict, device: torch.device) -> Callable[[], 
         passes = () if config == "attncomp unfused" else \
             tuple(p for p in DEFAULT_PASSES if not (config == "attncomp - fuse_qkv" and p == "fuse_qkv"))
         model = compile_spec(spec, passes=passes, device=device).train()
-        fused_loss = config not in ("attncomp unfused", "attncomp - fused loss")
+        fused_loss = config not in ("attncomp unfused", "attncomp - fused loss", "attncomp + compile - fused loss")
         dense = config not in ("attncomp unfused", "attncomp - dense graph")
         step_module = TrainStep(model, eps, fused_loss=fused_loss)
         run = step_module

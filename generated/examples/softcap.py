@@ -53,14 +53,20 @@ class ops:
         """Attention through FlexAttention (torch.nn.attention.flex_attention): the spec's score function
         (soft-capping, a positional bias, a mask that hides keys: True = hidden) as its score_mod, causality as
         its block mask (queries the last Tq of Tk positions), as is a local `window` (|i - j| <= window, and
-        j <= i when causal: ops.band_mask's keys). On the CPU where a gradient is wanted (flex_runs'
-        rule, written out here: the generated module copies this function alone) it computes the explicit
-        form instead, as the lowering writes it. `rows`: a query that sees no key gets zeros. `sinks`: a logit
+        j <= i when causal: ops.band_mask's keys). FlexAttention runs under torch.compile, where it is one
+        fused kernel; uncompiled, and on the CPU where a gradient is wanted (flex_runs' rule, written out
+        here: the generated module copies this function alone), this computes the explicit form instead, as
+        the lowering writes it: uncompiled FlexAttention is PyTorch's unfused reference, which materialises
+        the scores too (and under PyTorch 2.11 fails to trace a score function that reads a float). Heads
+        narrower than 16 take the explicit form too: Inductor's FlexAttention kernel needs d_k, d_v >= 16.
+        `rows`: a query that sees no key gets zeros. `sinks`: a logit
         per head in every softmax that holds no value, FlexAttention's output scaled by the log-sum-exp
         correction exp(lse) / (exp(lse) + exp(sink)) = sigmoid(lse - sink)."""
         offset = k.shape[2] - q.shape[2]
-        if q.device.type == "meta" or q.device.type == "cpu" and torch.is_grad_enabled() and any(
-                t is not None and t.requires_grad for t in (q, k, v, bias, sinks)):  # meta: the build report's counts
+        if q.device.type == "meta" or not torch.compiler.is_compiling() or min(q.shape[-1], v.shape[-1]) < 16 or \
+                q.device.type == "cpu" and torch.is_grad_enabled() and any(
+                    t is not None and t.requires_grad for t in (q, k, v, bias, sinks)):
+            # (meta: the build report's counts; heads under 16 wide: Inductor's FlexAttention kernel takes none)
             s = torch.mul(torch.matmul(q, torch.transpose(k, -2, -1)), scale)
             s = torch.tanh(s / cap) * cap if cap else s
             s = s if bias is None else torch.add(s, bias)
@@ -103,7 +109,7 @@ class ops:
         blocks = create_block_mask(visible, None, None, q.shape[2], k.shape[2], device=q.device) \
             if causal or window is not None else None
         if sinks is None:
-            return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)  # eager: warns
+            return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)
         out, lse = flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale, return_lse=True)
         return out * torch.sigmoid(lse - sinks.to(lse.dtype).view(1, -1, 1)).unsqueeze(-1).to(out.dtype)
 
