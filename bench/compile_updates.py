@@ -5,6 +5,7 @@ TORCH_LOGS=recompiles).
     TORCH_LOGS=recompiles python bench/compile_updates.py --spec base --data DE-EN-37K --updates 25
     python bench/compile_updates.py --spec base --data DE-EN-37K --static    # torch.compile's defaults
     python bench/compile_updates.py --spec base --data DE-EN-37K --whole     # one graph for the whole step
+    python bench/compile_updates.py --device cpu --set "train.batch=tokens(2000)" --data DE-EN-37K --updates 3
 
 It steps through the same length-bucketed updates as `bench/throughput.py --data` (a compiled
 `TrainStep`, as `attncomp train --compile` builds it), prints each update's seconds (an update that
@@ -39,6 +40,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--whole", action="store_true",
                         help="the whole step as one compiled graph (as --compile did before regional compilation)")
     parser.add_argument("--backend", default="inductor", help="torch.compile backend (CPU smoke tests: aot_eager)")
+    parser.add_argument("--set", action="append", default=[], help="a spec override (smaller CPU batches)")
     args = parser.parse_args(argv)
 
     import attncomp.train.step as step_module
@@ -51,7 +53,7 @@ def main(argv=None) -> dict:
         regional = step_module.compiled
         step_module.compiled = lambda step, backend="inductor": regional(step, backend, regional=False)
     path = ROOT / "specs" / f"{args.spec}.attn" if args.spec in ("base", "big") else Path(args.spec)
-    spec = ir.load(path)
+    spec = ir.load(path, args.set)
     device = torch.device(args.device)
     torch._dynamo.reset()  # count this run's graphs only
     from torch._dynamo.utils import counters
