@@ -512,6 +512,10 @@ class DenseHead(Node):
     kind: Literal["dense"] = "dense"
     activation: Literal["relu", "gelu"] = Field("gelu", description="activation after the dense layer")
     bias: bool = Field(True, description="a bias in the dense layer")
+    normalization: Normalization = Field(
+        LayerNorm(), json_schema_extra=LATER,
+        description="the head's norm: layernorm(gain, bias) (BERT's; bias = false: ModernBERT's norm_bias = false) "
+                    "or rmsnorm(gain, offset)")
 
 
 Head = Annotated[Union[LinearHead, DenseHead], Field(discriminator="kind")]

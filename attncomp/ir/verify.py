@@ -200,17 +200,19 @@ def _rope_base(spec: nodes.Spec) -> None:
 
 
 def _normalization(spec: nodes.Spec) -> None:
-    """A norm's bias or offset needs its gain."""
-    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
-        norm = None if stack is None else stack.normalization
-        if norm is None or norm.gain:
+    """A norm's bias or offset needs its gain (a stack's norms, and the dense head's)."""
+    found = [(("model", name, "normalization"), stack.normalization)
+             for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)) if stack is not None]
+    if isinstance(spec.model.head, nodes.DenseHead):
+        found.append((("model", "head", "normalization"), spec.model.head.normalization))
+    for path, norm in found:
+        if norm.gain:
             continue
         if isinstance(norm, nodes.LayerNorm) and norm.bias:
             raise SpecError("layernorm(gain = false) has no bias either: write layernorm(gain = false, bias = false)",
-                            spec.span("model", name, "normalization"))
+                            spec.span(*path))
         if isinstance(norm, nodes.RMSNorm) and norm.offset:
-            raise SpecError("rmsnorm(offset = 1) adds 1 to a learned gain, so it needs gain = true",
-                            spec.span("model", name, "normalization"))
+            raise SpecError("rmsnorm(offset = 1) adds 1 to a learned gain, so it needs gain = true", spec.span(*path))
 
 
 def _block(spec: nodes.Spec) -> None:

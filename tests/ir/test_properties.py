@@ -86,6 +86,12 @@ def value_for(annotation, bounds: dict, optional_default=False):
     return st.one_of(st.none(), strategy) if kind.optional or optional_default else strategy
 
 
+def _gain_first(norm: dict) -> None:
+    """Nothing to bias or offset without a gain (verify._normalization)."""
+    if not norm["gain"]:
+        norm["bias" if norm["kind"] == "layernorm" else "offset"] = False if norm["kind"] == "layernorm" else 0
+
+
 def _repair(data: dict, stack: dict) -> dict:
     """Bend random data to the cross-field rules of ir.verify, so no example is thrown away."""
     model, train = data["model"], data["train"]
@@ -134,14 +140,14 @@ def _repair(data: dict, stack: dict) -> dict:
                 s["rope_base"] = None
                 for k in kinds:
                     k["rope_base"] = None
-            norm = s["normalization"]
-            if not norm["gain"]:  # nothing to bias or offset without a gain
-                norm["bias" if norm["kind"] == "layernorm" else "offset"] = False if norm["kind"] == "layernorm" else 0
+            _gain_first(s["normalization"])
             s["block"]["sublayers"] = _sublayers(s, cross=s is decoder and model["encoder"] is not None)
             if s["block"]["kind"] == "parallel":  # norms before the sub-layers; no cross-attention
                 s["norm"] = "pre" if s["norm"] == "post" else s["norm"]
                 if s is decoder and model["encoder"] is not None:
                     s["block"] = {"kind": "sequential"}
+    if model["head"]["kind"] == "dense":
+        _gain_first(model["head"]["normalization"])
     widths = {st["d_model"] for st in (model["encoder"], decoder) if st is not None}
     if model["d_embed"] is not None and widths == {model["d_embed"]}:  # verify._embeddings: something to project
         model["d_embed"] += 1 if model["d_embed"] < 5 else -1
