@@ -203,11 +203,13 @@ class Parallel(Node):
     """Self-attention and the feed-forward net read the same input, their outputs added to it:
     x + Attn(Norm(x)) + FFN(Norm(x)) (GPT-J, PaLM, Phi, Falcon-7B: one norm) or
     x + Attn(Norm_1(x)) + FFN(Norm_2(x)) (GPT-NeoX, Falcon's new decoder architecture: two).
-    Written out, `parallel(attention, ffn, norms = 2)`: its sub-layers take the stack's norm."""
+    Written out, `parallel(attention(norm = sandwich), ffn(scale = 0.5), norms = 1)`: each sub-layer with
+    its own norm place (pre, output, sandwich, none; unset: the stack's) and scale."""
 
     kind: Literal["parallel"] = "parallel"
     sublayers: tuple[Sublayer, ...] = Field(
-        (), json_schema_extra=LATER, description="attention, ffn (the only parallel pair; their norm: the stack's)")
+        (), json_schema_extra=LATER,
+        description="attention, ffn (the only parallel pair), each with its norm and scale (unset: the stack's norm)")
     norms: Literal[1, 2] = Field(1, description="one norm both sub-layers read, or one each")
 
 

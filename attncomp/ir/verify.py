@@ -221,8 +221,12 @@ def _block(spec: nodes.Spec) -> None:
     for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
         if stack is None or not isinstance(stack.block, nodes.Parallel):
             continue
-        if stack.norm == "post":
-            where = spec._spans.get(("model", name, "norm")) or spec.span("model", name, "block")
+        for i, part in enumerate(stack.sublayers(False)):
+            if part.norm != "post":
+                continue
+            own = stack.block.sublayers and stack.block.sublayers[i].norm is not None
+            where = spec._spans.get(("model", name, "block", "sublayers", str(i))) if own else None
+            where = where or spec._spans.get(("model", name, "norm")) or spec.span("model", name, "block")
             raise SpecError(f"a parallel block in the {name} needs its norms before the sub-layers, not norm = post",
                             where, hint="write norm = pre (or output, sandwich)")
         if name == "decoder" and spec.model.encoder is not None:
@@ -238,8 +242,11 @@ def _sublayers(spec: nodes.Spec) -> None:
             continue
         where = spec.span("model", name, "block")
         if isinstance(stack.block, nodes.Parallel):
-            raise SpecError("a parallel block's sub-layers are attention and ffn, reading one input with the "
-                            "stack's norm", where, hint="write parallel(norms = 1 | 2), or a sequential(...) block")
+            if [s.kind for s in stack.block.sublayers] != ["attention", "ffn"]:
+                raise SpecError("a parallel block's sub-layers are attention and ffn, in that order, reading one "
+                                "input", where, hint="write parallel(attention(...), ffn(...), norms = 1 | 2), or "
+                                                     "a sequential(...) block")
+            continue
         cross = name == "decoder" and spec.model.encoder is not None
         kinds = [s.kind for s in stack.block.sublayers]
         for kind, wanted in (("attention", 1), ("cross_attention", 1 if cross else 0)):

@@ -141,9 +141,10 @@ def _repair(data: dict, stack: dict) -> dict:
                 for k in kinds:
                     k["rope_base"] = None
             _gain_first(s["normalization"])
-            s["block"]["sublayers"] = _sublayers(s, cross=s is decoder and model["encoder"] is not None)
-            if s["block"]["kind"] == "parallel":  # norms before the sub-layers; no cross-attention
+            if s["block"]["kind"] == "parallel":  # norms before the sub-layers
                 s["norm"] = "pre" if s["norm"] == "post" else s["norm"]
+            s["block"]["sublayers"] = _sublayers(s, cross=s is decoder and model["encoder"] is not None)
+            if s["block"]["kind"] == "parallel":  # no cross-attention
                 if s is decoder and model["encoder"] is not None:
                     s["block"] = {"kind": "sequential"}
     if model["head"]["kind"] == "dense":
@@ -179,12 +180,19 @@ def _repair(data: dict, stack: dict) -> dict:
 
 def _sublayers(stack: dict, cross: bool) -> tuple:
     """verify._sublayers: one attention (and cross-attention where the decoder reads an encoder), any
-    feed-forwards; none for a parallel block; and none where the shorthand says the same (build folds it)."""
+    feed-forwards; a parallel block's attention then one ffn, neither with norm = post; and none where the
+    shorthand says the same (build folds it)."""
     written = stack["block"]["sublayers"]
-    if not written or stack["block"]["kind"] == "parallel":
+    if not written:
         return ()
     ffns = [p for p in written if p["kind"] == "ffn"]
+    if stack["block"]["kind"] == "parallel":
+        cross = False  # a parallel decoder reading an encoder is made sequential by _repair
+        ffns = [{**p, "norm": None if p["norm"] == "post" else p["norm"]} for p in ffns[:1]] or [
+            {"kind": "ffn", "norm": None, "scale": 1.0}]
     attention = next((p for p in written if p["kind"] == "attention"), {"kind": "attention", "norm": None, "scale": 1.0})
+    if stack["block"]["kind"] == "parallel" and attention["norm"] == "post":
+        attention = {**attention, "norm": None}
     parts = [attention] + ([{"kind": "cross_attention", "norm": "none", "scale": 1.0}] if cross else []) + ffns
     norms = {p["norm"] or stack["norm"] for p in parts}
     paper = [p["kind"] for p in parts] == [p.kind for p in nodes.paper_sublayers(cross)]
