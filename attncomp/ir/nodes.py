@@ -203,11 +203,13 @@ class Parallel(Node):
     """Self-attention and the feed-forward net read the same input, their outputs added to it:
     x + Attn(Norm(x)) + FFN(Norm(x)) (GPT-J, PaLM, Phi, Falcon-7B: one norm) or
     x + Attn(Norm_1(x)) + FFN(Norm_2(x)) (GPT-NeoX, Falcon's new decoder architecture: two).
-    Written out, `parallel(attention, ffn, norms = 2)`: its sub-layers take the stack's norm."""
+    Written out, `parallel(attention(norm = sandwich), ffn(scale = 0.5), norms = 1)`: each sub-layer with
+    its own norm place (pre, output, sandwich, none; unset: the stack's) and scale."""
 
     kind: Literal["parallel"] = "parallel"
     sublayers: tuple[Sublayer, ...] = Field(
-        (), json_schema_extra=LATER, description="attention, ffn (the only parallel pair; their norm: the stack's)")
+        (), json_schema_extra=LATER,
+        description="attention, ffn (the only parallel pair), each with its norm and scale (unset: the stack's norm)")
     norms: Literal[1, 2] = Field(1, description="one norm both sub-layers read, or one each")
 
 
@@ -512,6 +514,10 @@ class DenseHead(Node):
     kind: Literal["dense"] = "dense"
     activation: Literal["relu", "gelu"] = Field("gelu", description="activation after the dense layer")
     bias: bool = Field(True, description="a bias in the dense layer")
+    normalization: Normalization = Field(
+        LayerNorm(), json_schema_extra=LATER,
+        description="the head's norm: layernorm(gain, bias) (BERT's; bias = false: ModernBERT's norm_bias = false) "
+                    "or rmsnorm(gain, offset)")
 
 
 Head = Annotated[Union[LinearHead, DenseHead], Field(discriminator="kind")]

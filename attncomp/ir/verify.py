@@ -200,17 +200,19 @@ def _rope_base(spec: nodes.Spec) -> None:
 
 
 def _normalization(spec: nodes.Spec) -> None:
-    """A norm's bias or offset needs its gain."""
-    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
-        norm = None if stack is None else stack.normalization
-        if norm is None or norm.gain:
+    """A norm's bias or offset needs its gain (a stack's norms, and the dense head's)."""
+    found = [(("model", name, "normalization"), stack.normalization)
+             for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)) if stack is not None]
+    if isinstance(spec.model.head, nodes.DenseHead):
+        found.append((("model", "head", "normalization"), spec.model.head.normalization))
+    for path, norm in found:
+        if norm.gain:
             continue
         if isinstance(norm, nodes.LayerNorm) and norm.bias:
             raise SpecError("layernorm(gain = false) has no bias either: write layernorm(gain = false, bias = false)",
-                            spec.span("model", name, "normalization"))
+                            spec.span(*path))
         if isinstance(norm, nodes.RMSNorm) and norm.offset:
-            raise SpecError("rmsnorm(offset = 1) adds 1 to a learned gain, so it needs gain = true",
-                            spec.span("model", name, "normalization"))
+            raise SpecError("rmsnorm(offset = 1) adds 1 to a learned gain, so it needs gain = true", spec.span(*path))
 
 
 def _block(spec: nodes.Spec) -> None:
@@ -219,8 +221,12 @@ def _block(spec: nodes.Spec) -> None:
     for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
         if stack is None or not isinstance(stack.block, nodes.Parallel):
             continue
-        if stack.norm == "post":
-            where = spec._spans.get(("model", name, "norm")) or spec.span("model", name, "block")
+        for i, part in enumerate(stack.sublayers(False)):
+            if part.norm != "post":
+                continue
+            own = stack.block.sublayers and stack.block.sublayers[i].norm is not None
+            where = spec._spans.get(("model", name, "block", "sublayers", str(i))) if own else None
+            where = where or spec._spans.get(("model", name, "norm")) or spec.span("model", name, "block")
             raise SpecError(f"a parallel block in the {name} needs its norms before the sub-layers, not norm = post",
                             where, hint="write norm = pre (or output, sandwich)")
         if name == "decoder" and spec.model.encoder is not None:
@@ -236,8 +242,11 @@ def _sublayers(spec: nodes.Spec) -> None:
             continue
         where = spec.span("model", name, "block")
         if isinstance(stack.block, nodes.Parallel):
-            raise SpecError("a parallel block's sub-layers are attention and ffn, reading one input with the "
-                            "stack's norm", where, hint="write parallel(norms = 1 | 2), or a sequential(...) block")
+            if [s.kind for s in stack.block.sublayers] != ["attention", "ffn"]:
+                raise SpecError("a parallel block's sub-layers are attention and ffn, in that order, reading one "
+                                "input", where, hint="write parallel(attention(...), ffn(...), norms = 1 | 2), or "
+                                                     "a sequential(...) block")
+            continue
         cross = name == "decoder" and spec.model.encoder is not None
         kinds = [s.kind for s in stack.block.sublayers]
         for kind, wanted in (("attention", 1), ("cross_attention", 1 if cross else 0)):

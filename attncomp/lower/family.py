@@ -35,7 +35,8 @@ from attncomp.ir import nodes
 from attncomp.lower import ops
 from attncomp.lower.cache import DecodingCache
 from attncomp.lower.stack import decoder, encoder
-from attncomp.lower.units import Builder, Param, Unit, embedding, linear, norm
+from attncomp.lower.norms import apply_norm
+from attncomp.lower.units import Builder, Param, Unit, embedding, linear
 
 Node = fx.Node
 MEMBERS = ("embed", "src_embed", "tgt_embed", "segment_embed", "output", "output_bias", "head", "output_proj",
@@ -132,15 +133,16 @@ def _head(b: Builder, ctx, x: Node) -> Node:
 
 
 def prediction_head(ctx, head: nodes.DenseHead) -> Unit:
-    """BERT's prediction-head transform before the output projection: LayerNorm(act(dense(x))); its dense
-    layer maps d_model to d_embed where that is narrower (ALBERT, ELECTRA)."""
+    """BERT's prediction-head transform before the output projection: LayerNorm(act(dense(x))), the norm
+    as the head's `normalization` says (ModernBERT's has no bias); its dense layer maps d_model to d_embed
+    where that is narrower (ALBERT, ELECTRA)."""
     d, out = ctx.arch.d_model, ctx.arch.embed_width
     unit = Unit("PredictionHead", "The prediction-head transform: LayerNorm(act(dense(x)))")
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", "seq_len", d))
     dense = b.leaf("dense", linear(d, out, head.bias), x, name="x")
     act = b.call(torch.relu if head.activation == "relu" else F.gelu, dense, name="x")
-    b.output(b.leaf("norm", norm("layernorm", out, ctx.arch.norm_eps), act, name="x"))
+    b.output(apply_norm(b, ctx, "norm", head.normalization, out, act, name="x"))
     return unit
 
 

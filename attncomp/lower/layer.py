@@ -10,6 +10,9 @@ of it or one each, and both outputs are added to it (GPT-J, PaLM, GPT-NeoX, Falc
 
     parallel           x = x + Dropout(Attn(Norm(x))) + Dropout(FFN(Norm(x)))
 
+and, written out (`parallel(attention(norm = sandwich), ffn(norm = none, scale = 0.5))`), each sub-layer
+with its own norm place (pre, output, sandwich, none) and scale on what it adds.
+
 An encoder layer is self-attention then the feed-forward net; a decoder layer puts cross-attention
 between them when the model has an encoder. A decoder layer also has `step` (one new position, reading
 and extending its LayerCache) and `init_cache` (empty self-attention keys and values, the memory's
@@ -60,12 +63,15 @@ def sublayers(b: Builder, ctx, stack: nodes.Stack, x: Node, bodies: dict[str, Ca
         for part, member in zip(parts, members):
             x = sublayer(b, ctx, stack, x, part, member, lambda h, m=member, k=part.kind: bodies[k](m, h))
         return x
-    before = stack.norm in ("pre", "sandwich")  # verify refuses post
-    shared = _norm(b, ctx, stack, "norm", x, "h") if before and stack.block.norms == 1 else None
+    # each sub-layer's own norm and scale (verify refuses post); norms = 1: the sub-layers that norm their
+    # input read one norm of it, `norm`; norms = 2: each its own, `<member>_norm`
+    before = [part.norm in ("pre", "sandwich") for part in parts]
+    shared = _norm(b, ctx, stack, "norm", x, "h") if any(before) and stack.block.norms == 1 else None
     outs = []
-    for part, member in zip(parts, members):
-        h = shared if shared is not None else _norm(b, ctx, stack, f"{member}_norm", x, "h") if before else x
-        outs.append(_output(b, ctx, stack, stack.norm, f"{member}_norm", bodies[part.kind](member, h)))
+    for part, member, normed in zip(parts, members, before):
+        h = (shared if shared is not None else _norm(b, ctx, stack, f"{member}_norm", x, "h")) if normed else x
+        out = _output(b, ctx, stack, part.norm, f"{member}_norm", bodies[part.kind](member, h))
+        outs.append(_scaled(b, part, out))
     for out in outs:
         x = b.add(x, out)
     return x
@@ -124,6 +130,8 @@ def _described(stack: nodes.Stack, paper: str) -> str:
     first = paper.split(",")[0]  # self-attention, or the decoder's causal self-attention
     words = [(first if s.kind == "attention" else WRITTEN[s.kind]) + (f" (x {s.scale:g})" if s.scale != 1.0 else "")
              for s in stack.block.sublayers]
+    if isinstance(stack.block, nodes.Parallel):
+        return " beside ".join(words)
     return ", ".join(words[:-1]) + ", then " + words[-1]
 
 

@@ -226,11 +226,28 @@ HOSTILE_LAYERS = [
     "block = sequential(attention, ffn(scale = 1e309))",
     "block = sequential(attention, ffn(scale = -1))",
     "block = parallel(attention, attention, norms = 3)",
+    "block = parallel(attention(norm = post, scale = 1e308), ffn(norm = none))",  # post in a parallel sub-layer
+    "block = parallel(" + ", ".join(["ffn"] * 9) + ")",
+    "block = parallel(attention(norm = parallel), ffn)",
     "layer __init__ { count = 1 }", "layer Self { count = 1 }", "layer forward_ { count = 1 }  layer forward { }",
     "layer import { count = 1  block = sequential(ffn) }",
     "layer a { count = 1 }  " + "  ".join(f"layer b{i} {{ start = 1 }}" for i in range(3)),
     "layer x { every = 1  start = 0  count = 1048576 }",
 ]
+
+
+HOSTILE_HEADS = ["dense(normalization = dense)", "dense(normalization = layernorm(normalization = layernorm))",
+                 "dense(normalization = rmsnorm(offset = 2))", "dense(normalization = layernorm(gain = false))",
+                 "dense(normalization = " + "layernorm(" * 200 + ")" * 200 + ")"]
+
+
+@pytest.mark.parametrize("head", HOSTILE_HEADS, ids=range(len(HOSTILE_HEADS)))
+def test_hostile_head_norms_are_one_located_line_and_exit_2(head, tmp_path, capsys, deadline):
+    path = tmp_path / "head.attn"
+    path.write_text(f"model m {{\n  vocab = shared(64)  tie = encoder  head = {head}\n  encoder {{ layers = 1 }}\n}}\n")
+    code, err = check(path, capsys)
+    assert code == 2, err
+    assert re.match(r"\S*head\.attn:2:\d+: error: ", err) and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize("body", HOSTILE_LAYERS, ids=range(len(HOSTILE_LAYERS)))

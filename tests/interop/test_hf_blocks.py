@@ -3,6 +3,8 @@
     GPT2LMHeadModel       gelu_tanh (GPT-2's gelu_new), learned positions, Conv1D weights (transposed here)
     GemmaForCausalLM      rmsnorm(offset = 1): x / rms(x) * (1 + w), geglu_tanh, embeddings scaled by sqrt(d)
     PhiForCausalLM        block = parallel (one norm), gelu_tanh, partial rotary, an output bias
+    GPTJForCausalLM       block = parallel (one norm), gelu_tanh, partial rotary (GPT-J rotates pairs of
+                          neighbouring dims: its q/k rows are permuted here into rotate_half's halves)
     GPTNeoXForCausalLM    block = parallel(norms = 2), partial rotary, fused per-head q/k/v (split here)
     FalconForCausalLM     block = parallel (one norm, multi-query) and the new decoder architecture
                           (parallel(norms = 2), grouped-query)
@@ -24,6 +26,7 @@ transformers = pytest.importorskip("transformers")
 from transformers.models.falcon import modeling_falcon  # noqa: E402
 from transformers.models.gemma import modeling_gemma  # noqa: E402
 from transformers.models.gpt_neox import modeling_gpt_neox  # noqa: E402
+from transformers.models.gptj import modeling_gptj  # noqa: E402
 from transformers.models.olmo import modeling_olmo  # noqa: E402
 from transformers.models.phi import modeling_phi  # noqa: E402
 
@@ -106,6 +109,35 @@ def _phi(state):
             "output_bias": state["lm_head.bias"]}
 
 
+GPTJ_ROTARY = 4  # of a head's 8 dims
+
+
+def _neighbours_to_halves(w: torch.Tensor) -> torch.Tensor:
+    """q/k rows of each head reordered so that GPT-J's rotated pairs (2i, 2i + 1) of its first GPTJ_ROTARY
+    dims become (i, i + GPTJ_ROTARY / 2), rotate_half's pairs, at the same frequency; q . k is unchanged."""
+    head = D // HEADS
+    order = list(range(0, GPTJ_ROTARY, 2)) + list(range(1, GPTJ_ROTARY, 2)) + list(range(GPTJ_ROTARY, head))
+    return w.reshape(HEADS, head, -1)[:, order].reshape(w.shape)
+
+
+def _gptj(state):
+    rename = {"ln_1": "norm", "attn.q_proj": "self_attn.q_proj", "attn.k_proj": "self_attn.k_proj",
+              "attn.v_proj": "self_attn.v_proj", "attn.out_proj": "self_attn.o_proj", "mlp.fc_in": "ffn.fc1",
+              "mlp.fc_out": "ffn.fc2"}
+    out = _layers(state, "transformer.h.", rename)
+    out = {k: _neighbours_to_halves(v) if k.endswith(("q_proj.weight", "k_proj.weight")) else v for k, v in out.items()}
+    return {**out, "tgt_embed.weight": state["transformer.wte.weight"],
+            "decoder.norm.weight": state["transformer.ln_f.weight"],
+            "decoder.norm.bias": state["transformer.ln_f.bias"],
+            "output.weight": state["lm_head.weight"], "output_bias": state["lm_head.bias"]}
+
+
+def _gptj_rotary_float64(self, x, position_ids):
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, self.pos_embd_dim, 2, dtype=torch.float64) / self.pos_embd_dim))
+    angles = position_ids[..., None].to(torch.float64) * inv_freq
+    return angles.sin().to(x.dtype), angles.cos().to(x.dtype)
+
+
 def _neox(state):
     rename = {"input_layernorm": "self_attn_norm", "post_attention_layernorm": "ffn_norm",
               "attention.dense": "self_attn.o_proj", "mlp.dense_h_to_4h": "ffn.fc1", "mlp.dense_4h_to_h": "ffn.fc2"}
@@ -168,6 +200,13 @@ FAMILIES = {
                   "tie = none  positions = rope(fraction = 0.5)  scale_embeddings = false  norm_eps = 1e-4  "
                   "bias { output = true }"),
             _phi, [(modeling_phi.PhiRotaryEmbedding, _rotary_float64)]),
+    "gptj": (transformers.GPTJConfig, transformers.GPTJForCausalLM,
+             dict(n_embd=D, n_head=HEADS, n_inner=48, n_layer=LAYERS, rotary_dim=GPTJ_ROTARY, n_positions=64,
+                  tie_word_embeddings=False),
+             _spec("norm = pre  final_norm = true  activation = gelu_tanh  block = parallel", 48,
+                   "tie = none  positions = rope(fraction = 0.5)  scale_embeddings = false  "
+                   "bias { attention = false  ffn = true  output = true }"),
+             _gptj, [(modeling_gptj.GPTJRotaryEmbedding, _gptj_rotary_float64)]),
     "gpt_neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM,
                  dict(hidden_size=D, num_attention_heads=HEADS, intermediate_size=48, num_hidden_layers=LAYERS,
                       rotary_pct=0.25, rotary_emb_base=1000, max_position_embeddings=64),

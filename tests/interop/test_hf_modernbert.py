@@ -5,9 +5,9 @@ kind `first { count = 1  block = sequential(attention(norm = none), ffn) }`), a 
 among local ones (bidirectional windows of local_attention / 2 each side), GeGLU (HF's Wi: input, then
 gate), LayerNorm on the embeddings, a final norm, BERT's dense prediction head and a decoder bias over
 the tied embedding, and global layers with their own rotary base (`rope_base` in their layer kinds).
-One setting of HF's config is set to what the language can say today, outside this issue's layer scope:
-norms with biases (`norm_bias = true`; the dense head's LayerNorm is always biased). HF's float32 rotary
-steps are patched to float64; weights are renamed here."""
+ModernBERT's own setting, norms without a bias (`norm_bias = false`: every LayerNorm, the prediction head's
+too), is `normalization = layernorm(bias = false)` in the encoder and in `head = dense(...)`; the test runs
+it and `norm_bias = true`. HF's float32 rotary steps are patched to float64; weights are renamed here."""
 
 from __future__ import annotations
 
@@ -24,13 +24,17 @@ from transformers.models.modernbert import modeling_modernbert  # noqa: E402
 VOCAB, D, HEADS, FF, LAYERS, WINDOW = 64, 32, 4, 40, 5, 4  # local_attention = 4: 2 positions each side
 LOCAL_THETA, GLOBAL_THETA = 100.0, 1600.0  # ModernBERT: 10000 and 160000
 
-SPEC = f"""model modernbert {{
+
+def _spec(norm_bias: bool) -> str:
+    norms = "" if norm_bias else "normalization = layernorm(bias = false)"
+    return f"""model modernbert {{
   d_model = {D}  heads = {HEADS}  d_ff = {FF}  vocab = shared({VOCAB})  tie = encoder
   positions = rope(base = {LOCAL_THETA})  scale_embeddings = false  embedding_norm = true
-  head = dense(activation = gelu, bias = false)
+  head = dense(activation = gelu, bias = false{", " + norms if norms else ""})
   bias {{ attention = false  ffn = false  output = true }}
   encoder {{
     layers = {LAYERS}  norm = pre  final_norm = true  activation = geglu  attention = local(window = {WINDOW // 2})
+    {norms}
     layer first {{ count = 1  attention = scaled_dot  rope_base = {GLOBAL_THETA}
                   block = sequential(attention(norm = none), ffn) }}
     layer global {{ start = 3  every = 3  attention = scaled_dot  rope_base = {GLOBAL_THETA} }}
@@ -62,7 +66,9 @@ def _ours(state: dict) -> dict:
            "head.dense.weight": state["head.dense.weight"], "output_bias": state["decoder.bias"]}
     for hf, ours in (("model.embeddings.norm", "encoder.embed_norm"), ("model.final_norm", "encoder.norm"),
                      ("head.norm", "head.norm")):
-        out[f"{ours}.weight"], out[f"{ours}.bias"] = state[f"{hf}.weight"], state[f"{hf}.bias"]
+        out[f"{ours}.weight"] = state[f"{hf}.weight"]
+        if f"{hf}.bias" in state:
+            out[f"{ours}.bias"] = state[f"{hf}.bias"]
     for i in range(LAYERS):
         hf, ours = f"model.layers.{i}.", f"encoder.layers.{i}."
         for name, part in zip(("q_proj", "k_proj", "v_proj"), state[hf + "attn.Wqkv.weight"].chunk(3, dim=0)):
@@ -74,17 +80,18 @@ def _ours(state: dict) -> dict:
         for hf_norm, our_norm in (("attn_norm", "self_attn_norm"), ("mlp_norm", "ffn_norm")):
             if hf + f"{hf_norm}.weight" in state:
                 out[f"{ours}{our_norm}.weight"] = state[hf + f"{hf_norm}.weight"]
-                out[f"{ours}{our_norm}.bias"] = state[hf + f"{hf_norm}.bias"]
+                if hf + f"{hf_norm}.bias" in state:
+                    out[f"{ours}{our_norm}.bias"] = state[hf + f"{hf_norm}.bias"]
     return out
 
 
-@pytest.fixture
-def hf(monkeypatch):
+@pytest.fixture(params=[True, False], ids=["norm_bias", "no_norm_bias"])
+def hf(request, monkeypatch):
     monkeypatch.setattr(modeling_modernbert.ModernBertRotaryEmbedding, "forward", _rotary_float64)
     monkeypatch.setattr(modeling_modernbert, "apply_rotary_pos_emb", _apply_rotary_float64)
     config = transformers.ModernBertConfig(
         vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, intermediate_size=FF, num_hidden_layers=LAYERS,
-        local_attention=WINDOW, norm_bias=True, max_position_embeddings=64, pad_token_id=0, bos_token_id=None,
+        local_attention=WINDOW, norm_bias=request.param, max_position_embeddings=64, pad_token_id=0, bos_token_id=None,
         eos_token_id=None, cls_token_id=None, sep_token_id=None,
         rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": GLOBAL_THETA},
                          "sliding_attention": {"rope_type": "default", "rope_theta": LOCAL_THETA}})
@@ -101,10 +108,11 @@ def test_modernbert_masked_lm_equals_hf_in_float64(hf):
     assert [layer.attention_type for layer in hf.model.layers] == [
         "full_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention"]
     assert isinstance(hf.model.layers[0].attn_norm, torch.nn.Identity)
-    spec = ir.load_flat(SPEC, "<modernbert>")
+    spec = ir.load_flat(_spec(hf.config.norm_bias), "<modernbert>")
     assert [kind for kind, _ in spec.model.encoder.layer_plan()] == ["first", "", "", "global", ""]
     ours = attncomp.compile(spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
-    ours.load_state_dict(_ours(hf.state_dict()))
+    ours.load_state_dict(_ours(hf.state_dict()))  # strict: no norm keeps a bias HF's lacks
+    assert ("head.norm.bias" in ours.state_dict()) is hf.config.norm_bias
     tokens = torch.randint(5, VOCAB, (2, 11), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = hf(tokens).logits

@@ -86,6 +86,12 @@ def value_for(annotation, bounds: dict, optional_default=False):
     return st.one_of(st.none(), strategy) if kind.optional or optional_default else strategy
 
 
+def _gain_first(norm: dict) -> None:
+    """Nothing to bias or offset without a gain (verify._normalization)."""
+    if not norm["gain"]:
+        norm["bias" if norm["kind"] == "layernorm" else "offset"] = False if norm["kind"] == "layernorm" else 0
+
+
 def _repair(data: dict, stack: dict) -> dict:
     """Bend random data to the cross-field rules of ir.verify, so no example is thrown away."""
     model, train = data["model"], data["train"]
@@ -134,14 +140,15 @@ def _repair(data: dict, stack: dict) -> dict:
                 s["rope_base"] = None
                 for k in kinds:
                     k["rope_base"] = None
-            norm = s["normalization"]
-            if not norm["gain"]:  # nothing to bias or offset without a gain
-                norm["bias" if norm["kind"] == "layernorm" else "offset"] = False if norm["kind"] == "layernorm" else 0
-            s["block"]["sublayers"] = _sublayers(s, cross=s is decoder and model["encoder"] is not None)
-            if s["block"]["kind"] == "parallel":  # norms before the sub-layers; no cross-attention
+            _gain_first(s["normalization"])
+            if s["block"]["kind"] == "parallel":  # norms before the sub-layers
                 s["norm"] = "pre" if s["norm"] == "post" else s["norm"]
+            s["block"]["sublayers"] = _sublayers(s, cross=s is decoder and model["encoder"] is not None)
+            if s["block"]["kind"] == "parallel":  # no cross-attention
                 if s is decoder and model["encoder"] is not None:
                     s["block"] = {"kind": "sequential"}
+    if model["head"]["kind"] == "dense":
+        _gain_first(model["head"]["normalization"])
     widths = {st["d_model"] for st in (model["encoder"], decoder) if st is not None}
     if model["d_embed"] is not None and widths == {model["d_embed"]}:  # verify._embeddings: something to project
         model["d_embed"] += 1 if model["d_embed"] < 5 else -1
@@ -173,12 +180,19 @@ def _repair(data: dict, stack: dict) -> dict:
 
 def _sublayers(stack: dict, cross: bool) -> tuple:
     """verify._sublayers: one attention (and cross-attention where the decoder reads an encoder), any
-    feed-forwards; none for a parallel block; and none where the shorthand says the same (build folds it)."""
+    feed-forwards; a parallel block's attention then one ffn, neither with norm = post; and none where the
+    shorthand says the same (build folds it)."""
     written = stack["block"]["sublayers"]
-    if not written or stack["block"]["kind"] == "parallel":
+    if not written:
         return ()
     ffns = [p for p in written if p["kind"] == "ffn"]
+    if stack["block"]["kind"] == "parallel":
+        cross = False  # a parallel decoder reading an encoder is made sequential by _repair
+        ffns = [{**p, "norm": None if p["norm"] == "post" else p["norm"]} for p in ffns[:1]] or [
+            {"kind": "ffn", "norm": None, "scale": 1.0}]
     attention = next((p for p in written if p["kind"] == "attention"), {"kind": "attention", "norm": None, "scale": 1.0})
+    if stack["block"]["kind"] == "parallel" and attention["norm"] == "post":
+        attention = {**attention, "norm": None}
     parts = [attention] + ([{"kind": "cross_attention", "norm": "none", "scale": 1.0}] if cross else []) + ffns
     norms = {p["norm"] or stack["norm"] for p in parts}
     paper = [p["kind"] for p in parts] == [p.kind for p in nodes.paper_sublayers(cross)]

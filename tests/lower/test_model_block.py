@@ -25,7 +25,11 @@ ELECTRA = ["model.decoder=none", "model.tie=encoder", "model.d_embed=128", "mode
            "model.positions=learned(max_len = 64)", "model.scale_embeddings=false"]
 T5 = ["model.tie=inputs", "model.logit_scale=0.25", "model.logit_softcap=5.0", "model.segments=3",
       "model.d_embed=128"]
-CASES = {"electra": ELECTRA, "t5_like": T5}
+# the dense head's own norm (ModernBERT's LayerNorm without a bias; Gemma's (1 + w) RMSNorm)
+HEAD_NORMS = {"electra_head_without_bias": ELECTRA + [
+    "model.head=dense(activation = gelu, normalization = layernorm(bias = false))"],
+              "t5_like_rms_head": T5 + ["model.head=dense(activation = relu, normalization = rmsnorm(offset = 1))"]}
+CASES = {"electra": ELECTRA, "t5_like": T5, **HEAD_NORMS}
 
 
 def _spec(overrides):
@@ -91,8 +95,9 @@ def test_generated_equals_compiled_with_segments(name, tmp_path):
     assert (generated.encode(src, segments) - compiled.encode(src, segments)).abs().max() < TOLERANCE
 
 
-def test_decode_step_equals_forward_with_segments_capped_and_scaled():
-    spec = _spec(T5)
+@pytest.mark.parametrize("name", ["t5_like", "t5_like_rms_head"])
+def test_decode_step_equals_forward_with_segments_capped_and_scaled(name):
+    spec = _spec(CASES[name])
     for model in pair(spec):
         model = _randomised(model).eval()
         src, tgt = batch(spec)
@@ -223,3 +228,26 @@ def test_beam_search_encodes_the_segments_it_is_given():
     greedy = torch.cat(greedy, 1).tolist()
     for row, hyps in enumerate(found):
         assert hyps[0].tokens == greedy[row][: len(hyps[0].tokens)]
+
+
+def test_the_dense_heads_norm_is_the_one_it_names():
+    """head = dense(normalization = ...): Norm(act(dense(x))) with that norm's parameters; at its default
+    (BERT's LayerNorm) the key stays out of the canonical text."""
+    for name, kind, keys in (("electra_head_without_bias", torch.nn.LayerNorm, {"head.norm.weight"}),
+                             ("t5_like_rms_head", None, {"head.norm.weight"})):
+        spec = _spec(CASES[name])
+        model = _randomised(attncomp.compile(spec, dtype=torch.float64)).eval()
+        assert {k for k in model.state_dict() if k.startswith("head.norm")} == keys
+        x = torch.randn(2, 3, spec.model.d_model, dtype=torch.float64)
+        h = model.head.dense(x)
+        h = torch.relu(h) if spec.model.head.activation == "relu" else torch.nn.functional.gelu(h)
+        if kind is torch.nn.LayerNorm:
+            want = torch.nn.functional.layer_norm(h, h.shape[-1:], model.head.norm.weight, None, 1e-5)
+        else:
+            want = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5) * (1 + model.head.norm.weight)
+        assert (model.head(x) - want).abs().max() < 1e-12
+        text = ir.to_text(spec)
+        assert "normalization = " in text.split("head = ")[1].split("\n")[0] and ir.load(text) == spec
+    assert "normalization" not in ir.to_text(_spec(ELECTRA)).split("head = ")[1].split("\n")[0]
+    same = _spec(ELECTRA + ["model.head=dense(normalization = layernorm)"])
+    assert ir.spec_hash(same) == ir.spec_hash(_spec(ELECTRA))

@@ -42,6 +42,7 @@ def _lm(keys: str):
     ("norm = pre", "norm = pre  block = sequential(attention, ffn(scale = 1))"),
     ("norm = sandwich", "norm = post  block = sequential(attention(norm = sandwich), ffn(norm = sandwich))"),
     ("norm = pre  block = parallel(norms = 2)", "norm = pre  block = parallel(attention, ffn, norms = 2)"),
+    ("norm = sandwich  block = parallel", "block = parallel(attention(norm = sandwich), ffn(norm = sandwich))"),
     ("norm = pre  layer odd { every = 2  start = 1  norm = output  block = sequential }",
      "norm = pre  layer odd { every = 2  start = 1  block = sequential(attention(norm = output), ffn(norm = output)) }"),
 ])
@@ -91,7 +92,9 @@ def test_folding_the_stacks_list_keeps_a_kinds_own_list_on_the_stacks_written_no
     ("block = sequential(ffn, ffn)", "has one attention sub-layer, but its block lists 0", 3),
     ("block = sequential(attention, ffn, attention)", "lists 2", 3),
     ("block = sequential(attention, cross_attention, ffn)", "reads no encoder, so its layers have no cross_attention", 3),
-    ("norm = pre  block = parallel(attention, ffn(norm = output))", "parallel block's sub-layers", 3),
+    ("norm = pre  block = parallel(ffn, attention)", "parallel block's sub-layers are attention and ffn", 3),
+    ("norm = pre  block = parallel(attention, ffn, ffn)", "parallel block's sub-layers are attention and ffn", 3),
+    ("norm = pre  block = parallel(attention, ffn(norm = post))", "needs its norms before the sub-layers", 3),
     ("block = sequential(attention, mlp)", 'unknown sublayer "mlp"', 3),
     ("block = sequential(attention(norm = both), ffn)", "norm", 3),
     ("block = sequential(attention, ffn(scale = 0))", "scale must be greater than 0", 3),
@@ -123,13 +126,39 @@ def test_the_lowering_follows_the_list():
     assert (got - h).abs().max() < 1e-12
 
 
+def test_a_parallel_block_follows_each_sublayers_norm_and_scale():
+    """norms = 1: x + attn_out_norm(attn(norm(x))) + 0.5 * ffn(x) (sandwich attention, an unnormed half
+    feed-forward); norms = 2: x + attn(x) + 2 * ffn_out_norm(ffn(ffn_norm(x)))."""
+    one = _load(MODEL % (LM % "norm = pre  block = parallel(attention(norm = sandwich), ffn(norm = none, "
+                              "scale = 0.5))"), "model.decoder.layers=1", "model.positions=sinusoidal")
+    two = _load(MODEL % (LM % "norm = pre  block = parallel(attention(norm = none), ffn(norm = sandwich, scale = 2), "
+                              "norms = 2)"), "model.decoder.layers=1", "model.positions=sinusoidal")
+    x = torch.randn(2, 5, 32, dtype=torch.float64)
+    for spec, members in ((one, ["ffn", "norm", "self_attn", "self_attn_output_norm"]),
+                          (two, ["ffn", "ffn_norm", "ffn_output_norm", "self_attn"])):
+        model = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
+        layer = model.decoder.layers[0]
+        assert sorted(name for name, _ in layer.named_children()) == members
+        with torch.no_grad():
+            for p in layer.parameters():  # gains and biases away from 1 and 0, so each norm counts
+                p.add_(0.3 * torch.randn_like(p))
+            if spec is one:
+                want = x + layer.self_attn_output_norm(layer.self_attn(layer.norm(x))) + 0.5 * layer.ffn(x)
+            else:
+                want = x + layer.self_attn(x) + 2 * layer.ffn_output_norm(layer.ffn(layer.ffn_norm(x)))
+            assert (layer(x) - want).abs().max() < 1e-12
+        assert _load(ir.to_text(spec)) == spec and "parallel(" in ir.to_text(spec)
+
+
 @pytest.mark.parametrize("text", [
     MODEL % (LM % "norm = pre  block = sequential(ffn(scale = 0.5), attention(norm = sandwich), ffn(scale = 0.5, "
                   "norm = none))  layer first { count = 1  block = sequential(attention(norm = none), ffn) }"),
+    MODEL % (LM % "norm = pre  block = parallel(attention(norm = sandwich), ffn(norm = output, scale = 0.5))  "
+                  "layer odd { every = 2  start = 1  block = parallel(attention(norm = none), ffn, norms = 2) }"),
     MODEL % (SEQ2SEQ % ("norm = pre  block = sequential(ffn(scale = 0.5), attention, ffn(scale = 0.5))",
                         "block = sequential(ffn(norm = pre, scale = 0.5), attention, cross_attention(norm = output), "
                         "ffn(scale = 0.5))")),
-], ids=["lm", "seq2seq"])
+], ids=["lm", "parallel_lm", "seq2seq"])
 def test_explicit_equals_fused_decoding_equals_forward_generated_equals_compiled(text, tmp_path):
     spec = _load(text)
     torch.manual_seed(0)
