@@ -47,7 +47,8 @@ VARIANTS = {
     # q, k and v clipped (OLMo's clip_qkv), with grouped-query heads and a local window -> SDPA
     "clipped": "positions = rope  kv_heads = 2\n"
                "encoder { attention = scaled_dot(clip_qkv = 0.5) }\n"
-               "decoder { attention = local(window = 2, clip_qkv = 0.3)  cross_attention = scaled_dot(clip_qkv = 0.4) }",
+               "decoder { attention = local(window = 2, clip_qkv = 0.3)\n"
+               "          cross_attention = scaled_dot(clip_qkv = 0.4) }",
     # an encoder-only model with soft-capping and a layer kind of its own
     "softcap_encoder": "positions = buckets(count = 8, max_distance = 16)\n"
                        "encoder { attention = scaled_dot(softcap = 4)\n"
@@ -334,3 +335,63 @@ def test_clip_qkv_clamps_each_projection_and_binds():
     with torch.no_grad():
         assert (model(src, tgt) - other(src, tgt)).abs().max() > 1e-3
 
+
+PART_EXAMPLES = ["softcap", "t5", "sinks", "composed"]  # specs/examples/ made of attention parts
+
+
+def _example(name: str):
+    """A shipped example in float64, unfused and fused, with random sinks and bias tables."""
+    from tests.conftest import ROOT
+
+    spec = ir.load(ROOT / f"specs/examples/{name}.attn")
+    plain, fused = pair(spec)
+    _randomised(plain)
+    fused.load_state_dict(plain.state_dict())
+    return spec, plain.eval(), fused.eval()
+
+
+@pytest.mark.parametrize("name", PART_EXAMPLES)
+def test_examples_fused_equal_explicit_and_decode_step_equals_forward(name):
+    """Sequences longer than the examples' windows (16 and 8), so the cache outgrows them."""
+    spec, plain, fused = _example(name)
+    src, tgt = batch(spec, b=2, s=11, t=21)
+    tgt[:] = tgt[:1]  # no target padding: every position's logits are compared
+    with torch.no_grad():
+        a, b = run_forward(plain, spec, src, tgt), run_forward(fused, spec, src, tgt)
+        assert (a - b).abs().max() < 1e-9
+        graph = fused.flat("forward").graph
+        assert count_fused(graph) + count_flex(graph) > 0
+        both = spec.model.encoder is not None
+        cache = fused.init_cache(src, fused.encode(src)) if both else fused.init_cache(tgt)
+        for t in range(tgt.shape[1]):
+            step, cache = fused.decode_step(tgt[:, t:t + 1], cache)
+            assert (step - b[:, t]).abs().max() < 1e-9, t
+
+
+@pytest.mark.parametrize("name", PART_EXAMPLES)
+def test_examples_generated_modules_equal_the_compiled_model(name, tmp_path):
+    """The checked-in generated/examples module, imported as it is, against the compiled model:
+    forward and cached decoding past the window."""
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    spec, _, compiled = _example(name)
+    path = ROOT / "generated" / "examples" / f"{name}.py"
+    module_spec = importlib.util.spec_from_file_location(f"generated_{name}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    generated = module.Model().double().eval()
+    generated.load_state_dict(compiled.state_dict())
+    src, tgt = batch(spec, b=2, s=11, t=21)
+    with torch.no_grad():
+        both = spec.model.encoder is not None
+        outs = [m(src, tgt) if both else m(tgt) for m in (generated, compiled)]
+        assert (outs[0] - outs[1]).abs().max() < 1e-9
+        caches = [m.init_cache(src, m.encode(src)) if both else m.init_cache(tgt) for m in (generated, compiled)]
+        tokens = torch.full((src.shape[0], 1), BOS)
+        for _ in range(20):
+            (a, caches[0]), (b, caches[1]) = (generated.decode_step(tokens, caches[0]),
+                                              compiled.decode_step(tokens, caches[1]))
+            assert (a - b).abs().max() < 1e-9
+            tokens = a.argmax(-1, keepdim=True).clamp(min=5)
