@@ -336,7 +336,7 @@ def test_clip_qkv_clamps_each_projection_and_binds():
         assert (model(src, tgt) - other(src, tgt)).abs().max() > 1e-3
 
 
-PART_EXAMPLES = ["softcap", "t5", "sinks", "composed"]  # specs/examples/ made of attention parts
+PART_EXAMPLES = ["softcap", "t5", "t5_v11", "sinks", "composed"]  # specs/examples/ made of attention parts
 
 
 def _example(name: str):
