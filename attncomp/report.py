@@ -107,8 +107,8 @@ def _flex_backends(d_k: int, d_v: int) -> dict[str, str]:
     if min(d_k, d_v) < 16:
         return {"flex": f"no: heads narrower than 16 (here {d_k}, {d_v}) take the explicit form (Inductor's "
                         "FlexAttention kernel needs 16)"}
-    return {"flex": "yes, under torch.compile: FlexAttention with the spec's score_mod (and a causal block "
-                    "mask); uncompiled, and CPU training (no CPU backward), take the explicit form"}
+    return {"flex": "yes, under torch.compile: FlexAttention with the spec's score_mod (and a block mask where "
+                    "causal or local); uncompiled, and CPU training (no CPU backward), take the explicit form"}
 
 
 def kernel_of(kind, arch: nodes.ModelSpec, got: str) -> str:

@@ -85,18 +85,25 @@ def _gate_field():
                  description="the heads' output gated by sigmoid(W^G x) before W^O (Qwen3-Next's gated attention)")
 
 
+def _clip_field():
+    return Field(0.0, json_schema_extra=LATER,
+                 description="q, k and v clipped to [-c, c] after their projections (OLMo's clip_qkv); 0: off")
+
+
 Cap = Annotated[float, Field(ge=0.0, le=1e6)]
 
 
 class ScaledDot(Node):
     """softmax(q k^T / sqrt(d_k)) v: the paper's attention (section 3.2.1), with its parts: the score
-    scale, soft-capping of the scores and attention sinks (each at the paper's meaning by default)."""
+    scale, soft-capping of the scores, attention sinks, an output gate and clipping of q, k and v (each at the
+    paper's meaning by default)."""
 
     kind: Literal["scaled_dot"] = "scaled_dot"
     scale: Scale = _scale_field()
     softcap: Cap = _softcap_field()
     sinks: bool = _sinks_field()
     gate: bool = _gate_field()
+    clip_qkv: Cap = _clip_field()
 
 
 class Additive(Node):
@@ -115,6 +122,7 @@ class Local(Node):
     softcap: Cap = _softcap_field()
     sinks: bool = _sinks_field()
     gate: bool = _gate_field()
+    clip_qkv: Cap = _clip_field()
 
 
 Attention = Annotated[Union[ScaledDot, Additive, Local], Field(discriminator="kind")]

@@ -4,6 +4,7 @@ Every op has one spelling (the table below), so the passes can match it reliably
 turns the middle of it into `scaled_dot_product_attention`.
 
     linear layer          call_module(q_proj, x)
+    clipped q, k, v       torch.clamp(x, -c, c) right after each projection (`clip_qkv`)
     split heads           torch.unflatten(x, -1, (h, d)) -> torch.transpose(x, 1, 2)
     merge heads           torch.transpose(x, 1, 2) -> torch.flatten(x, -2)
     scores                torch.matmul(q, torch.transpose(k, -2, -1)) -> torch.mul(s, 1 / math.sqrt(d_k))
@@ -56,10 +57,14 @@ def merge_heads(b: Builder, x: Node) -> Node:
 
 
 def _project(b: Builder, role: str, x: Node, stack: nodes.Stack, heads: int, dim: int, d_in: int,
-             arch: nodes.ModelSpec) -> Node:
-    """One of q, k, v: its projection, split into heads; q and k normalised where `qk_norm` says so
-    (RMSNorm over the whole projection, OLMo 2; or over each head's d_k, Qwen3)."""
+             arch: nodes.ModelSpec, kind: nodes.Attention) -> Node:
+    """One of q, k, v: its projection, clipped to [-c, c] where the attention's `clip_qkv` says so (OLMo),
+    split into heads; q and k normalised where `qk_norm` says so (RMSNorm over the whole projection,
+    OLMo 2; or over each head's d_k, Qwen3)."""
     out = b.leaf(f"{role}_proj", linear(d_in, heads * dim, arch.bias.of(role)), x, name=role)
+    clip = getattr(kind, "clip_qkv", 0.0)
+    if clip:
+        out = b.call(torch.clamp, out, -clip, clip, name=role)
     qk = role in ("q", "k")
     if qk and stack.qk_norm == "projection":
         out = b.leaf(f"{role}_norm", norm("rmsnorm", heads * dim, arch.norm_eps), out, name=role)
@@ -69,18 +74,19 @@ def _project(b: Builder, role: str, x: Node, stack: nodes.Stack, heads: int, dim
     return out
 
 
-def project_kv(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, source: Node, d_in: int,
+def project_kv(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, kind: nodes.Attention, source: Node, d_in: int,
                rope: Node | None = None) -> tuple[Node, Node]:
     """Keys and values (B, kv_heads, T, d), keys rotated when the model has rotary positions."""
-    k = _project(b, "k", source, stack, stack.key_value_heads, stack.d_k, d_in, arch)
-    v = _project(b, "v", source, stack, stack.key_value_heads, stack.d_v, d_in, arch)
+    k = _project(b, "k", source, stack, stack.key_value_heads, stack.d_k, d_in, arch, kind)
+    v = _project(b, "v", source, stack, stack.key_value_heads, stack.d_v, d_in, arch, kind)
     if rope is not None:
         k = b.call(ops.rotate, k, rope, name="k")
     return k, v
 
 
-def project_q(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, rope: Node | None = None) -> Node:
-    q = _project(b, "q", x, stack, stack.heads, stack.d_k, stack.d_model, arch)
+def project_q(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, kind: nodes.Attention, x: Node,
+              rope: Node | None = None) -> Node:
+    q = _project(b, "q", x, stack, stack.heads, stack.d_k, stack.d_model, arch, kind)
     return q if rope is None else b.call(ops.rotate, q, rope, name="q")
 
 
@@ -190,8 +196,8 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
     padding = None if causal else b.input("padding_mask", ("batch", 1, 1, length))
     positions = position_input(b, arch, stack, length, length)
     rope = positions if isinstance(arch.positions, nodes.Rope) else None
-    k, v = project_kv(b, arch, stack, x, d, rope)
-    q = project_q(b, arch, stack, x, rope)
+    k, v = project_kv(b, arch, stack, kind, x, d, rope)
+    q = project_q(b, arch, stack, kind, x, rope)
     k, v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     mask = _mask(b, stack, x, padding, causal)
     heads = attend(b, arch, stack, q, k, v, kind, mask, padded=padding is not None, positions=positions,
@@ -217,7 +223,7 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
         else None
     given_bias = b.input("position_bias", (stack.heads, 1, "k_len")) if isinstance(arch.positions, nodes.Buckets) \
         else None
-    k_new, v_new = project_kv(b, arch, stack, x, d, rope)
+    k_new, v_new = project_kv(b, arch, stack, stack.attention, x, d, rope)
     k = b.call(torch.cat, (past_k, k_new), 2, name="k")
     v = b.call(torch.cat, (past_v, v_new), 2, name="v")
     seen_k, seen_v = k, v
@@ -227,7 +233,7 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
         seen_v = b.call(operator.getitem, v, keep, name="v")
         if given_bias is not None:
             given_bias = b.call(operator.getitem, given_bias, keep, name="position_bias")  # (h, 1, k_len)
-    q = project_q(b, arch, stack, x, rope)
+    q = project_q(b, arch, stack, stack.attention, x, rope)
     seen_k, seen_v = repeat_kv(b, seen_k, stack), repeat_kv(b, seen_v, stack)
     positions = decode_bias(b, arch, stack, x, seen_k)
     heads = attend(b, arch, stack, q, seen_k, seen_v, stack.attention, positions=positions,
@@ -256,21 +262,21 @@ def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     x = b.input("x", ("batch", "tgt_len", stack.d_model))
     memory = b.input("memory", ("batch", "src_len", d_memory))
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
-    k, v = project_kv(b, arch, stack, memory, d_memory)
-    q = project_q(b, arch, stack, x)
+    k, v = project_kv(b, arch, stack, kind, memory, d_memory)
+    q = project_q(b, arch, stack, kind, x)
     heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
     b.output(_output(b, arch, stack, heads, x, kind))
 
     b = Builder(unit, "kv", decoding=True)  # once per sentence, at the start of decoding
     memory = b.input("memory", ("batch", "src_len", d_memory))
-    b.output(project_kv(b, arch, stack, memory, d_memory))
+    b.output(project_kv(b, arch, stack, kind, memory, d_memory))
 
     b = Builder(unit, "step", decoding=True)
     x = b.input("x", ("batch", 1, stack.d_model))
     k = b.input("k", ("batch", stack.key_value_heads, "src_len", stack.d_k))
     v = b.input("v", ("batch", stack.key_value_heads, "src_len", stack.d_v))
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
-    q = project_q(b, arch, stack, x)
+    q = project_q(b, arch, stack, kind, x)
     heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
     b.output(_output(b, arch, stack, heads, x, kind))
     unit.reorder(MEMBERS)

@@ -242,7 +242,7 @@ RULES: dict[Any, Callable[[tuple, dict], Shape | None]] = {
     torch.add: _elementwise, torch.mul: _elementwise, torch.sub: _elementwise, operator.add: _elementwise,
     torch.tanh: _same, torch.sigmoid: _same, torch.relu: _same, F.gelu: _same, F.silu: _same, torch.softmax: _same,
     F.dropout: _same, torch.masked_fill: _same, ops.hide: _same, ops.zero_rows: _same, ops.rotate: _same,
-    torch.logical_not: _same, ops.attend: _same,
+    torch.logical_not: _same, ops.attend: _same, torch.clamp: _same,
     F.linear: _linear, torch.unflatten: _unflatten, torch.transpose: _transpose, torch.flatten: _flatten,
     torch.matmul: _matmul, F.scaled_dot_product_attention: _sdpa, torch.cat: _cat,
     ops.padding_mask: _padding_mask, ops.causal_mask: _square, ops.band_mask: _square, ops.either: _either,

@@ -8,7 +8,8 @@
     GPTNeoXForCausalLM    block = parallel(norms = 2), partial rotary, fused per-head q/k/v (split here)
     FalconForCausalLM     block = parallel (one norm, multi-query) and the new decoder architecture
                           (parallel(norms = 2), grouped-query)
-    OlmoForCausalLM       layernorm(gain = false, bias = false): LayerNorm without parameters
+    OlmoForCausalLM       layernorm(gain = false, bias = false): LayerNorm without parameters; and with
+                          clip_qkv set: attention = scaled_dot(clip_qkv = c), q, k, v clamped to [-c, c]
 
 the full forward, unfused and fused, and cached decoding. The specs are written by hand and the weights
 renamed here (HF's deliberate float32 steps in its norms and rotary angles are patched to float64)."""
@@ -232,6 +233,15 @@ FAMILIES = {
                    "tie = none  positions = rope  scale_embeddings = false  bias = false"),
              _llama_like, [(modeling_olmo.OlmoLayerNorm, _layer_norm_float64),
                            (modeling_olmo.OlmoRotaryEmbedding, _rotary_float64)]),
+    "olmo_clip_qkv": (transformers.OlmoConfig, transformers.OlmoForCausalLM,
+                      dict(hidden_size=D, num_attention_heads=HEADS, intermediate_size=48, num_hidden_layers=LAYERS,
+                           max_position_embeddings=64, clip_qkv=0.5),
+                      _spec("norm = pre  final_norm = true  activation = swiglu  "
+                            "normalization = layernorm(gain = false, bias = false)  "
+                            "attention = scaled_dot(clip_qkv = 0.5)", 48,
+                            "tie = none  positions = rope  scale_embeddings = false  bias = false"),
+                      _llama_like, [(modeling_olmo.OlmoLayerNorm, _layer_norm_float64),
+                                    (modeling_olmo.OlmoRotaryEmbedding, _rotary_float64)]),
 }
 
 
@@ -281,3 +291,13 @@ def test_forward_and_cached_decoding_equal_hf_in_float64(family, monkeypatch):
         for t in range(tokens.shape[1]):
             logits, cache = ours.decode_step(tokens[:, t : t + 1], cache)
             assert (logits - expected[:, t]).abs().max() < 1e-12 * scale, t
+
+
+def test_olmo_clip_qkv_binds_in_the_comparison(monkeypatch):
+    """The clip of the test is small enough to change transformers' logits, so the equality above checks it."""
+    hf = _hf("olmo_clip_qkv", monkeypatch)
+    tokens = torch.randint(5, VOCAB, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        clipped = hf(tokens).logits
+        hf.config.clip_qkv = None
+        assert (hf(tokens).logits - clipped).abs().max() > 1e-3 * clipped.abs().max()

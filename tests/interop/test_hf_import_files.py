@@ -94,7 +94,6 @@ REFUSALS = {
     "gemma": (dict(hidden_act="relu"), "hidden_act 'relu'"),
     "gemma2": (dict(layer_types=["full_attention", "sliding_attention"]), "layer_types full_attention/sliding"),
     "gemma2/bidirectional": (dict(use_bidirectional_attention=True), "use_bidirectional_attention"),
-    "olmo": (dict(clip_qkv=8.0), "clip_qkv"),
     "electra": (dict(hidden_act="tanh"), "hidden_act 'tanh'"),
 }
 

@@ -112,7 +112,8 @@ def test_parsing_all_specs_is_fast():
 LLAMA_KEYS = ("normalization = ", "final_norm = ", "kv_heads = ")
 
 
-OWN_NORMS = ("llama", "gemma", "olmo", "local_global", "t5_capped", "macaron", "t5", "softcap")
+OWN_NORMS = ("llama", "gemma", "olmo", "local_global", "t5_capped", "macaron", "t5", "softcap", "sinks", "composed",
+             "t5_v11")
 
 
 @pytest.mark.parametrize("path", [p for p in SPECS if p.stem not in OWN_NORMS], ids=spec_id)
@@ -120,7 +121,7 @@ def test_canonical_text_from_before_the_llama_keys_parses_to_the_same_spec(path)
     """A checkpoint stores the canonical text of its day: without normalization, final_norm and
     kv_heads, the defaults (layernorm, a final norm exactly for pre-norm, kv_heads = heads) keep its model
     (for every spec that does not choose another norm: llama, gemma, olmo, local_global, t5_capped,
-    macaron, t5 and softcap do)."""
+    macaron, t5, t5_v11, softcap, sinks and composed do)."""
     spec = ir.load(path)
     old = "".join(line for line in ir.to_text(spec).splitlines(True) if not line.strip().startswith(LLAMA_KEYS))
     assert old != ir.to_text(spec) and ir.load_flat(old, "<stored>") == spec

@@ -1,4 +1,5 @@
-"""Attention as parts (issue 26): the score scale, soft-capping, sinks and T5's bucketed bias; the kernel
+"""Attention as parts (issue 26): the score scale, soft-capping, sinks, the gate, q/k/v clipping and T5's
+bucketed bias; the kernel
 each composition gets (SDPA, FlexAttention, explicit), each checked against the explicit graph in float64."""
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ VARIANTS = {
     "gated": "positions = rope\n"
              "encoder { attention = scaled_dot(gate = true) }\n"
              "decoder { attention = scaled_dot(gate = true)  cross_attention = scaled_dot(gate = true) }",
+    # q, k and v clipped (OLMo's clip_qkv), with grouped-query heads and a local window -> SDPA
+    "clipped": "positions = rope  kv_heads = 2\n"
+               "encoder { attention = scaled_dot(clip_qkv = 0.5) }\n"
+               "decoder { attention = local(window = 2, clip_qkv = 0.3)\n"
+               "          cross_attention = scaled_dot(clip_qkv = 0.4) }",
     # an encoder-only model with soft-capping and a layer kind of its own
     "softcap_encoder": "positions = buckets(count = 8, max_distance = 16)\n"
                        "encoder { attention = scaled_dot(softcap = 4)\n"
@@ -90,6 +96,8 @@ def test_canonical_text_writes_the_parts_only_away_from_their_defaults():
     ("encoder { attention = scaled_dot(scale = huge) }", "scale"),
     ("encoder { attention = scaled_dot(scale = 0) }", "greater than 0"),
     ("positions = buckets(count = 2)  encoder { }", "count"),
+    ("encoder { attention = scaled_dot(clip_qkv = -1) }", "clip_qkv"),
+    ("encoder { attention = additive(clip_qkv = 1) }", "clip_qkv"),
 ])
 def test_bad_parts_are_located_errors(text, message):
     with pytest.raises(SpecError) as err:
@@ -118,6 +126,7 @@ ENC, DEC, CROSS = "encoder self-attention", "decoder self-attention", "encoder-d
     ("buckets_softcap", [(ENC, "flex"), (DEC, "flex"), (CROSS, "flex")]),
     ("sinks_local_lm", [(DEC, "flex")]),
     ("gated", [(ENC, "sdpa"), (DEC, "sdpa"), (CROSS, "sdpa")]),
+    ("clipped", [(ENC, "sdpa"), (DEC, "sdpa"), (CROSS, "sdpa")]),  # the clamps come before the kernel
     ("softcap_encoder", [(ENC, "flex"), (ENC, "sdpa")]),  # the layer kind `plain` has no soft-capping
 ])
 def test_the_report_names_each_attentions_kernel(name, kernels):
@@ -239,7 +248,7 @@ def test_softcap_and_scale_are_the_formulas():
 SLOW_FLEX = pytest.param("buckets_softcap", marks=pytest.mark.slow)  # FlexAttention traces each new length
 
 
-@pytest.mark.parametrize("name", ["t5", "softcap_lm", SLOW_FLEX, "sinks_local_lm", "gated"])
+@pytest.mark.parametrize("name", ["t5", "softcap_lm", SLOW_FLEX, "sinks_local_lm", "gated", "clipped"])
 def test_decode_step_equals_forward(name):
     spec, _, fused = _pair(name)
     src, tgt = batch(spec, b=2, s=9, t=7)
@@ -256,7 +265,7 @@ def test_decode_step_equals_forward(name):
             assert (step - full[:, t]).abs().max() < 1e-9, t
 
 
-@pytest.mark.parametrize("name", ["t5", SLOW_FLEX, "sinks_local_lm", "gated"])
+@pytest.mark.parametrize("name", ["t5", SLOW_FLEX, "sinks_local_lm", "gated", "clipped"])
 def test_generated_module_equals_the_compiled_model(name, tmp_path):
     from tests.codegen.test_generated import rendered_module
 
@@ -288,7 +297,7 @@ def test_the_gate_is_a_sigmoid_on_the_heads_output():
     assert "torch.sigmoid" in text
 
 
-@pytest.mark.parametrize("name", ["t5", "gated", "softcap_lm", "sinks_local_lm"])
+@pytest.mark.parametrize("name", ["t5", "gated", "softcap_lm", "sinks_local_lm", "clipped"])
 def test_flops_from_the_ir_equal_the_counter(name):
     from attncomp.ir.flops import training_flops
     from attncomp.report import count_flops
@@ -302,3 +311,87 @@ def test_one_bucket_table_per_stack():
     assert [n for n in names if "relative_bias" in n] == ["encoder.relative_bias.weight", "decoder.relative_bias.weight"]
     assert math.prod(dict(attncomp.compile(spec_of("t5"), device="meta").named_parameters())
                      ["encoder.relative_bias.weight"].shape) == 8 * 4
+
+
+def test_clip_qkv_clamps_each_projection_and_binds():
+    """clip_qkv = c: torch.clamp(x, -c, c) right after q_proj, k_proj and v_proj (OLMo), cached keys and
+    values stored clipped; with the small c of the test it changes the logits."""
+    spec = spec_of("clipped")
+    text = ir.to_text(spec)
+    assert "attention = local(window = 2, clip_qkv = 0.3)" in text and "scaled_dot(clip_qkv = 0.4)" in text
+    assert ir.load_flat(text, "again.attn") == spec
+    model = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
+    layer = model.program.members["decoder"].members["layers"].units[0]
+    for role, method, c, count in (("self_attn", "forward", 0.3, 3), ("self_attn", "step", 0.3, 3),
+                                   ("cross_attn", "forward", 0.4, 3), ("cross_attn", "kv", 0.4, 2),
+                                   ("cross_attn", "step", 0.4, 1)):  # a step's cross k, v come from `kv`
+        clamps = [n for n in layer.members[role].methods[method].graph.nodes if n.target is torch.clamp]
+        assert [n.args[1:] for n in clamps] == [(-c, c)] * count, (role, method)
+    unclipped = ir.load_flat(text.replace("clip_qkv = 0.3", "clip_qkv = 0.0").replace("scaled_dot(clip_qkv = 0.4)",
+                                                                                   "scaled_dot"), "u.attn")
+    other = attncomp.compile(unclipped, passes=(), dtype=torch.float64).eval()
+    other.load_state_dict(model.state_dict())
+    src, tgt = batch(spec)
+    with torch.no_grad():
+        assert (model(src, tgt) - other(src, tgt)).abs().max() > 1e-3
+
+
+PART_EXAMPLES = ["softcap", "t5", "t5_v11", "sinks", "composed"]  # specs/examples/ made of attention parts
+
+
+def _example(name: str):
+    """A shipped example in float64, unfused and fused, with random sinks and bias tables."""
+    from tests.conftest import ROOT
+
+    spec = ir.load(ROOT / f"specs/examples/{name}.attn")
+    plain, fused = pair(spec)
+    _randomised(plain)
+    fused.load_state_dict(plain.state_dict())
+    return spec, plain.eval(), fused.eval()
+
+
+@pytest.mark.parametrize("name", PART_EXAMPLES)
+def test_examples_fused_equal_explicit_and_decode_step_equals_forward(name):
+    """Sequences longer than the examples' windows (16 and 8), so the cache outgrows them."""
+    spec, plain, fused = _example(name)
+    src, tgt = batch(spec, b=2, s=11, t=21)
+    tgt[:] = tgt[:1]  # no target padding: every position's logits are compared
+    with torch.no_grad():
+        a, b = run_forward(plain, spec, src, tgt), run_forward(fused, spec, src, tgt)
+        assert (a - b).abs().max() < 1e-9
+        graph = fused.flat("forward").graph
+        assert count_fused(graph) + count_flex(graph) > 0
+        both = spec.model.encoder is not None
+        cache = fused.init_cache(src, fused.encode(src)) if both else fused.init_cache(tgt)
+        for t in range(tgt.shape[1]):
+            step, cache = fused.decode_step(tgt[:, t:t + 1], cache)
+            assert (step - b[:, t]).abs().max() < 1e-9, t
+
+
+@pytest.mark.parametrize("name", PART_EXAMPLES)
+def test_examples_generated_modules_equal_the_compiled_model(name, tmp_path):
+    """The checked-in generated/examples module, imported as it is, against the compiled model:
+    forward and cached decoding past the window."""
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    spec, _, compiled = _example(name)
+    path = ROOT / "generated" / "examples" / f"{name}.py"
+    module_spec = importlib.util.spec_from_file_location(f"generated_{name}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    generated = module.Model().double().eval()
+    generated.load_state_dict(compiled.state_dict())
+    src, tgt = batch(spec, b=2, s=11, t=21)
+    with torch.no_grad():
+        both = spec.model.encoder is not None
+        outs = [m(src, tgt) if both else m(tgt) for m in (generated, compiled)]
+        assert (outs[0] - outs[1]).abs().max() < 1e-9
+        caches = [m.init_cache(src, m.encode(src)) if both else m.init_cache(tgt) for m in (generated, compiled)]
+        tokens = torch.full((src.shape[0], 1), BOS)
+        for _ in range(20):
+            (a, caches[0]), (b, caches[1]) = (generated.decode_step(tokens, caches[0]),
+                                              compiled.decode_step(tokens, caches[1]))
+            assert (a - b).abs().max() < 1e-9
+            tokens = a.argmax(-1, keepdim=True).clamp(min=5)

@@ -30,7 +30,7 @@ CHOICES = {
                                               "model.activation=relu2"],
 }
 EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global", "electra", "t5_capped", "macaron", "modernbert",
-            "t5", "softcap"]  # t5, softcap: attention parts
+            "t5", "t5_v11", "softcap", "sinks", "composed"]  # t5 to composed: attention parts
 
 
 @pytest.mark.parametrize("name", sorted(CHOICES))

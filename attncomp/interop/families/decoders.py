@@ -138,8 +138,9 @@ def _olmo_norms(config) -> dict[str, tuple[float, int]]:
 
 OLMO = _llama_like(
     "olmo", "OlmoConfig", "OlmoForCausalLM",
-    spec={"decoder.normalization": "layernorm", "norm_eps": 1e-5, "decoder.attention": "scaled_dot"},
-    refuse=((lambda c: c.clip_qkv is not None, "clip_qkv (queries, keys and values clipped)"),),
+    spec={"decoder.normalization": "layernorm", "norm_eps": 1e-5,
+          "decoder.attention": lambda c: "scaled_dot" if c.clip_qkv is None else
+          f"scaled_dot(clip_qkv = {float(c.clip_qkv)!r})"},  # q, k, v clamped to [-c, c]
     transforms=(fill(_olmo_norms),), folded="its parameter-free LayerNorms as weight 1, bias 0")
 
 # --- GPT-2 and GPT-NeoX: fused QKV ---------------------------------------------------------------
