@@ -65,6 +65,9 @@ class Family:
     def entry_names(self) -> tuple[str, ...]:
         return tuple(e.name for e in self.entries)
 
+    def entry(self, name: str) -> Entry:
+        return next(e for e in self.entries if e.name == name)
+
     @property
     def decodes(self) -> bool:
         return "decode_step" in self.entry_names

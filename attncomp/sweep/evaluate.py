@@ -13,33 +13,24 @@ import math
 import numpy as np
 import torch
 
-from attncomp.data.batching import lm_batch, translation_batch
 from attncomp.data.dataset import PreparedData, Split
+from attncomp.data.objective import objective_of
 from attncomp.decode.bleu import bleu
 from attncomp.errors import DataError
-from attncomp.ir import nodes
 from attncomp.train.step import TrainStep
 
 EVAL_TOKENS = 8192  # padded tokens per validation batch
 
 
-def _fits(split: Split, arch: nodes.ModelSpec) -> np.ndarray:
-    """Indices of the pairs a learned position table can hold (all of them with sinusoids)."""
-    src, tgt = split.src.lengths, split.tgt.lengths
-    if not isinstance(arch.positions, nodes.Learned):
-        return np.arange(len(split))
-    longest = arch.positions.max_len
-    keep = (src + tgt <= longest) if arch.encoder is None else (src <= longest) & (tgt <= longest)
-    return np.flatnonzero(keep)
-
-
 @torch.no_grad()
-def perplexity(model: torch.nn.Module, split: Split) -> float:
-    """exp of the validation NLL per target token."""
+def perplexity(model: torch.nn.Module, data: PreparedData, split: Split) -> float:
+    """exp of the validation NLL per target token, under the model's objective on this data
+    (attncomp.data.objective: the runner's batches), over the sentences its positions can hold."""
     arch = model.spec.model
     step = TrainStep(model, smoothing=0.0)
-    collate = lm_batch if arch.encoder is None else translation_batch
-    indices = _fits(split, arch)
+    objective = objective_of(arch, data.monolingual)
+    collate = objective.batcher_collate(model.spec, lambda: data.tokenizer("tgt").specials, data.path)
+    indices = np.flatnonzero(objective.fits(split, arch))
     lengths = split.src.lengths + split.tgt.lengths
     indices = indices[np.argsort(lengths[indices], kind="stable")]
     totals = torch.zeros(3, dtype=torch.float64)
@@ -62,7 +53,7 @@ def evaluate(model: torch.nn.Module, data: PreparedData, sentences: int) -> dict
                         "(prepare the data with --valid)")
     model.eval()
     split = data.split("valid")
-    result = {"ppl": round(perplexity(model, split), 3)}
+    result = {"ppl": round(perplexity(model, data, split), 3)}
     if sentences > 0:
         value, speed = bleu(model, data, split, sentences)
         result.update(bleu=value, bleu_sentences=min(sentences, len(split)), decode_sentences_per_s=round(speed, 1))

@@ -11,6 +11,7 @@ import torch
 from attncomp.data.dataset import PreparedData
 from attncomp.errors import DataError, UsageError
 from attncomp.ir import nodes
+from attncomp.lower.family import family_of
 
 
 @dataclass
@@ -39,8 +40,9 @@ class RunConfig:
 def check_vocab(data: PreparedData, arch: nodes.ModelSpec) -> None:
     """The data's vocabulary sizes must be those of the spec's model block."""
     have = (data.vocab["src_size"], data.vocab["tgt_size"])
-    need = (arch.tgt_vocab, arch.tgt_vocab) if arch.encoder is None else (arch.src_vocab, arch.tgt_vocab)
-    if arch.encoder is None and not data.vocab["shared"]:
+    one_stack = family_of(arch).stacks == ("decoder",)  # a decoder-only model reads both sides with one vocabulary
+    need = (arch.tgt_vocab, arch.tgt_vocab) if one_stack else (arch.src_vocab, arch.tgt_vocab)
+    if one_stack and not data.vocab["shared"]:
         raise DataError(f"a decoder-only model reads source and target with one vocabulary, but {data.path} "
                         "has separate ones; prepare it without --separate-vocab")
     if have != need:

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attncomp.lower.family import Family, family_of
 from attncomp.train.loss import linear_cross_entropy, logit_map, token_losses
 
 
@@ -27,24 +28,25 @@ class TrainStep(nn.Module):
         self.smoothing, self.fused_loss, self.chunk = smoothing, fused_loss, chunk
         # with a bound on a micro-batch's tokens, the loss runs in a fixed number of chunks (see `compiled`)
         self.pieces = None if max_tokens is None else max(1, -(-max_tokens // chunk))
-        self.lm = model.spec.model.encoder is None
-        self.mlm = model.spec.model.decoder is None  # encoder-only: masked LM, targets <pad> where not chosen
+        family = family_of(model.spec.model)
+        # the `hidden` entry point's inputs by name (attncomp.data.batching's keys are the family's input names)
+        self.inputs = family.entry("hidden").inputs
+        self.segmented = Family.segmented(model.spec.model, "hidden")
+        self.dense = "hidden_dense" in family.entry_names  # a mask-free graph for batches without source padding
         self.through_forward = through_forward
 
     def _inputs(self, batch: dict[str, torch.Tensor]) -> tuple:
         """The entry point's arguments; a model with `segments = N` also reads the batch's `segments`
         (segment 0 everywhere where the batch has none)."""
-        if self.lm:
-            return (batch["tokens"],)
-        tokens = (batch["src"],) if self.mlm else (batch["src"], batch["tgt_in"])
-        return tokens + (batch.get("segments"),) if self.model.spec.model.segments else tokens
+        tokens = tuple(batch[name] for name in self.inputs)
+        return tokens + (batch.get("segments"),) if self.segmented else tokens
 
     def forward(self, batch: dict[str, torch.Tensor], dense: bool = False) -> torch.Tensor:
         """[smoothed loss, NLL, target tokens] summed over the batch."""
         m = self.model
         if self.through_forward:
             return token_losses(m(*self._inputs(batch)), batch["tgt_out"], self.smoothing)
-        hidden = (m.hidden_dense if dense and not self.lm else m.hidden)(*self._inputs(batch))
+        hidden = (m.hidden_dense if dense and self.dense else m.hidden)(*self._inputs(batch))
         weight, bias, target = m.output_weight(), m.output_bias_or_none(), batch["tgt_out"]
         arch = m.spec.model  # the model's logit scale and soft cap apply to the loss's logits too
         if self.fused_loss:

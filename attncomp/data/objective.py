@@ -1,0 +1,89 @@
+"""What a model learns from its data: one table entry per training objective. The model family names
+its objective (attncomp.lower.family.Family.objective); the data and the spec narrow it:
+
+    objective       family, data                                 a sentence is read as        the loss predicts
+    translation     encoder-decoder, pairs                       source | <s> target          target </s>
+    language_model  decoder-only, pairs                          <s> source <sep> target      source <sep> target </s>
+    text            decoder-only, monolingual                    <s> text                     text </s>
+    masked_lm       encoder-only (one segment, or monolingual)   source, corrupted            the chosen tokens
+    masked_pairs    encoder-only with segments >= 2, pairs       source </s> target </s>, corrupted   the chosen tokens
+
+Each entry says how to collate a batch (attncomp.data.batching), which tokens an update's caps count
+(the batcher's source and loss lengths), how long a sentence's longest sequence is (what a learned
+position table must hold), and whether a batch whose inputs have no padding may run the mask-free
+graph (`hidden_dense`). The runner (attncomp.train.batches) and the sweep's evaluation read it; nothing
+else asks which family a model is to batch its data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable
+
+import numpy as np
+
+from attncomp.data import masking
+from attncomp.data.batching import lm_batch, mlm_batch, mono_batch, pair_mlm_batch, translation_batch
+from attncomp.errors import DataError
+from attncomp.ir import nodes
+from attncomp.lower.family import family_of
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    inputs: Callable[[np.ndarray, np.ndarray], np.ndarray]  # (src, tgt) lengths -> tokens the model reads
+    longest: Callable[[np.ndarray, np.ndarray], np.ndarray]  # ... -> its longest sequence (positions it needs)
+    dense: bool  # a batch whose inputs have no padding may run the mask-free graph
+    masked: bool  # the loss reads the chosen tokens of a corrupted input (attncomp.data.masking)
+    collate: Callable  # collate(split, indices, **what it takes) -> a batch (attncomp.data.batching)
+
+    def lengths(self, split, seed: int, rate: float) -> tuple[np.ndarray, np.ndarray]:
+        """(input, loss) tokens per sentence of `split`: what an update's token caps count."""
+        src, tgt = split.src.lengths, split.tgt.lengths
+        if self.name == "masked_pairs":
+            return src + tgt, masking.chosen_counts(seed, rate, split.src) + \
+                masking.chosen_counts(seed, rate, split.tgt, after=src)
+        if self.name == "masked_lm":
+            return src, masking.chosen_counts(seed, rate, split.src)
+        return self.inputs(src, tgt), {"translation": tgt, "language_model": src + tgt, "text": tgt}[self.name]
+
+    def fits(self, split, arch: nodes.ModelSpec) -> np.ndarray:
+        """Which sentences of `split` the model's learned position table can hold (all, with other positions)."""
+        src, tgt = split.src.lengths, split.tgt.lengths
+        if not isinstance(arch.positions, nodes.Learned):
+            return np.ones(len(src), dtype=bool)
+        return self.longest(src, tgt) <= arch.positions.max_len
+
+    def batcher_collate(self, spec, specials: Callable, path: str) -> Callable:
+        """collate(split, indices) for this spec; `specials()` gives the data's special tokens (an imported
+        model's own ids: attncomp.vocab), `path` names the data in errors."""
+        if self.masked:
+            mlm = spec.train.mlm
+            return partial(self.collate, seed=spec.train.seed, rate=mlm.rate, mask=mlm.mask, random=mlm.random,
+                           vocab=spec.model.src_vocab)
+        specials = specials()
+        if self.name == "language_model" and specials.sep is None:
+            raise DataError(f"{path} holds pairs, but this decoder-only model's vocabulary has no <sep> to join "
+                            "them: prepare monolingual text (data prepare --lang)")
+        return partial(self.collate, specials=specials)
+
+
+OBJECTIVES = {o.name: o for o in (
+    Objective("translation", lambda src, tgt: src, np.maximum, True, False, translation_batch),
+    Objective("language_model", lambda src, tgt: src, lambda src, tgt: src + tgt, False, False, lm_batch),
+    Objective("text", lambda src, tgt: tgt, lambda src, tgt: tgt, False, False, mono_batch),
+    Objective("masked_lm", lambda src, tgt: src, lambda src, tgt: src, True, True, mlm_batch),
+    Objective("masked_pairs", lambda src, tgt: src + tgt, lambda src, tgt: src + tgt, True, True, pair_mlm_batch),
+)}
+
+
+def objective_of(arch: nodes.ModelSpec, monolingual: bool) -> Objective:
+    """The objective of a model with this architecture on data that is monolingual or holds pairs."""
+    family = family_of(arch).objective
+    if family == "language_model" and monolingual:
+        return OBJECTIVES["text"]
+    if family == "masked_lm" and arch.segments >= 2 and not monolingual:
+        return OBJECTIVES["masked_pairs"]
+    return OBJECTIVES[family]
