@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from attncomp.interop.families.decoders import (FALCON, GEMMA, GEMMA2, GPT2, GPT_NEOX, LLAMA, MISTRAL, OLMO, OLMO2,
                                                 PHI, QWEN2, QWEN3, STABLELM)
-from attncomp.interop.families.encoders import BERT, DISTILBERT, ELECTRA, ROBERTA, XLM_ROBERTA
+from attncomp.interop.families.encoders import BERT, DISTILBERT, ELECTRA, MODERNBERT, ROBERTA, XLM_ROBERTA
 from attncomp.interop.families.seq2seq import BART, M2M100, MARIAN, MBART, MT5, T5
 
-IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, M2M100, T5, MT5, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2, STABLELM,
-                                      GEMMA, GEMMA2, GPT2, GPT_NEOX, PHI, FALCON, BERT, ROBERTA, XLM_ROBERTA,
-                                      DISTILBERT, ELECTRA)}
+IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, M2M100, T5, MT5, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2,
+                                      STABLELM, GEMMA, GEMMA2, GPT2, GPT_NEOX, PHI, FALCON, BERT, ROBERTA, XLM_ROBERTA,
+                                      DISTILBERT, ELECTRA, MODERNBERT)}
 
 # model_type -> what has no spec equivalent (refused before anything else is read)
 REFUSED = {
@@ -23,7 +23,6 @@ REFUSED = {
     "phi3": "a fused gate_up projection with LongRoPE scaling",
     "gptj": "parallel attention and feed-forward blocks, and interleaved rotary pairs",
     "nllb-moe": "mixture-of-experts feed-forwards",
-    "modernbert": "alternating local/global attention with two rotary bases, and GeGLU without biases",
     "mixtral": "mixture-of-experts feed-forwards",
     "qwen2_moe": "mixture-of-experts feed-forwards",
     "bloom": "ALiBi with embedding LayerNorm and fused per-head QKV",
