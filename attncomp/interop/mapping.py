@@ -356,9 +356,12 @@ def fill(names: Callable[[Any], dict[str, tuple[float, int]]]) -> Transform:
             state[name] = torch.full((width,), value, dtype=dtype)
         return state
 
-    def invert(state: State, config) -> State:
-        for name in names(config):
-            state.pop(name, None)
+    def invert(state: State, config) -> State:  # a constant trained away from its value has nowhere to go
+        for name, (value, _) in names(config).items():
+            tensor = state.pop(name, None)
+            if tensor is not None and not bool((tensor == value).all()):
+                raise UsageError(f"{name} is no longer {value:g} everywhere: the Hugging Face model has no such "
+                                 "parameter (it is a constant there)")
         return state
     return Transform("fold constants", apply, invert)
 
