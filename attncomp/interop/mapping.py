@@ -356,9 +356,12 @@ def fill(names: Callable[[Any], dict[str, tuple[float, int]]]) -> Transform:
             state[name] = torch.full((width,), value, dtype=dtype)
         return state
 
-    def invert(state: State, config) -> State:
-        for name in names(config):
-            state.pop(name, None)
+    def invert(state: State, config) -> State:  # a constant trained away from its value has nowhere to go
+        for name, (value, _) in names(config).items():
+            tensor = state.pop(name, None)
+            if tensor is not None and not bool((tensor == value).all()):
+                raise UsageError(f"{name} is no longer {value:g} everywhere: the Hugging Face model has no such "
+                                 "parameter (it is a constant there)")
         return state
     return Transform("fold constants", apply, invert)
 
@@ -411,3 +414,70 @@ def revert(family: FamilyEntry, config, state: State) -> State:
     for transform in reversed(family.transforms):
         state = transform.invert(state, config)
     return state
+
+
+# --- transforms of the families added with layer kinds and T5's buckets (issue 27) --------------------
+
+
+def split_rows(part: str, into: tuple[str, ...]) -> Transform:
+    """A fused projection `...<part>.weight` (or bias) whose output rows are `into`'s parts in order, each
+    as wide: ModernBERT's Wi is GeGLU's activated input then its multiplier (attncomp's gate, then fc1)."""
+    def apply(state: State, config) -> State:
+        out = {}
+        for key, tensor in state.items():
+            head, sep, leaf = key.rpartition(f".{part}.")
+            if not sep:
+                out[key] = tensor
+                continue
+            for name, chunk in zip(into, tensor.chunk(len(into), dim=0)):
+                out[f"{head}.{name}.{leaf}"] = chunk.contiguous()
+        return out
+
+    def invert(state: State, config) -> State:
+        out = {}
+        for key, tensor in state.items():
+            head, sep, leaf = key.rpartition(f".{into[0]}.")
+            if sep:
+                out[f"{head}.{part}.{leaf}"] = torch.cat([state[f"{head}.{name}.{leaf}"] for name in into]).contiguous()
+            elif not any(f".{name}." in key for name in into[1:]):
+                out[key] = tensor
+        return out
+    return Transform(f"split {part} into {', '.join(into)}", apply, invert)
+
+
+def add_one(pattern: str) -> Transform:
+    """A gain stored as w where attncomp's norm multiplies by its parameter: Gemma 3's q/k norms compute
+    x * (1 + w), attncomp's qk_norm RMSNorm x * g, so g = 1 + w (computed in at least float32); back, w = g - 1."""
+    def shift(state: State, by: float) -> State:
+        for key in [k for k in state if re.fullmatch(pattern, k)]:
+            dtype = _wide(state[key])
+            state[key] = state[key].to(dtype) + by
+        return state
+
+    def apply(state: State, config) -> State:
+        return shift(state, 1.0)
+
+    def invert(state: State, config) -> State:
+        return shift(state, -1.0)
+    return Transform(f"fold (1 + w) of {pattern}", apply, invert)
+
+
+def output_of(embed: str, tied: Callable[[Any], bool]) -> Transform:
+    """T5's lm_head in transformers 5: tied to the shared embedding unless the file holds one that differs.
+    Where the spec ties them (`tie = all`) an lm_head the file has must be the embedding (else one line);
+    where it does not (`tie = inputs`), an lm_head the file lacks is the embedding's copy."""
+    def apply(state: State, config) -> State:
+        head = state.pop("output.weight", None)
+        if tied(config):
+            if head is not None and not torch.equal(head, state[embed]):
+                raise UsageError("the weights hold an lm_head.weight that differs from shared.weight, and the "
+                                 "config ties them (no tie_word_embeddings = false)")
+        else:
+            state["output.weight"] = state[embed].clone() if head is None else head
+        return state
+
+    def invert(state: State, config) -> State:
+        if tied(config):
+            state["output.weight"] = state[embed]
+        return state
+    return Transform("lm_head: the embedding where tied", apply, invert)

@@ -84,6 +84,18 @@ FAMILIES = {
                 dict(SEQ2SEQ, scale_embedding=True, activation_function="relu")),
     "mbart": ("MBartConfig", "MBartForConditionalGeneration",
               dict(SEQ2SEQ, scale_embedding=False, activation_function="relu")),
+    # compared in their own files: test_hf_t5.py, test_hf_modernbert.py, test_hf_gemma3.py
+    "t5": ("T5Config", "T5ForConditionalGeneration",
+           dict(vocab_size=VOCAB, d_model=32, d_kv=12, d_ff=48, num_layers=2, num_decoder_layers=1, num_heads=4,
+                relative_attention_num_buckets=8, relative_attention_max_distance=20, dropout_rate=0.0,
+                feed_forward_proj="gated-gelu", tie_word_embeddings=False)),
+    "modernbert": ("ModernBertConfig", "ModernBertForMaskedLM",
+                   dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, intermediate_size=40,
+                        num_hidden_layers=4, local_attention=4, max_position_embeddings=64, pad_token_id=3,
+                        bos_token_id=None, eos_token_id=None, cls_token_id=None, sep_token_id=None)),
+    "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM",
+                    dict(LM, head_dim=16, num_hidden_layers=3, sliding_window=4, query_pre_attn_scalar=24,
+                         layer_types=["sliding_attention", "sliding_attention", "full_attention"])),
 }
 
 

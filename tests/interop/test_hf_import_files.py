@@ -111,7 +111,7 @@ def test_what_the_language_lacks_is_refused_in_one_line(family, tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("model_type", ["t5", "gemma3", "gptj", "bloom"])
+@pytest.mark.parametrize("model_type", ["umt5", "gemma3", "gptj", "bloom"])
 def test_families_without_an_equivalent_are_refused_by_name(model_type, llama_dir, tmp_path, capsys):
     directory = _copy(llama_dir, tmp_path)
     (directory / "config.json").write_text(json.dumps({"model_type": model_type}))
@@ -244,3 +244,59 @@ def test_older_checkpoint_names_import_as_transformers_loads_them(family, tmp_pa
     save_file(state, directory / "model.safetensors")
     got = hf_import.import_directory(directory).weights
     assert set(got) == set(expected) and all(torch.equal(got[k], expected[k]) for k in expected)
+
+
+
+# T5, ModernBERT and Gemma 3 (issue 27): a config key missing (its default then disagrees with the weights), a
+# key of the wrong type, a weight of the wrong shape or missing, and what the language lacks: one line, exit 2
+NEW_FAMILIES = {
+    "t5/no d_model": ("t5", {"d_model": None}, "do not fit the spec"),
+    "t5/no relative_attention_num_buckets": ("t5", {"relative_attention_num_buckets": None}, "relative_bias"),
+    "t5/d_kv a string": ("t5", {"d_kv": "12"}, "config.json"),
+    "t5/gated-relu": ("t5", {"feed_forward_proj": "gated-relu", "dense_act_fn": "relu"},
+                      "feed_forward_proj 'gated-relu'"),
+    "modernbert/no intermediate_size": ("modernbert", {"intermediate_size": None}, "do not fit the spec"),
+    "modernbert/hidden_activation tanh": ("modernbert", {"hidden_activation": "tanh"}, "hidden_activation 'tanh'"),
+    "modernbert/rope scaling": ("modernbert", {"rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 160000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}, "rotary scaling"),
+    "gemma3_text/no head_dim": ("gemma3_text", {"head_dim": None}, "do not fit the spec"),
+    "gemma3_text/attention soft-cap": ("gemma3_text", {"attn_logit_softcapping": 50.0}, "attn_logit_softcapping"),
+    "gemma3_text/irregular layers": ("gemma3_text", {"layer_types": [
+        "full_attention", "full_attention", "sliding_attention"]}, "layer_types"),
+    "gemma3_text/bidirectional": ("gemma3_text", {"use_bidirectional_attention": True}, "use_bidirectional_attention"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NEW_FAMILIES))
+def test_hostile_configs_of_t5_modernbert_gemma3_are_one_line(case, tmp_path, capsys):
+    family, changes, expected = NEW_FAMILIES[case]
+    directory = hf_models.save(hf_models.model(family, torch.float32), tmp_path / family)
+    config = hf_models.read_json(directory / "config.json")
+    config.update(changes)
+    (directory / "config.json").write_text(json.dumps({k: v for k, v in config.items()
+                                                       if v is not None or k not in changes}))
+    assert expected in _one_line_error(capsys, ["import", str(directory), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("family,name,tensor", [
+    ("t5", "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", torch.zeros(9, 4)),
+    ("t5", "decoder.block.0.layer.1.EncDecAttention.q.weight", None),
+    ("modernbert", "model.layers.1.mlp.Wi.weight", torch.zeros(60, 32)),
+    ("gemma3_text", "model.layers.0.self_attn.q_norm.weight", torch.zeros(8)),
+    ("gemma3_text", "model.layers.2.self_attn.k_norm.weight", None)])
+def test_weights_of_t5_modernbert_gemma3_of_the_wrong_shape_or_missing_are_one_line(family, name, tensor, tmp_path,
+                                                                                     capsys):
+    from safetensors.torch import load_file, save_file
+
+    directory = hf_models.save(hf_models.model(family, torch.float32), tmp_path / family)
+    state = load_file(directory / "model.safetensors")
+    assert name in state
+    if tensor is None:
+        del state[name]
+    else:
+        state[name] = tensor
+    save_file(state, directory / "model.safetensors", metadata={"format": "pt"})
+    err = _one_line_error(capsys, ["import", str(directory), "--out", str(tmp_path / "out")])
+    assert "do not fit the spec" in err or "split" in err, err

@@ -1,13 +1,16 @@
-"""ModernBertForMaskedLM written as a spec, equal to transformers' model in float64 for random weights.
+"""ModernBERT through the family table (attncomp/interop/families/encoders.py, MODERNBERT): a tiny random
+ModernBertForMaskedLM saved with save_pretrained, imported by `attncomp import`, equal to transformers'
+model in float64 (1e-12 of the logits' scale), fused and unfused; `attncomp export --format hf` gives
+every tensor back bit for bit, and transformers loads it with the same logits.
 
 ModernBERT's layer structure is spec choices: pre-norm layers whose first has no attention norm (a layer
 kind `first { count = 1  block = sequential(attention(norm = none), ffn) }`), a global layer every third
 among local ones (bidirectional windows of local_attention / 2 each side), GeGLU (HF's Wi: input, then
-gate), LayerNorm on the embeddings, a final norm, BERT's dense prediction head and a decoder bias over
-the tied embedding, and global layers with their own rotary base (`rope_base` in their layer kinds).
-ModernBERT's own setting, norms without a bias (`norm_bias = false`: every LayerNorm, the prediction head's
-too), is `normalization = layernorm(bias = false)` in the encoder and in `head = dense(...)`; the test runs
-it and `norm_bias = true`. HF's float32 rotary steps are patched to float64; weights are renamed here."""
+gate: split into attncomp's gate and fc1), LayerNorm on the embeddings, a final norm, BERT's dense
+prediction head and a decoder bias over the tied embedding, and global layers with their own rotary base
+(`rope_base` in their layer kinds). Norms without biases (`norm_bias = false`, ModernBERT's default) are
+`layernorm(bias = false)`, but for the prediction head's, whose bias import fills with zeros. HF's
+float32 rotary steps are patched to float64."""
 
 from __future__ import annotations
 
@@ -15,33 +18,26 @@ import pytest
 import torch
 
 import attncomp
-from attncomp import ir
+from attncomp.cli.main import run
 from attncomp.compiler import DEFAULT_PASSES
+from attncomp.interop import hf_import
+from tests.interop import hf_models
 
 transformers = pytest.importorskip("transformers")
+safetensors_torch = pytest.importorskip("safetensors.torch")
 from transformers.models.modernbert import modeling_modernbert  # noqa: E402
 
-VOCAB, D, HEADS, FF, LAYERS, WINDOW = 64, 32, 4, 40, 5, 4  # local_attention = 4: 2 positions each side
+VOCAB, D, HEADS, FF, LAYERS, WINDOW, PAD = 64, 32, 4, 40, 5, 4, 3  # local_attention = 4: 2 positions each side
 LOCAL_THETA, GLOBAL_THETA = 100.0, 1600.0  # ModernBERT: 10000 and 160000
+TOLERANCE = 1e-12
 
 
-def _spec(norm_bias: bool) -> str:
-    norms = "" if norm_bias else "normalization = layernorm(bias = false)"
-    return f"""model modernbert {{
-  d_model = {D}  heads = {HEADS}  d_ff = {FF}  vocab = shared({VOCAB})  tie = encoder
-  positions = rope(base = {LOCAL_THETA})  scale_embeddings = false  embedding_norm = true
-  head = dense(activation = gelu, bias = false{", " + norms if norms else ""})
-  bias {{ attention = false  ffn = false  output = true }}
-  encoder {{
-    layers = {LAYERS}  norm = pre  final_norm = true  activation = geglu  attention = local(window = {WINDOW // 2})
-    {norms}
-    layer first {{ count = 1  attention = scaled_dot  rope_base = {GLOBAL_THETA}
-                  block = sequential(attention(norm = none), ffn) }}
-    layer global {{ start = 3  every = 3  attention = scaled_dot  rope_base = {GLOBAL_THETA} }}
-  }}
-  dropout {{ residual = 0.0  embedding = 0.0 }}
-}}
-"""
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def _rotary_float64(self, x, position_ids, layer_type):
@@ -60,41 +56,16 @@ def _apply_rotary_float64(q, k, cos, sin, unsqueeze_dim=1):
     return q * cos + rotate(q) * sin, k * cos + rotate(k) * sin
 
 
-def _ours(state: dict) -> dict:
-    """HF's names -> ours; Wqkv split into q, k, v; Wi split into its input (our fc1) and gate halves."""
-    out = {"src_embed.weight": state["model.embeddings.tok_embeddings.weight"],
-           "head.dense.weight": state["head.dense.weight"], "output_bias": state["decoder.bias"]}
-    for hf, ours in (("model.embeddings.norm", "encoder.embed_norm"), ("model.final_norm", "encoder.norm"),
-                     ("head.norm", "head.norm")):
-        out[f"{ours}.weight"] = state[f"{hf}.weight"]
-        if f"{hf}.bias" in state:
-            out[f"{ours}.bias"] = state[f"{hf}.bias"]
-    for i in range(LAYERS):
-        hf, ours = f"model.layers.{i}.", f"encoder.layers.{i}."
-        for name, part in zip(("q_proj", "k_proj", "v_proj"), state[hf + "attn.Wqkv.weight"].chunk(3, dim=0)):
-            out[f"{ours}self_attn.{name}.weight"] = part
-        out[ours + "self_attn.o_proj.weight"] = state[hf + "attn.Wo.weight"]
-        up, gate = state[hf + "mlp.Wi.weight"].chunk(2, dim=0)  # HF: act(input) * gate
-        out[ours + "ffn.gate.weight"], out[ours + "ffn.fc1.weight"] = up, gate
-        out[ours + "ffn.fc2.weight"] = state[hf + "mlp.Wo.weight"]
-        for hf_norm, our_norm in (("attn_norm", "self_attn_norm"), ("mlp_norm", "ffn_norm")):
-            if hf + f"{hf_norm}.weight" in state:
-                out[f"{ours}{our_norm}.weight"] = state[hf + f"{hf_norm}.weight"]
-                if hf + f"{hf_norm}.bias" in state:
-                    out[f"{ours}{our_norm}.bias"] = state[hf + f"{hf_norm}.bias"]
-    return out
-
-
-@pytest.fixture(params=[True, False], ids=["norm_bias", "no_norm_bias"])
-def hf(request, monkeypatch):
+def _hf(monkeypatch, **changes):
     monkeypatch.setattr(modeling_modernbert.ModernBertRotaryEmbedding, "forward", _rotary_float64)
     monkeypatch.setattr(modeling_modernbert, "apply_rotary_pos_emb", _apply_rotary_float64)
-    config = transformers.ModernBertConfig(
-        vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, intermediate_size=FF, num_hidden_layers=LAYERS,
-        local_attention=WINDOW, norm_bias=request.param, max_position_embeddings=64, pad_token_id=0, bos_token_id=None,
-        eos_token_id=None, cls_token_id=None, sep_token_id=None,
-        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": GLOBAL_THETA},
-                         "sliding_attention": {"rope_type": "default", "rope_theta": LOCAL_THETA}})
+    values = dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, intermediate_size=FF,
+                  num_hidden_layers=LAYERS, local_attention=WINDOW, max_position_embeddings=64, norm_eps=1e-6,
+                  attention_bias=True, mlp_bias=True, classifier_bias=True, pad_token_id=PAD, bos_token_id=None,
+                  eos_token_id=None, cls_token_id=None, sep_token_id=None,
+                  rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": GLOBAL_THETA},
+                                   "sliding_attention": {"rope_type": "default", "rope_theta": LOCAL_THETA}})
+    config = transformers.ModernBertConfig(**{**values, **changes})
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
     model = transformers.ModernBertForMaskedLM(config).double().eval()
@@ -104,20 +75,71 @@ def hf(request, monkeypatch):
     return model
 
 
-def test_modernbert_masked_lm_equals_hf_in_float64(hf):
+def _tokens() -> torch.Tensor:
+    tokens = torch.randint(5, VOCAB, (3, 11), generator=torch.Generator().manual_seed(1))
+    tokens[:, 0] = 0  # HF id 0, which attncomp would take for padding unless renumbered
+    tokens[1, 7:] = PAD
+    return tokens
+
+
+def _compare(hf, imported, ours) -> None:
+    tokens = _tokens()
+    real = tokens != PAD
+    rows = torch.tensor(imported.rows)  # ids 0 and PAD exchanged: its own inverse
+    with torch.no_grad():
+        expected = hf(input_ids=tokens, attention_mask=real.long()).logits[..., imported.rows]
+        got = ours(rows[tokens])
+    assert ((got - expected)[real].abs().max() / expected[real].abs().max()) < TOLERANCE
+
+
+@pytest.mark.parametrize("norm_bias", [False, True], ids=["norm_bias=false", "norm_bias=true"])
+def test_modernbert_imports_with_logits_equal_to_transformers(norm_bias, tmp_path, monkeypatch):
+    hf = _hf(monkeypatch, norm_bias=norm_bias)
     assert [layer.attention_type for layer in hf.model.layers] == [
         "full_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention"]
     assert isinstance(hf.model.layers[0].attn_norm, torch.nn.Identity)
-    spec = ir.load_flat(_spec(hf.config.norm_bias), "<modernbert>")
+    imported = hf_import.import_directory(hf_models.save(hf, tmp_path / "modernbert"))
+    spec = imported.spec
     assert [kind for kind, _ in spec.model.encoder.layer_plan()] == ["first", "", "", "global", ""]
-    ours = attncomp.compile(spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
-    ours.load_state_dict(_ours(hf.state_dict()))  # strict: no norm keeps a bias HF's lacks
-    assert ("head.norm.bias" in ours.state_dict()) is hf.config.norm_bias
-    tokens = torch.randint(5, VOCAB, (2, 11), generator=torch.Generator().manual_seed(1))
+    assert [stack.rope_base for _, stack in spec.model.encoder.layer_plan()] == [GLOBAL_THETA, None, None,
+                                                                                  GLOBAL_THETA, None]
+    assert ("layernorm(bias = false)" in imported.spec_text) is not norm_bias
+    for passes in (DEFAULT_PASSES, ()):
+        ours = attncomp.compile(spec, passes=passes, dtype=torch.float64).eval()
+        ours.load_state_dict(imported.weights, strict=True)
+        _compare(hf, imported, ours)
+
+
+def test_modernbert_export_gives_every_tensor_back(tmp_path, monkeypatch):
+    hf = _hf(monkeypatch)
+    source = hf_models.save(hf, tmp_path / "source")
+    assert run(["import", str(source), "--out", str(tmp_path / "imported")]) == 0
+    assert run(["export", str(tmp_path / "imported" / "checkpoint.pt"), "--format", "hf",
+                "-o", str(tmp_path / "exported")]) == 0
+    original = safetensors_torch.load_file(source / "model.safetensors")
+    exported = safetensors_torch.load_file(tmp_path / "exported" / "model.safetensors")
+    assert set(original) == set(exported)
+    for name, tensor in original.items():
+        assert exported[name].dtype == tensor.dtype and torch.equal(exported[name], tensor), name
+    back = transformers.ModernBertForMaskedLM.from_pretrained(tmp_path / "exported", dtype=torch.float64).eval()
+    tokens, real = _tokens(), _tokens() != PAD
     with torch.no_grad():
-        expected = hf(tokens).logits
-        scale = expected.abs().max()
-        assert (ours(tokens) - expected).abs().max() < 1e-12 * scale
-        unfused = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
-        unfused.load_state_dict(ours.state_dict())
-        assert (unfused(tokens) - expected).abs().max() < 1e-12 * scale
+        expected = hf(input_ids=tokens, attention_mask=real.long()).logits
+        got = back(input_ids=tokens, attention_mask=real.long()).logits
+    assert ((got - expected)[real].abs().max() / expected[real].abs().max()) < TOLERANCE
+
+
+def test_a_head_norm_bias_trained_away_from_zero_is_refused_by_export(tmp_path, monkeypatch, capsys):
+    """Without norm_bias the head's LayerNorm has no bias in transformers: import fills attncomp's with 0,
+    and export refuses one that is no longer 0 rather than drop it."""
+    from attncomp import checkpoint
+
+    source = hf_models.save(_hf(monkeypatch), tmp_path / "source")
+    assert run(["import", str(source), "--out", str(tmp_path / "imported")]) == 0
+    found = checkpoint.load(tmp_path / "imported" / "checkpoint.pt")
+    found.model["head.norm.bias"] = found.model["head.norm.bias"] + 0.5
+    checkpoint.save(found, tmp_path / "trained.pt")
+    capsys.readouterr()
+    assert run(["export", str(tmp_path / "trained.pt"), "--format", "hf", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "head.norm.bias is no longer 0" in err

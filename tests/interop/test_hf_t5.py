@@ -1,14 +1,17 @@
-"""T5 as a spec (issue 26): unscaled dot products (`scale = none`), the bucketed relative bias
-(`positions = buckets`, one table per stack), pre-norm RMSNorm (T5LayerNorm), no biases, unscaled
-embeddings; equal to transformers' T5ForConditionalGeneration in float64 for random weights:
+"""T5 through the family table (attncomp/interop/families/seq2seq.py, T5 and MT5): unscaled dot products
+(`scale = none`), the bucketed relative bias (`positions = buckets`, one table per stack), pre-norm
+RMSNorm (T5LayerNorm), no biases, unscaled embeddings; a tiny random T5ForConditionalGeneration saved
+with save_pretrained, imported by `attncomp import`, equal to transformers' in float64 (1e-12 of the
+logits' scale) for
 
-    v1.0   relu feed-forward, the embedding tied to the output: HF rescales the states by d_model^-0.5
-           before the tied projection, a model-level choice the language does not have yet, so the
-           comparison multiplies our logits by it
-    v1.1   gated-GELU (tanh) feed-forward (`geglu_tanh`), an untied output: the logits themselves
+    v1.0   relu feed-forward, the embedding tied to the output, the decoder's states rescaled by
+           d_model^-0.5 before it (`tie = all`, `logit_scale`)
+    v1.1   gated-GELU (tanh) feed-forward (`geglu_tanh`), an lm_head of its own (`tie = inputs`), as Flan-T5
+    mT5    v1.1's layout (MT5ForConditionalGeneration never rescales)
 
-the full forward (fused and unfused) and cached decoding step by step. Weights are renamed here (no
-import family yet); HF's float32 variance in T5LayerNorm is patched to float64."""
+the full forward (fused and unfused) and cached decoding step by step; `attncomp export --format hf`
+gives every tensor back bit for bit and transformers loads it with the same logits. HF's float32
+variance in T5LayerNorm is patched to float64."""
 
 from __future__ import annotations
 
@@ -16,89 +19,108 @@ import pytest
 import torch
 
 import attncomp
+from attncomp.cli.main import run
+from attncomp.interop import hf_import
+from tests.interop import hf_models
 
 transformers = pytest.importorskip("transformers")
+safetensors_torch = pytest.importorskip("safetensors.torch")
 from transformers.models.t5 import modeling_t5  # noqa: E402
 
-VOCAB, D, HEADS, D_FF, LAYERS, BUCKETS, MAX_DISTANCE = 64, 32, 4, 48, 2, 8, 20
+VOCAB, D, HEADS, D_KV, D_FF, BUCKETS, MAX_DISTANCE = 64, 32, 4, 12, 48, 8, 20  # d_kv * heads != d_model
+TOLERANCE = 1e-12
+VERSIONS = {"v1.0": ("T5Config", "T5ForConditionalGeneration", dict(feed_forward_proj="relu")),
+            "v1.1": ("T5Config", "T5ForConditionalGeneration",
+                     dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False)),
+            "mt5": ("MT5Config", "MT5ForConditionalGeneration", dict(feed_forward_proj="gated-gelu"))}
 
 
-def _spec(v11: bool) -> str:
-    stack = "layers = {n}  norm = pre  normalization = rmsnorm  attention = scaled_dot(scale = none)".format(n=LAYERS)
-    return f"""model t5 {{
-  d_model = {D}  heads = {HEADS}  d_ff = {D_FF}  vocab = shared({VOCAB})  tie = {"none" if v11 else "all"}
-  positions = buckets(count = {BUCKETS}, max_distance = {MAX_DISTANCE})
-  scale_embeddings = false  bias = false  norm_eps = 1e-6
-  activation = {"geglu_tanh" if v11 else "relu"}
-  encoder {{ {stack} }}
-  decoder {{ {stack}  cross_attention = scaled_dot(scale = none) }}
-  dropout {{ residual = 0.0  embedding = 0.0 }}
-}}
-"""
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def _rms_float64(self, x):  # T5LayerNorm without its float32 variance
     return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
 
 
-def _hf(v11: bool):
-    config = modeling_t5.T5Config(
-        vocab_size=VOCAB, d_model=D, d_kv=D // HEADS, d_ff=D_FF, num_layers=LAYERS, num_decoder_layers=LAYERS,
-        num_heads=HEADS, relative_attention_num_buckets=BUCKETS, relative_attention_max_distance=MAX_DISTANCE,
-        dropout_rate=0.0, layer_norm_epsilon=1e-6, feed_forward_proj="gated-gelu" if v11 else "relu",
-        tie_word_embeddings=not v11, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+def _hf(version: str, monkeypatch, dtype=torch.float64):
+    config_class, model_class, values = VERSIONS[version]
+    config = getattr(transformers, config_class)(
+        vocab_size=VOCAB, d_model=D, d_kv=D_KV, d_ff=D_FF, num_layers=2, num_decoder_layers=3, num_heads=HEADS,
+        relative_attention_num_buckets=BUCKETS, relative_attention_max_distance=MAX_DISTANCE, dropout_rate=0.0,
+        layer_norm_epsilon=1e-5, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, **values)
     config._attn_implementation = "eager"
+    monkeypatch.setattr(modeling_t5.T5LayerNorm, "forward", _rms_float64)
+    if version == "mt5":
+        from transformers.models.mt5 import modeling_mt5
+        monkeypatch.setattr(modeling_mt5.MT5LayerNorm, "forward", _rms_float64)
     torch.manual_seed(0)
-    model = modeling_t5.T5ForConditionalGeneration(config).double().eval()
+    model = getattr(transformers, model_class)(config).eval()
     with torch.no_grad():
         for p in model.parameters():  # random weights at a scale where every part matters
             p.copy_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 1.0) + (1.0 if p.dim() == 1 else 0.0))
-    return model
+        if version != "v1.0":  # an lm_head of its own, as Flan-T5's and mT5's files hold
+            model.lm_head.weight = torch.nn.Parameter(torch.randn(VOCAB, D) * 0.3)
+    return model.to(dtype)
 
 
-def _renamed(hf: torch.nn.Module, v11: bool) -> dict:
-    sd, out = hf.state_dict(), {}
-    if v11:
-        out["src_embed.weight"] = out["tgt_embed.weight"] = sd["shared.weight"]
-        out["output.weight"] = sd["lm_head.weight"]
-    else:
-        out["embed.weight"] = sd["shared.weight"]
-    ffn = {"wi_0": "gate", "wi_1": "fc1", "wo": "fc2"} if v11 else {"wi": "fc1", "wo": "fc2"}
-    for side in ("encoder", "decoder"):
-        out[f"{side}.relative_bias.weight"] = sd[f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]
-        out[f"{side}.norm.weight"] = sd[f"{side}.final_layer_norm.weight"]
-        parts = [("self_attn", "SelfAttention")] + ([("cross_attn", "EncDecAttention")] if side == "decoder" else [])
-        for i in range(LAYERS):
-            hf_layer, ours = f"{side}.block.{i}.layer", f"{side}.layers.{i}"
-            for j, (name, hf_name) in enumerate(parts):
-                for proj in "qkvo":
-                    out[f"{ours}.{name}.{proj}_proj.weight"] = sd[f"{hf_layer}.{j}.{hf_name}.{proj}.weight"]
-                out[f"{ours}.{name}_norm.weight"] = sd[f"{hf_layer}.{j}.layer_norm.weight"]
-            j = len(parts)
-            for hf_name, name in ffn.items():
-                out[f"{ours}.ffn.{name}.weight"] = sd[f"{hf_layer}.{j}.DenseReluDense.{hf_name}.weight"]
-            out[f"{ours}.ffn_norm.weight"] = sd[f"{hf_layer}.{j}.layer_norm.weight"]
-    return out
+def _tokens(b: int, t: int, seed: int) -> torch.Tensor:
+    return torch.randint(5, VOCAB, (b, t), generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("v11", [False, True], ids=["v1.0", "v1.1"])
+@pytest.mark.parametrize("version", list(VERSIONS))
 @pytest.mark.parametrize("passes", [(), None], ids=["unfused", "fused"])
-def test_t5_logits_equal_transformers(v11, passes, monkeypatch):
-    monkeypatch.setattr(modeling_t5.T5LayerNorm, "forward", _rms_float64)
-    hf = _hf(v11)
+def test_t5_imports_with_logits_equal_to_transformers(version, passes, tmp_path, monkeypatch):
+    hf = _hf(version, monkeypatch)
+    imported = hf_import.import_directory(hf_models.save(hf, tmp_path / version))
+    text = imported.spec_text
+    assert "positions = buckets(count = 8, max_distance = 20)" in text and "scale = none" in text
+    assert ("tie = all" in text and "logit_scale" in text) if version == "v1.0" else "tie = inputs" in text
     kwargs = {} if passes is None else {"passes": passes}
-    ours = attncomp.compile(_spec(v11), dtype=torch.float64, **kwargs).eval()
-    ours.load_state_dict(_renamed(hf, v11))
-    g = torch.Generator().manual_seed(1)
-    src = torch.randint(5, VOCAB, (2, 30), generator=g)  # 30 positions: past the exact buckets, into the log ones
-    tgt = torch.randint(5, VOCAB, (2, 25), generator=g)
-    rescale = 1.0 if v11 else D ** -0.5  # HF v1.0's tied-output rescaling (see the module docstring)
+    ours = attncomp.compile(imported.spec, dtype=torch.float64, **kwargs).eval()
+    ours.load_state_dict(imported.weights, strict=True)
+    src, tgt = _tokens(2, 30, 1), _tokens(2, 25, 2)  # 30 positions: past the exact buckets, into the log ones
+    tgt[:, 0] = 0  # the decoder starts at decoder_start_token_id, which is pad
     with torch.no_grad():
         expected = hf(input_ids=src, decoder_input_ids=tgt).logits
-        got = ours(src, tgt) * rescale
         scale = expected.abs().max()
-        assert (got - expected).abs().max() / scale < 1e-12
+        assert (ours(src, tgt) - expected).abs().max() / scale < TOLERANCE
         cache = ours.init_cache(src, ours.encode(src))
         for t in range(tgt.shape[1]):
             step, cache = ours.decode_step(tgt[:, t:t + 1], cache)
-            assert (step * rescale - expected[:, t]).abs().max() / scale < 1e-12, t
+            assert (step - expected[:, t]).abs().max() / scale < TOLERANCE, t
+
+
+@pytest.mark.parametrize("version", list(VERSIONS))
+def test_t5_export_gives_every_tensor_back(version, tmp_path, monkeypatch):
+    hf = _hf(version, monkeypatch)
+    source = hf_models.save(hf, tmp_path / "source")
+    assert run(["import", str(source), "--out", str(tmp_path / "imported")]) == 0
+    assert run(["export", str(tmp_path / "imported" / "checkpoint.pt"), "--format", "hf",
+                "-o", str(tmp_path / "exported")]) == 0
+    original = safetensors_torch.load_file(source / "model.safetensors")
+    exported = safetensors_torch.load_file(tmp_path / "exported" / "model.safetensors")
+    assert set(original) == set(exported)
+    for name, tensor in original.items():
+        assert exported[name].dtype == tensor.dtype and torch.equal(exported[name], tensor), name
+    back = getattr(transformers, VERSIONS[version][1]).from_pretrained(tmp_path / "exported", dtype=torch.float64)
+    back.config._attn_implementation = "eager"
+    src, tgt = _tokens(2, 30, 1), _tokens(2, 25, 2)
+    with torch.no_grad():
+        expected = hf(input_ids=src, decoder_input_ids=tgt).logits
+        got = back.eval()(input_ids=src, decoder_input_ids=tgt).logits
+        assert (got - expected).abs().max() / expected.abs().max() < TOLERANCE
+
+
+def test_a_tied_t5_whose_lm_head_differs_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    hf = _hf("v1.0", monkeypatch, torch.float32)
+    hf.lm_head.weight = torch.nn.Parameter(torch.randn(VOCAB, D))  # save_pretrained keeps both: they differ
+    source = hf_models.save(hf, tmp_path / "source")
+    capsys.readouterr()
+    assert run(["import", str(source), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "lm_head.weight that differs from shared.weight" in err

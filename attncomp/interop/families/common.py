@@ -45,3 +45,24 @@ ROPE_SCALING = (lambda c: rope_kind(c) != "default",
                 lambda c: f"rope_type {rope_kind(c)!r} (rotary scaling)")
 MIXED_LAYERS = (lambda c: len(layer_kinds(c)) > 1,
                 lambda c: "layers of different attention kinds (layer_types " + "/".join(sorted(layer_kinds(c))) + ")")
+
+
+def periodic(indices: list[int], layers: int) -> tuple[int, int] | None:
+    """(start, every) of a layer kind whose layers are exactly `indices` (start, start + every, ... to the
+    end of a stack of `layers`); None where no such pair gives them (or there are none)."""
+    if not indices:
+        return None
+    start = indices[0]
+    every = indices[1] - start if len(indices) > 1 else layers
+    return (start, every) if indices == list(range(start, layers, every)) else None
+
+
+def rope_theta(config, layer_type: str) -> float:
+    """The rotary base of one layer type, from transformers' per-type rope_parameters."""
+    return float(config.rope_parameters[layer_type]["rope_theta"])
+
+
+PER_TYPE_ROPE_SCALING = (
+    lambda c: any(p.get("rope_type", "default") != "default" for p in c.rope_parameters.values()),
+    lambda c: "rope_type " + "/".join(sorted({repr(p.get("rope_type")) for p in c.rope_parameters.values()})) +
+              " (rotary scaling)")

@@ -1,4 +1,5 @@
-"""Decoder-only families: LLaMA and its relatives (Mistral, Qwen2, Qwen3, OLMo, OLMo 2, StableLM, Gemma, Gemma 2),
+"""Decoder-only families: LLaMA and its relatives (Mistral, Qwen2, Qwen3, OLMo, OLMo 2, StableLM, Gemma, Gemma 2,
+Gemma 3's text model),
 GPT-2, GPT-NeoX, and the parallel-block Phi and Falcon."""
 
 from __future__ import annotations
@@ -6,6 +7,8 @@ from __future__ import annotations
 from attncomp.errors import UsageError
 from attncomp.interop.families.common import DECODER_ACTIVATIONS, MIXED_LAYERS, ROPE_SCALING, activation_of, bad_activation, rate, tied
 from attncomp.interop.mapping import FamilyEntry, Key, attention, rename_module, fill, head_dim, rope, split_qkv, transpose
+from attncomp.interop.families.common import PER_TYPE_ROPE_SCALING, periodic, rope_theta
+from attncomp.interop.mapping import add_one
 
 
 
@@ -373,3 +376,70 @@ GEMMA2 = _llama_like(
             (lambda c: getattr(c, "use_bidirectional_attention", False),
              "use_bidirectional_attention (a decoder stack's self-attention is causal)")),
     config_of=_gemma2_config)
+
+
+# --- Gemma 3 (text): Gemma 2's layers with q/k norms, five local layers to a global one, two rotary bases -------
+
+
+def _gemma3_full(config) -> list[int]:
+    return [i for i, kind in enumerate(config.layer_types) if kind == "full_attention"]
+
+
+def _gemma3_global(config) -> tuple[int, int] | None:
+    """(start, every) of the global layers among local ones (transformers: every sliding_window_pattern-th,
+    from index pattern - 1); None where every layer is one kind."""
+    full = _gemma3_full(config)
+    return None if len(full) in (0, config.num_hidden_layers) else periodic(full, config.num_hidden_layers)
+
+
+def _gemma3_all_global(config) -> bool:
+    return len(_gemma3_full(config)) == config.num_hidden_layers
+
+
+def _gemma3_positions(config) -> str:
+    """The stack's rotary base: the local layers' (rope_local_base_freq), or the global one where every
+    layer is global; the global kind rotates with its own (`rope_base`)."""
+    kind = "full_attention" if _gemma3_all_global(config) else "sliding_attention"
+    return f"rope(base = {rope_theta(config, kind)!r})"
+
+
+def _gemma3_stack_attention(config) -> str:
+    if _gemma3_all_global(config):
+        return _gemma2_kind("scaled_dot", config)
+    return _gemma2_kind("local", config, f"window = {config.sliding_window - 1}")  # HF: i - j < W
+
+
+def _gemma3_global_key(key: str):
+    def value(config):
+        found = _gemma3_global(config)
+        if found is None:
+            return None
+        return {"start": found[0], "every": found[1], "attention": _gemma2_kind("scaled_dot", config),
+                "rope_base": rope_theta(config, "full_attention")}[key]
+    return value
+
+
+GEMMA3_TEXT = _llama_like(
+    "gemma3_text", "Gemma3TextConfig", "Gemma3ForCausalLM",
+    spec={**{k: v for k, v in GEMMA2.spec.items() if not k.startswith("decoder.layer.")},
+          "decoder.qk_norm": "head", "positions": _gemma3_positions,
+          "decoder.attention": _gemma3_stack_attention,
+          **{f"decoder.layer.global.{key}": _gemma3_global_key(key) for key in ("start", "every", "attention")},
+          "decoder.layer.global.rope_base": _gemma3_global_key("rope_base")},
+    renames=GEMMA2.renames[len(_LLAMA_LAYER):],  # Gemma 2's sandwich norms
+    activation=(lambda c: c.hidden_activation not in _GATED,
+                lambda c: f"hidden_activation {c.hidden_activation!r} (Gemma 3's gated feed-forward has "
+                          f"{', '.join(_GATED)})"),
+    transforms=(add_one(r"decoder\.layers\.\d+\.self_attn\.[qk]_norm\.weight"),),
+    refuse=(PER_TYPE_ROPE_SCALING,
+            (lambda c: not _gemma3_all_global(c) and _gemma3_full(c) and _gemma3_global(c) is None,
+             lambda c: "layer_types " + "/".join(c.layer_types) + " (attncomp's layer kinds repeat every N layers "
+                       "from a start)"),
+            (lambda c: not _gemma3_all_global(c) and not c.sliding_window, "sliding layers without a sliding_window"),
+            (lambda c: getattr(c, "use_bidirectional_attention", False),
+             "use_bidirectional_attention (a decoder stack's self-attention is causal)"),
+            (lambda c: c.attn_logit_softcapping is not None,
+             "attn_logit_softcapping (transformers' Gemma 3 attention does not apply it, so the model's logits "
+             "would depend on who reads its config)")),
+    folded="q_norm and k_norm gains stored as w are 1 + w (Gemma's RMSNorm; attncomp's qk_norm has no offset), "
+           "computed in at least float32")

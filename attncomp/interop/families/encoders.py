@@ -1,9 +1,10 @@
-"""Encoder-only families: BERT, RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT (masked-LM heads)."""
+"""Encoder-only families: BERT, RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT, ModernBERT (masked-LM heads)."""
 
 from __future__ import annotations
 
-from attncomp.interop.families.common import ACTIVATIONS, activation_of, rate, tied
-from attncomp.interop.mapping import FamilyEntry, Key, add_row, drop, slice_rows
+from attncomp.interop.families.common import (ACTIVATIONS, PER_TYPE_ROPE_SCALING, activation_of, periodic, rate,
+                                              rope_theta, tied)
+from attncomp.interop.mapping import FamilyEntry, Key, add_row, drop, fill, slice_rows, split_qkv, split_rows
 
 
 
@@ -164,3 +165,105 @@ DISTILBERT = FamilyEntry(
     refuse=((lambda c: c.activation not in ("relu", "gelu"), lambda c: f"activation {c.activation!r}"),),
     pad_first=True, prefix="distilbert")
 # DistilBERT's sinusoidal_pos_embds table is the paper's interleaved one, computed rather than copied
+
+
+# --- ModernBERT: a global layer every third among local ones, two rotary bases, GeGLU, no biases -------------
+
+# hidden_activation -> the gated feed-forward (ModernBERT's Wi is act(input) * gate)
+_MODERNBERT_GATED = {"gelu": "geglu", "gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh", "silu": "swiglu"}
+
+
+def _full(config) -> list[int]:
+    return [i for i, kind in enumerate(config.layer_types) if kind == "full_attention"]
+
+
+def _modernbert_global(config) -> tuple[int, int] | None:
+    """(start, every) of the global layers after layer 0 (the `first` kind, which has no attention norm):
+    every global_attn_every_n_layers from there where layer 0 is global too, as transformers makes them."""
+    full, layers = _full(config), config.num_hidden_layers
+    whole = periodic(full, layers)
+    if whole is not None and whole[0] == 0 and len(full) > 1:
+        return whole[1], whole[1]
+    return periodic([i for i in full if i > 0], layers)
+
+
+def _modernbert_kind(config, full: bool) -> str:
+    return "scaled_dot" if full else f"local(window = {config.local_attention // 2})"  # HF: |i - j| <= window / 2
+
+
+def _modernbert_first(key: str):
+    """A key of the `first` kind: layer 0, whose attention reads the embeddings (already normed) unnormed."""
+    def value(config):
+        full = 0 in _full(config)
+        return {"count": 1, "block": "sequential(attention(norm = none), ffn)",
+                "attention": _modernbert_kind(config, full) if full else None,
+                "rope_base": rope_theta(config, "full_attention") if full else None}[key]
+    return value
+
+
+def _modernbert_global_key(key: str):
+    def value(config):
+        found = _modernbert_global(config)
+        if found is None:
+            return None
+        return {"start": found[0], "every": found[1], "attention": "scaled_dot",
+                "rope_base": rope_theta(config, "full_attention")}[key]
+    return value
+
+
+def _modernbert_embeddings(config) -> dict[str, tuple[str, ...]]:
+    word, out = "model.embeddings.tok_embeddings.weight", "decoder.weight"
+    names = {"src_embed.weight": (word, out)} if tied(config) else {"src_embed.weight": (word,),
+                                                                     "output.weight": (out,)}
+    if config.decoder_bias:
+        names["output_bias"] = ("decoder.bias",)
+    return names
+
+
+def _modernbert_head_bias(config) -> dict[str, tuple[float, int]]:
+    """The prediction head's LayerNorm has a bias in attncomp's dense head; without norm_bias it is 0."""
+    return {} if config.norm_bias else {"head.norm.bias": (0.0, config.hidden_size)}
+
+
+_MB = r"model\.layers\.(\d+)\."
+MODERNBERT = FamilyEntry(
+    "modernbert", "ModernBertConfig", "ModernBertForMaskedLM",
+    {"d_model": Key("hidden_size"), "heads": Key("num_attention_heads"), "d_ff": Key("intermediate_size"),
+     "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "encoder" if tied(c) else "none",
+     "positions": lambda c: f"rope(base = {rope_theta(c, 'sliding_attention')!r})", "scale_embeddings": False,
+     "embedding_norm": True,
+     "head": lambda c: f"dense(activation = {c.classifier_activation}, bias = {str(c.classifier_bias).lower()})",
+     "norm_eps": lambda c: float(c.norm_eps), "bias.attention": Key("attention_bias"), "bias.ffn": Key("mlp_bias"),
+     "bias.output": Key("decoder_bias"), "encoder.layers": Key("num_hidden_layers"), "encoder.norm": "pre",
+     "encoder.final_norm": True,
+     "encoder.normalization": lambda c: "layernorm" if c.norm_bias else "layernorm(bias = false)",
+     "encoder.activation": lambda c: _MODERNBERT_GATED.get(c.hidden_activation),
+     "encoder.attention": lambda c: _modernbert_kind(c, False),
+     **{f"encoder.layer.first.{key}": _modernbert_first(key) for key in ("count", "attention", "rope_base", "block")},
+     **{f"encoder.layer.global.{key}": _modernbert_global_key(key)
+        for key in ("start", "every", "attention", "rope_base")},
+     "dropout.residual": 0.0, "dropout.embedding": rate("embedding_dropout"),
+     "dropout.attention": rate("attention_dropout"), "dropout.activation": rate("mlp_dropout")},
+    ((r"model\.embeddings\.norm\.(weight|bias)", r"encoder.embed_norm.\1"),
+     (_MB + r"attn_norm\.(weight|bias)", r"encoder.layers.\1.self_attn_norm.\2"),
+     (_MB + r"attn\.Wqkv\.(weight|bias)", r"encoder.layers.\1.self_attn.qkv_proj.\2"),
+     (_MB + r"attn\.Wo\.(weight|bias)", r"encoder.layers.\1.self_attn.o_proj.\2"),
+     (_MB + r"mlp_norm\.(weight|bias)", r"encoder.layers.\1.ffn_norm.\2"),
+     (_MB + r"mlp\.Wi\.(weight|bias)", r"encoder.layers.\1.ffn.gate_up.\2"),
+     (_MB + r"mlp\.Wo\.(weight|bias)", r"encoder.layers.\1.ffn.fc2.\2"),
+     (r"model\.final_norm\.(weight|bias)", r"encoder.norm.\1"),
+     (r"head\.(dense|norm)\.(weight|bias)", r"head.\1.\2")),
+    _modernbert_embeddings, (r".*rotary_emb\..*",),
+    (split_qkv("concat"), split_rows("gate_up", ("gate", "fc1")), fill(_modernbert_head_bias)),
+    refuse=(PER_TYPE_ROPE_SCALING,
+            (lambda c: c.hidden_activation not in _MODERNBERT_GATED,
+             lambda c: f"hidden_activation {c.hidden_activation!r} (the gated feed-forward has "
+                       f"{', '.join(_MODERNBERT_GATED)})"),
+            (lambda c: c.classifier_activation not in ("relu", "gelu"),
+             lambda c: f"classifier_activation {c.classifier_activation!r} (the dense head has relu and gelu)"),
+            (lambda c: any(i > 0 for i in _full(c)) and _modernbert_global(c) is None,
+             lambda c: "layer_types " + "/".join(c.layer_types) + " (attncomp's layer kinds repeat every N "
+                       "layers from a start)")),
+    pad_first=True, prefix="model",
+    folded="Wqkv split into q, k, v; Wi split into GeGLU's activated input (gate) and its multiplier (fc1); "
+           "without norm_bias, the head's LayerNorm bias is 0")

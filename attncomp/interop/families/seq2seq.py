@@ -1,9 +1,9 @@
-"""Encoder-decoder families: Marian, BART, mBART, M2M100."""
+"""Encoder-decoder families: Marian, BART, mBART, M2M100, T5 (v1.0, v1.1/Flan) and mT5."""
 
 from __future__ import annotations
 
 from attncomp.interop.families.common import activation_of, bad_activation, rate, tied
-from attncomp.interop.mapping import FamilyEntry, Key, drop, flatten, slice_rows
+from attncomp.interop.mapping import FamilyEntry, Key, drop, flatten, output_of, slice_rows
 
 
 
@@ -116,3 +116,82 @@ M2M100 = FamilyEntry(
     refuse=(bad_activation("activation_function"),
             (lambda c: not isinstance(c.pad_token_id, int), "no pad_token_id (fairseq's positions start after it)")),
     pad_first=True, prefix="model", folded="sinusoid tables computed (fairseq's frequencies, from padding_idx + 1)")
+
+
+# --- T5: T5's bucketed relative bias, unscaled attention, RMSNorm, no biases ------------------------------
+
+# (is_gated_act, dense_act_fn) -> attncomp's activation ("gated-gelu" is gelu_new, the tanh form)
+_T5_ACTIVATIONS = {(False, "relu"): "relu", (False, "gelu"): "gelu", (False, "gelu_new"): "gelu_tanh",
+                   (False, "silu"): "silu", (True, "gelu"): "geglu", (True, "gelu_new"): "geglu_tanh",
+                   (True, "gelu_pytorch_tanh"): "geglu_tanh", (True, "silu"): "swiglu"}
+
+
+def _t5_activation(config) -> str | None:
+    return _T5_ACTIVATIONS.get((bool(config.is_gated_act), config.dense_act_fn))
+
+
+def _t5_tied(config) -> bool:
+    """transformers 5 ties T5's lm_head to the shared embedding whatever the config says (an lm_head that
+    differs in the file is kept apart) and rescales the decoder's output by d_model^-0.5 unless
+    tie_word_embeddings is false (`scale_decoder_outputs`): v1.0 is tied and rescaled, v1.1 and Flan neither.
+    MT5Config has no such attribute: mT5 never rescales."""
+    return bool(getattr(config, "scale_decoder_outputs", False))
+
+
+_T5_STACK = "scaled_dot(scale = none)"  # T5's W^Q initialisation carries 1/sqrt(d_k)
+
+
+def _t5_stack(side: str, layers: str) -> dict:
+    return {f"{side}.layers": Key(layers), f"{side}.norm": "pre", f"{side}.normalization": "rmsnorm",
+            f"{side}.attention": _T5_STACK}
+
+
+def _t5_layer() -> tuple[tuple[str, str], ...]:
+    stack, dec = r"(encoder|decoder)\.block\.(\d+)\.layer\.", r"decoder\.block\.(\d+)\.layer\."
+    ffn = r"\.DenseReluDense\."
+    return (
+        (stack + r"0\.SelfAttention\.([qkvo])\.weight", r"\1.layers.\2.self_attn.\3_proj.weight"),
+        (stack + r"0\.layer_norm\.weight", r"\1.layers.\2.self_attn_norm.weight"),
+        (r"(encoder|decoder)\.block\.0\.layer\.0\.SelfAttention\.relative_attention_bias\.weight",
+         r"\1.relative_bias.weight"),
+        (dec + r"1\.EncDecAttention\.([qkvo])\.weight", r"decoder.layers.\1.cross_attn.\2_proj.weight"),
+        (dec + r"1\.layer_norm\.weight", r"decoder.layers.\1.cross_attn_norm.weight"),
+        (r"encoder\.block\.(\d+)\.layer\.1" + ffn + r"(wi|wi_1)\.weight", r"encoder.layers.\1.ffn.fc1.weight"),
+        (r"encoder\.block\.(\d+)\.layer\.1" + ffn + r"wi_0\.weight", r"encoder.layers.\1.ffn.gate.weight"),
+        (r"encoder\.block\.(\d+)\.layer\.1" + ffn + r"wo\.weight", r"encoder.layers.\1.ffn.fc2.weight"),
+        (r"encoder\.block\.(\d+)\.layer\.1\.layer_norm\.weight", r"encoder.layers.\1.ffn_norm.weight"),
+        (dec + "2" + ffn + r"(wi|wi_1)\.weight", r"decoder.layers.\1.ffn.fc1.weight"),
+        (dec + "2" + ffn + r"wi_0\.weight", r"decoder.layers.\1.ffn.gate.weight"),
+        (dec + "2" + ffn + r"wo\.weight", r"decoder.layers.\1.ffn.fc2.weight"),
+        (dec + r"2\.layer_norm\.weight", r"decoder.layers.\1.ffn_norm.weight"),
+        (r"(encoder|decoder)\.final_layer_norm\.weight", r"\1.norm.weight"),
+        (r"lm_head\.weight", "output.weight"),
+    )
+
+
+def _t5(model_type: str, config: str, model: str) -> FamilyEntry:
+    return FamilyEntry(
+        model_type, config, model,
+        {"d_model": Key("d_model"), "heads": Key("num_heads"), "d_k": Key("d_kv"), "d_v": Key("d_kv"),
+         "d_ff": Key("d_ff"), "vocab": lambda c: f"shared({c.vocab_size})",
+         "tie": lambda c: "all" if _t5_tied(c) else "inputs",
+         "positions": lambda c: f"buckets(count = {c.relative_attention_num_buckets}, "
+                                f"max_distance = {c.relative_attention_max_distance})",
+         "scale_embeddings": False, "bias": False, "norm_eps": lambda c: float(c.layer_norm_epsilon),
+         "logit_scale": lambda c: float(c.d_model) ** -0.5 if _t5_tied(c) else None,
+         "activation": _t5_activation, **_t5_stack("encoder", "num_layers"),
+         **_t5_stack("decoder", "num_decoder_layers"), "decoder.cross_attention": _T5_STACK,
+         "dropout.residual": rate("dropout_rate"), "dropout.embedding": rate("dropout_rate"),
+         "dropout.attention": rate("dropout_rate"), "dropout.activation": rate("dropout_rate")},
+        _t5_layer(),
+        lambda c: {"embed.weight": ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")},
+        (r"decoder\.block\.0\.layer\.1\.EncDecAttention\.relative_attention_bias\.weight",),
+        (output_of("embed.weight", _t5_tied),),
+        refuse=((lambda c: _t5_activation(c) is None,
+                 lambda c: f"feed_forward_proj {c.feed_forward_proj!r} (attncomp has relu, gelu, gelu_new, silu "
+                           "and their gated forms but for relu)"),),
+        folded="lm_head.weight is shared.weight where tied (v1.0); a file without one, untied, copies it")
+
+
+T5 = _t5("t5", "T5Config", "T5ForConditionalGeneration")
+MT5 = _t5("mt5", "MT5Config", "MT5ForConditionalGeneration")  # T5 v1.1's layout with a larger vocabulary

@@ -1,0 +1,151 @@
+"""Gemma 3's text model through the family table (attncomp/interop/families/decoders.py, GEMMA3_TEXT): a tiny
+random Gemma3ForCausalLM with a global layer every third among local ones (layer_types), the two rotary
+bases (local and global) both other than the defaults, q/k norms, sandwich norms, a query_pre_attn_scalar
+other than head_dim, final-logit soft-capping on, kv heads below heads and a non-default
+eps, saved with save_pretrained, imported by `attncomp import`, has logits equal to transformers' in
+float64 (1e-12 relative to the logits' scale), fused and unfused, and cached decoding step by step equal
+to them; `attncomp export --format hf` gives every tensor back (bit for bit but for the q/k norm gains,
+which import stores as 1 + w) and transformers loads it with the same logits."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attncomp
+from attncomp.cli.main import run
+from attncomp.interop import hf_import
+from attncomp.passes import DEFAULT_PASSES
+from tests.interop import hf_models
+
+transformers = pytest.importorskip("transformers")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+from transformers.models.gemma3 import modeling_gemma3  # noqa: E402
+
+TOLERANCE = 1e-12
+WINDOW = 4  # HF's sliding_window: query i sees keys j with i - j < 4
+LAYER_TYPES = ["sliding_attention", "sliding_attention", "full_attention"] * 2
+CONFIG = dict(vocab_size=hf_models.VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+              intermediate_size=48, num_hidden_layers=6, layer_types=LAYER_TYPES, max_position_embeddings=64,
+              query_pre_attn_scalar=24, final_logit_softcapping=2.5, sliding_window=WINDOW,
+              rms_norm_eps=1e-5, hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+              rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 40000.0},
+                               "sliding_attention": {"rope_type": "default", "rope_theta": 500.0}},
+              bos_token_id=None, eos_token_id=None, pad_token_id=None)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _eager_in_float64(module, query, key, value, attention_mask, dropout=0.0, scaling=None, softcap=None, **kwargs):
+    """transformers' Gemma 3 eager attention (scale, mask, softmax; Gemma3Attention passes no soft-cap)
+    without the float32 upcast of its softmax, so the comparison measures the architecture."""
+    key = modeling_gemma3.repeat_kv(key, module.num_key_value_groups)
+    value = modeling_gemma3.repeat_kv(value, module.num_key_value_groups)
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if softcap is not None:
+        weights = torch.tanh(weights / softcap) * softcap
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = torch.softmax(weights, dim=-1)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+def _rotary_float64(self, x, position_ids, layer_type=None):
+    """Gemma 3's rotary angles per layer type (its own base each), in float64."""
+    dim = getattr(self, f"{layer_type}_inv_freq").shape[0] * 2
+    theta = self.config.rope_parameters[layer_type]["rope_theta"]
+    inv = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    emb = position_ids[..., None].to(torch.float64) * inv
+    emb = torch.cat((emb, emb), dim=-1)
+    return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def _float64(monkeypatch, hf) -> None:
+    hf_models.float64_exact(monkeypatch, hf)  # Gemma's (1 + w) RMSNorm and its embedding scale in float64
+    monkeypatch.setattr(modeling_gemma3.Gemma3RotaryEmbedding, "forward", _rotary_float64)
+    monkeypatch.setattr(modeling_gemma3, "eager_attention_forward", _eager_in_float64)
+
+
+def _hf(monkeypatch, **changes):
+    config = transformers.Gemma3TextConfig(**{**CONFIG, **changes})
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    hf = transformers.Gemma3ForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            p.add_(torch.randn_like(p) * (0.3 if "norm" in name else 0.1))
+    hf = hf.to(torch.float64)
+    _float64(monkeypatch, hf)
+    return hf
+
+
+def _tokens(b: int, t: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(3, hf_models.VOCAB, (b, t), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("passes", ["fused", "unfused"])
+def test_gemma3_logits_and_cached_decoding_equal_transformers(passes, tmp_path, monkeypatch):
+    hf = _hf(monkeypatch)
+    imported = hf_import.import_directory(hf_models.save(hf, tmp_path / "gemma3"))
+    text = imported.spec_text
+    assert "local(window = 3, scale = 0.2041241452319315)" in text  # 24^-0.5, not 16^-0.5
+    assert "positions = rope(base = 500.0)" in text and "decoder.layer.global.rope_base = 40000.0" in text
+    assert "decoder.qk_norm = head" in text and "decoder.norm = sandwich" in text
+    assert [kind for kind, _ in imported.spec.model.decoder.layer_plan()] == ["", "", "global"] * 2
+    ours = attncomp.compile(imported.spec, passes=DEFAULT_PASSES if passes == "fused" else (),
+                            dtype=torch.float64).eval()
+    ours.load_state_dict(imported.weights, strict=True)
+    tokens = _tokens(2, 3 * WINDOW + 1)  # well past the window
+    with torch.no_grad():
+        expected = hf(tokens).logits
+        scale = expected.abs().max()
+        assert ((ours(tokens) - expected).abs().max() / scale) < TOLERANCE
+        cache = ours.init_cache(tokens)
+        for t in range(tokens.shape[1]):
+            step, cache = ours.decode_step(tokens[:, t: t + 1], cache)
+            assert ((step - expected[:, t]).abs().max() / scale) < TOLERANCE, t
+
+
+def test_the_bases_norms_and_window_each_matter(monkeypatch):
+    """Each distinctive choice changes the logits: the comparison above would see a wrong one."""
+    hf = _hf(monkeypatch)
+    tokens = _tokens(2, 3 * WINDOW + 1)
+    rope = CONFIG["rope_parameters"]
+    with torch.no_grad():
+        expected = hf(tokens).logits
+        for changes in (dict(rope_parameters={**rope, "full_attention": {"rope_type": "default", "rope_theta": 500.0}}),
+                        dict(sliding_window=64), dict(query_pre_attn_scalar=16), dict(final_logit_softcapping=None)):
+            assert (_hf(monkeypatch, **changes)(tokens).logits - expected).abs().max() > 1e-3, changes
+        other = _hf(monkeypatch)
+        other.model.layers[1].self_attn.q_norm.weight.add_(0.5)
+        assert (other(tokens).logits - expected).abs().max() > 1e-3
+
+
+def test_gemma3_export_gives_every_tensor_back(tmp_path, monkeypatch):
+    hf = _hf(monkeypatch)
+    source = hf_models.save(hf, tmp_path / "source")
+    assert run(["import", str(source), "--out", str(tmp_path / "imported")]) == 0
+    assert run(["export", str(tmp_path / "imported" / "checkpoint.pt"), "--format", "hf",
+                "-o", str(tmp_path / "exported")]) == 0
+    original = safetensors_torch.load_file(source / "model.safetensors")
+    exported = safetensors_torch.load_file(tmp_path / "exported" / "model.safetensors")
+    assert set(original) == set(exported)
+    for name, tensor in original.items():
+        assert exported[name].dtype == tensor.dtype, name
+        if name.endswith(("q_norm.weight", "k_norm.weight")):  # (1 + w) - 1: w to the last bit or two
+            assert (exported[name] - tensor).abs().max() < 1e-15, name
+        else:
+            assert torch.equal(exported[name], tensor), name
+    back = transformers.Gemma3ForCausalLM.from_pretrained(tmp_path / "exported", dtype=torch.float64).eval()
+    back.config._attn_implementation = "eager"
+    _float64(monkeypatch, back)
+    tokens = _tokens(2, 3 * WINDOW + 1)
+    with torch.no_grad():
+        expected = hf(tokens).logits
+        assert ((back(tokens).logits - expected).abs().max() / expected.abs().max()) < TOLERANCE
