@@ -28,11 +28,17 @@ def interrupted_at(argv: list[str], line: str, delay: float, cwd: Path, timeout:
     `prelude`: Python run in the child before the command (the test's own way to hold a phase open)."""
     command = [sys.executable, "-m", "attncomp.cli.main", *argv] if not prelude else \
         [sys.executable, "-c", prelude + "\nimport sys\nfrom attncomp.cli.main import run\n" f"sys.exit(run({argv!r}))"]
-    # SIGINT as a terminal's child has it: pytest-xdist's workers ignore SIGINT, and an ignored signal stays
-    # ignored in a child (Python then installs no KeyboardInterrupt handler), which a user's shell never does
+    # SIGINT at its default, as a terminal's child has it, whatever started this suite. No test leaves SIGINT
+    # changed in a pytest worker (tests/conftest.py fails one that does), but a suite started as a background
+    # job of a script (`bash .ci/run > log &`: POSIX shells start those with SIGINT and SIGQUIT ignored) has it
+    # ignored in every worker, an ignored signal stays ignored across fork and exec, and Python then installs
+    # no KeyboardInterrupt handler: the command would ignore the Ctrl-C (the sweep in CI of 6d1729a and
+    # 618390f: train's launcher installs its own handler for the run, then puts back the inherited SIG_IGN).
+    # A terminal's child needs nothing of the kind; this makes the test's child one, wherever the suite runs.
     child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, preexec_fn=_default_sigint,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                             env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})  # each line as printed
+                             env={**os.environ, "OMP_NUM_THREADS": "1",
+                                  "PYTHONUNBUFFERED": "1"})  # each line as printed
     seen, sent = [], False
     deadline = time.monotonic() + timeout
     try:
@@ -121,3 +127,4 @@ def test_a_spawn_blocks_sigint_for_its_instant_only_and_loses_no_ctrl_c(monkeypa
     assert len(received) == 1 and received[0] <= started  # delivered as the spawn returned
     assert mp_util.spawnv_passfds is ctrl_c_during_spawn  # the wrapper is gone after the block
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
