@@ -128,3 +128,45 @@ def test_a_spawn_blocks_sigint_for_its_instant_only_and_loses_no_ctrl_c(monkeypa
     assert mp_util.spawnv_passfds is ctrl_c_during_spawn  # the wrapper is gone after the block
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
 
+
+def _ctrl_c_is_a_keyboard_interrupt() -> bool:
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # the test's own Ctrl-C, to this process alone
+        time.sleep(5)  # Python's handler runs here, at once
+    except KeyboardInterrupt:
+        return True
+    return False
+
+
+def test_library_calls_leave_the_callers_signal_handlers_and_mask_as_they_found_them(tmp_path, tiny_artifacts):
+    """A researcher's notebook calls attncomp.train.run, then a sweep, in its own process: its own handlers
+    (a kernel installs its SIGINT one) are the same objects afterwards, with SIGINT unblocked; with Python's own
+    handlers, Ctrl-C is a KeyboardInterrupt after the sweep (which trains and scores a row in this process)."""
+    from attncomp import train
+    from attncomp.sweep.run import plan, run_sweep, train_in_process
+    from attncomp.sweep.state import Options, SweepState
+
+    data = str(tiny_artifacts["data"])
+    job = train.Job(spec=str(tiny_artifacts["spec"]), data=train.DataOptions(path=data),
+                    checkpointing=train.CheckpointOptions(out=str(tmp_path / "run")))
+    theirs = {sig: (lambda signum, frame: None) for sig in ELASTIC_AND_STOP}
+    before = {sig: signal.signal(sig, handler) for sig, handler in theirs.items()}
+    try:
+        assert train.run(job) == tmp_path / "run" / "checkpoint_avg.pt"
+        assert {sig: signal.getsignal(sig) for sig in ELASTIC_AND_STOP} == theirs
+        assert not signal.pthread_sigmask(signal.SIG_BLOCK, set()) & set(ELASTIC_AND_STOP)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, as a terminal starts it
+    try:
+        python = {sig: signal.getsignal(sig) for sig in ELASTIC_AND_STOP}
+        options = Options(data=data, steps=1, minutes=None, overrides=(), bleu_sentences=2)
+        state = run_sweep(SweepState(tmp_path / "sweep", options), plan([str(tiny_artifacts["spec"])], options),
+                          train_row=train_in_process, say=lambda _: None)
+        assert state.rows["tiny"].result is not None  # trained and scored in this process
+        assert {sig: signal.getsignal(sig) for sig in ELASTIC_AND_STOP} == python
+        assert _ctrl_c_is_a_keyboard_interrupt()
+    finally:
+        signal.signal(signal.SIGINT, previous)
