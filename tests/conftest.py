@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import _signal
 import os
 import re
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -76,6 +78,59 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# Signal handlers and the signal mask are the process's, and a test must leave them as it found them: a library
+# call that left SIGINT ignored in a pytest worker would make every later child of that worker ignore Ctrl-C, and
+# a researcher's notebook unable to stop (issue 23). Checked from each test's setup to its teardown (its fixtures,
+# of any scope, included) with _signal's raw getters: about 20 µs a test (signal.getsignal's enums cost 20 times
+# that). A test that changes them fails in its teardown, and they are put back, so that the next one starts clean.
+_SIGNALS = tuple(sorted(int(s) for s in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}))
+_SIGNAL_STATE = pytest.StashKey[tuple]()
+
+
+def _signal_state() -> tuple[tuple, frozenset]:
+    return tuple(_signal.getsignal(s) for s in _SIGNALS), frozenset(_signal.pthread_sigmask(_signal.SIG_BLOCK, ()))
+
+
+def _handler_name(handler) -> str:
+    if handler in (0, 1):
+        return ("SIG_DFL", "SIG_IGN")[handler]
+    return "set outside Python" if handler is None else getattr(handler, "__qualname__", repr(handler))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[_SIGNAL_STATE] = _signal_state()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    try:
+        return (yield)
+    finally:
+        before = item.stash.get(_SIGNAL_STATE, None)
+        if before is not None and _signal_state() != before:
+            _signals_restored(*before)
+
+
+def _names(signals: frozenset) -> list[str]:
+    return sorted(signal.Signals(s).name for s in signals)
+
+
+def _signals_restored(handlers: tuple, mask: frozenset) -> None:
+    changed = []
+    for signum, handler in zip(_SIGNALS, handlers):
+        now = _signal.getsignal(signum)
+        if now != handler:
+            changed.append(f"{signal.Signals(signum).name}: {_handler_name(handler)} -> {_handler_name(now)}")
+            if handler is not None:
+                signal.signal(signum, handler)
+    now_mask = frozenset(_signal.pthread_sigmask(_signal.SIG_SETMASK, mask))
+    if now_mask != mask:
+        changed.append(f"blocked signals: {_names(mask)} -> {_names(now_mask)}")
+    raise AssertionError("the test left the process's signal handling changed (it is restored now): "
+                         + "; ".join(changed))
 
 
 def shared_once(tmp_path_factory, name: str, make) -> Path:

@@ -92,7 +92,7 @@ class OptionsFile(_Strict):
     steps: Optional[pydantic.conint(strict=True, ge=1)]
     minutes: Optional[pydantic.confloat(gt=0, allow_inf_nan=False)]
     overrides: list[str]
-    bleu_sentences: pydantic.conint(strict=True, ge=1)
+    bleu_sentences: pydantic.conint(strict=True, ge=0)  # 0: no BLEU (`--bleu-sentences 0`)
 
 
 class StateFile(_Strict):

@@ -28,11 +28,17 @@ def interrupted_at(argv: list[str], line: str, delay: float, cwd: Path, timeout:
     `prelude`: Python run in the child before the command (the test's own way to hold a phase open)."""
     command = [sys.executable, "-m", "attncomp.cli.main", *argv] if not prelude else \
         [sys.executable, "-c", prelude + "\nimport sys\nfrom attncomp.cli.main import run\n" f"sys.exit(run({argv!r}))"]
-    # SIGINT as a terminal's child has it: pytest-xdist's workers ignore SIGINT, and an ignored signal stays
-    # ignored in a child (Python then installs no KeyboardInterrupt handler), which a user's shell never does
+    # SIGINT at its default, as a terminal's child has it, whatever started this suite. No test leaves SIGINT
+    # changed in a pytest worker (tests/conftest.py fails one that does), but a suite started as a background
+    # job of a script (`bash .ci/run > log &`: POSIX shells start those with SIGINT and SIGQUIT ignored) has it
+    # ignored in every worker, an ignored signal stays ignored across fork and exec, and Python then installs
+    # no KeyboardInterrupt handler: the command would ignore the Ctrl-C (the sweep in CI of 6d1729a and
+    # 618390f: train's launcher installs its own handler for the run, then puts back the inherited SIG_IGN).
+    # A terminal's child needs nothing of the kind; this makes the test's child one, wherever the suite runs.
     child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, preexec_fn=_default_sigint,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                             env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})  # each line as printed
+                             env={**os.environ, "OMP_NUM_THREADS": "1",
+                                  "PYTHONUNBUFFERED": "1"})  # each line as printed
     seen, sent = [], False
     deadline = time.monotonic() + timeout
     try:
@@ -121,3 +127,46 @@ def test_a_spawn_blocks_sigint_for_its_instant_only_and_loses_no_ctrl_c(monkeypa
     assert len(received) == 1 and received[0] <= started  # delivered as the spawn returned
     assert mp_util.spawnv_passfds is ctrl_c_during_spawn  # the wrapper is gone after the block
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
+
+def _ctrl_c_is_a_keyboard_interrupt() -> bool:
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # the test's own Ctrl-C, to this process alone
+        time.sleep(5)  # Python's handler runs here, at once
+    except KeyboardInterrupt:
+        return True
+    return False
+
+
+def test_library_calls_leave_the_callers_signal_handlers_and_mask_as_they_found_them(tmp_path, tiny_artifacts):
+    """A researcher's notebook calls attncomp.train.run, then a sweep, in its own process: its own handlers
+    (a kernel installs its SIGINT one) are the same objects afterwards, with SIGINT unblocked; with Python's own
+    handlers, Ctrl-C is a KeyboardInterrupt after the sweep (which trains and scores a row in this process)."""
+    from attncomp import train
+    from attncomp.sweep.run import plan, run_sweep, train_in_process
+    from attncomp.sweep.state import Options, SweepState
+
+    data = str(tiny_artifacts["data"])
+    job = train.Job(spec=str(tiny_artifacts["spec"]), data=train.DataOptions(path=data),
+                    checkpointing=train.CheckpointOptions(out=str(tmp_path / "run")))
+    theirs = {sig: (lambda signum, frame: None) for sig in ELASTIC_AND_STOP}
+    before = {sig: signal.signal(sig, handler) for sig, handler in theirs.items()}
+    try:
+        assert train.run(job) == tmp_path / "run" / "checkpoint_avg.pt"
+        assert {sig: signal.getsignal(sig) for sig in ELASTIC_AND_STOP} == theirs
+        assert not signal.pthread_sigmask(signal.SIG_BLOCK, set()) & set(ELASTIC_AND_STOP)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, as a terminal starts it
+    try:
+        python = {sig: signal.getsignal(sig) for sig in ELASTIC_AND_STOP}
+        options = Options(data=data, steps=1, minutes=None, overrides=(), bleu_sentences=2)
+        state = run_sweep(SweepState(tmp_path / "sweep", options), plan([str(tiny_artifacts["spec"])], options),
+                          train_row=train_in_process, say=lambda _: None)
+        assert state.rows["tiny"].result is not None  # trained and scored in this process
+        assert {sig: signal.getsignal(sig) for sig in ELASTIC_AND_STOP} == python
+        assert _ctrl_c_is_a_keyboard_interrupt()
+    finally:
+        signal.signal(signal.SIGINT, previous)

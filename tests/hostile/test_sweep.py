@@ -89,3 +89,16 @@ def test_a_row_over_the_size_limit_is_refused_before_any_row_trains(tmp_path, sa
                     "model.d_model=65536", "--set", "model.d_ff=65536")
     assert outcome.code == 2 and "over the limit" in outcome.stderr and not outcome.problems(), outcome.summary()
     assert not (tmp_path / "out").exists()
+
+
+def test_the_good_state_the_hostile_ones_are_made_from_opens(tmp_path):
+    """Each hostile state above is this one with one thing changed, so each is refused for that thing; it was
+    refused for its `--bleu-sentences 0` (the option's documented "no BLEU") until the state file took 0."""
+    from attncomp.sweep.state import Options, SweepState
+
+    options = Options(data=str(tmp_path.resolve()), steps=1, minutes=None, overrides=(), bleu_sentences=0)
+    (tmp_path / "sweep.json").write_text(json.dumps(state(tmp_path, {"tiny": GOOD_ROW})))
+    opened = SweepState.open(tmp_path, options)
+    assert opened.rows["tiny"].result["ppl"] == 10.0 and opened.options == options
+    opened.save()  # what a sweep with --bleu-sentences 0 writes, it opens again
+    assert SweepState.open(tmp_path, options).rows["tiny"].trained

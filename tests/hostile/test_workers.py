@@ -92,12 +92,14 @@ def test_sigusr1_is_a_stop_request_and_the_launcher_forwards_it():
     from attncomp.train.launch import _SignalForwarder
 
     before = signal.getsignal(signal.SIGUSR1)
+    sigterm = signal.getsignal(signal.SIGTERM)  # StopFlag.install takes SIGTERM too (the suite's guard saw it left)
     try:
         flag = StopFlag().install()  # what a worker does
         os.kill(os.getpid(), signal.SIGUSR1)
         assert flag.signal == "SIGUSR1"
     finally:
         signal.signal(signal.SIGUSR1, before)
+        signal.signal(signal.SIGTERM, sigterm)
     child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
     child.start()
     with _SignalForwarder() as forwarder:  # what the launcher does while workers run
