@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from attncomp.interop.families.common import (ACTIVATIONS, PER_TYPE_ROPE_SCALING, activation_of, periodic, rate,
                                               rope_theta, tied)
-from attncomp.interop.mapping import FamilyEntry, Key, add_row, drop, fill, slice_rows, split_qkv, split_rows
+from attncomp.interop.mapping import FamilyEntry, Key, add_row, drop, slice_rows, split_qkv, split_rows
 
 
 
@@ -220,9 +220,6 @@ def _modernbert_embeddings(config) -> dict[str, tuple[str, ...]]:
     return names
 
 
-def _modernbert_head_bias(config) -> dict[str, tuple[float, int]]:
-    """The prediction head's LayerNorm has a bias in attncomp's dense head; without norm_bias it is 0."""
-    return {} if config.norm_bias else {"head.norm.bias": (0.0, config.hidden_size)}
 
 
 _MB = r"model\.layers\.(\d+)\."
@@ -232,7 +229,8 @@ MODERNBERT = FamilyEntry(
      "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "encoder" if tied(c) else "none",
      "positions": lambda c: f"rope(base = {rope_theta(c, 'sliding_attention')!r})", "scale_embeddings": False,
      "embedding_norm": True,
-     "head": lambda c: f"dense(activation = {c.classifier_activation}, bias = {str(c.classifier_bias).lower()})",
+     "head": lambda c: f"dense(activation = {c.classifier_activation}, bias = {str(c.classifier_bias).lower()}"
+                       + ("" if c.norm_bias else ", normalization = layernorm(bias = false)") + ")",
      "norm_eps": lambda c: float(c.norm_eps), "bias.attention": Key("attention_bias"), "bias.ffn": Key("mlp_bias"),
      "bias.output": Key("decoder_bias"), "encoder.layers": Key("num_hidden_layers"), "encoder.norm": "pre",
      "encoder.final_norm": True,
@@ -254,7 +252,7 @@ MODERNBERT = FamilyEntry(
      (r"model\.final_norm\.(weight|bias)", r"encoder.norm.\1"),
      (r"head\.(dense|norm)\.(weight|bias)", r"head.\1.\2")),
     _modernbert_embeddings, (r".*rotary_emb\..*",),
-    (split_qkv("concat"), split_rows("gate_up", ("gate", "fc1")), fill(_modernbert_head_bias)),
+    (split_qkv("concat"), split_rows("gate_up", ("gate", "fc1"))),
     refuse=(PER_TYPE_ROPE_SCALING,
             (lambda c: c.hidden_activation not in _MODERNBERT_GATED,
              lambda c: f"hidden_activation {c.hidden_activation!r} (the gated feed-forward has "
@@ -265,5 +263,4 @@ MODERNBERT = FamilyEntry(
              lambda c: "layer_types " + "/".join(c.layer_types) + " (attncomp's layer kinds repeat every N "
                        "layers from a start)")),
     pad_first=True, prefix="model",
-    folded="Wqkv split into q, k, v; Wi split into GeGLU's activated input (gate) and its multiplier (fc1); "
-           "without norm_bias, the head's LayerNorm bias is 0")
+    folded="Wqkv split into q, k, v; Wi split into GeGLU's activated input (gate) and its multiplier (fc1)")
