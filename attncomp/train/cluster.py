@@ -188,16 +188,23 @@ class Heartbeat(threading.Thread):
                                                             timeout=timedelta(seconds=5)))
         self.me = f"{socket.gethostname()} {os.getpid()}"
         self.store.set(str(rank), f"0 {self.me}")
+        self.done = threading.Event()
 
     def run(self) -> None:
         beat = 0
-        while True:
+        while not self.done.is_set():
             beat += 1
             try:
                 self.store.set(str(self.rank), f"{beat} {self.me}")
             except Exception:  # the store's host is gone; peer_failure will say so
                 return
-            time.sleep(BEAT)
+            self.done.wait(BEAT)
+
+    def stop(self) -> None:
+        """End the beats before the process group goes: a daemon thread still inside the store's C++ client
+        while the interpreter exits can abort the process ("terminate called without an active exception")."""
+        self.done.set()
+        self.join(timeout=5 * BEAT)
 
     def silent(self) -> dict[int, tuple[str, int]] | None:
         """{rank: (host, pid)} of the ranks whose stamp did not move over 2.5 beats (None: the store itself

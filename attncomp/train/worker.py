@@ -56,6 +56,8 @@ def worker(cfg: RunConfig) -> dict | None:
         sys.stderr.flush()
         os._exit(1)
     finally:
+        if heartbeat is not None:
+            heartbeat.stop()
         if dist.is_initialized():
             dist.destroy_process_group()
         # done: a Ctrl-C from now on is the launcher's to handle (one here would print a KeyboardInterrupt
