@@ -38,16 +38,11 @@ class Objective:
     dense: bool  # a batch whose inputs have no padding may run the mask-free graph
     masked: bool  # the loss reads the chosen tokens of a corrupted input (attncomp.data.masking)
     collate: Callable  # collate(split, indices, **what it takes) -> a batch (attncomp.data.batching)
+    loss: Callable  # (split, seed, rate) -> the tokens the loss reads per sentence
 
     def lengths(self, split, seed: int, rate: float) -> tuple[np.ndarray, np.ndarray]:
         """(input, loss) tokens per sentence of `split`: what an update's token caps count."""
-        src, tgt = split.src.lengths, split.tgt.lengths
-        if self.name == "masked_pairs":
-            return src + tgt, masking.chosen_counts(seed, rate, split.src) + \
-                masking.chosen_counts(seed, rate, split.tgt, after=src)
-        if self.name == "masked_lm":
-            return src, masking.chosen_counts(seed, rate, split.src)
-        return self.inputs(src, tgt), {"translation": tgt, "language_model": src + tgt, "text": tgt}[self.name]
+        return self.inputs(split.src.lengths, split.tgt.lengths), self.loss(split, seed, rate)
 
     def fits(self, split, arch: nodes.ModelSpec) -> np.ndarray:
         """Which sentences of `split` the model's learned position table can hold (all, with other positions)."""
@@ -70,12 +65,24 @@ class Objective:
         return partial(self.collate, specials=specials)
 
 
+def _chosen(split, seed: int, rate: float) -> np.ndarray:
+    return masking.chosen_counts(seed, rate, split.src)
+
+
+def _chosen_in_pairs(split, seed: int, rate: float) -> np.ndarray:
+    return _chosen(split, seed, rate) + masking.chosen_counts(seed, rate, split.tgt, after=split.src.lengths)
+
+
 OBJECTIVES = {o.name: o for o in (
-    Objective("translation", lambda src, tgt: src, np.maximum, True, False, translation_batch),
-    Objective("language_model", lambda src, tgt: src, lambda src, tgt: src + tgt, False, False, lm_batch),
-    Objective("text", lambda src, tgt: tgt, lambda src, tgt: tgt, False, False, mono_batch),
-    Objective("masked_lm", lambda src, tgt: src, lambda src, tgt: src, True, True, mlm_batch),
-    Objective("masked_pairs", lambda src, tgt: src + tgt, lambda src, tgt: src + tgt, True, True, pair_mlm_batch),
+    Objective("translation", lambda src, tgt: src, np.maximum, True, False, translation_batch,
+              lambda split, seed, rate: split.tgt.lengths),
+    Objective("language_model", lambda src, tgt: src, lambda src, tgt: src + tgt, False, False, lm_batch,
+              lambda split, seed, rate: split.src.lengths + split.tgt.lengths),
+    Objective("text", lambda src, tgt: tgt, lambda src, tgt: tgt, False, False, mono_batch,
+              lambda split, seed, rate: split.tgt.lengths),
+    Objective("masked_lm", lambda src, tgt: src, lambda src, tgt: src, True, True, mlm_batch, _chosen),
+    Objective("masked_pairs", lambda src, tgt: src + tgt, lambda src, tgt: src + tgt, True, True, pair_mlm_batch,
+              _chosen_in_pairs),
 )}
 
 
