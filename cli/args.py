@@ -22,7 +22,6 @@ from typing import Callable
 
 from attncomp import files
 from attncomp.errors import printable
-from attncomp.passes import PASSES
 
 
 Bad = argparse.ArgumentTypeError
@@ -95,19 +94,6 @@ def language(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", text):
         raise Bad(f"a language suffix is 1-32 letters, digits, '_' or '-' (got {text!r})")
     return text
-
-
-def pass_names(text: str) -> list[str]:
-    """Comma-separated pass names; '' is no pass at all, an empty name (`,,`) is refused.
-
-    Unknown names are left to `attncomp.passes.check_pass_names`, which suggests the closest.
-    """
-    if text == "":
-        return []
-    names = text.split(",")
-    if any(not name.strip() for name in names):
-        raise Bad(f"an empty pass name in {shown(text)!r}; passes: {', '.join(PASSES)} ('' for none)")
-    return names
 
 
 def _name(text: str) -> str:

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 from attncomp import ir
-from attncomp.cli.args import pass_names
+from attncomp.cli.args import Bad, shown
 from attncomp.cli.spec_commands import add_overrides, expand_specs
 from attncomp.codegen import output_path, render, write_atomically
 from attncomp.compiler import compile_spec
 from attncomp.errors import ExpectError, UsageError, printable
 from attncomp.lower.size import estimate, refuse_if_too_large
-from attncomp.passes import DEFAULT_PASSES, check_pass_names
+from attncomp.passes import DEFAULT_PASSES, PASSES, check_pass_names
 from attncomp.report import build_report, format_report
 
 EMIT = ("ir", "fx", "fx-opt", "py")
@@ -78,6 +78,19 @@ def _build(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
     return 0
+
+
+def pass_names(text: str) -> list[str]:
+    """Comma-separated pass names; '' is no pass at all, an empty name (`,,`) is refused.
+
+    Unknown names are left to `attncomp.passes.check_pass_names`, which suggests the closest.
+    """
+    if text == "":
+        return []
+    names = text.split(",")
+    if any(not name.strip() for name in names):
+        raise Bad(f"an empty pass name in {shown(text)!r}; passes: {', '.join(PASSES)} ('' for none)")
+    return names
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -10,7 +10,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from attncomp import checkpoint
 from attncomp.cli.args import fraction, int_at_least, language, non_negative_int, output_dir, positive_int
 from attncomp.data.dataset import PreparedData
 from attncomp.data.prepare import SAMPLE, PrepareOptions, given_digest, prepare
@@ -47,6 +46,8 @@ def _given_tokenizers(args: argparse.Namespace) -> tuple[bytes, bytes] | None:
     if args.separate_vocab or args.src_vocab_size or args.tgt_vocab_size:
         raise UsageError("--tokenizers takes the checkpoint's vocabularies; leave out --separate-vocab, "
                          "--src-vocab-size and --tgt-vocab-size")
+    from attncomp import checkpoint  # here, not above: torch, which only this option needs, takes seconds to import
+
     found = checkpoint.read_trained(args.tokenizers)
     return tuple(found.header.tokenizers[side].numpy().tobytes() for side in ("src", "tgt"))
 

@@ -18,16 +18,16 @@ from typing import Callable, Sequence
 
 from attncomp.errors import AttncompError, printable, printable_lines
 
-COMMANDS: list[tuple[str, str]] = [
-    ("attncomp.cli.spec_commands", "register"),
-    ("attncomp.cli.build_command", "register"),
-    ("attncomp.cli.data_command", "register"),
-    ("attncomp.cli.train_command", "register"),
-    ("attncomp.cli.decode_command", "register"),
-    ("attncomp.cli.export_command", "register"),
-    ("attncomp.cli.import_command", "register"),
-    ("attncomp.cli.demo_command", "register"),
-    ("attncomp.cli.sweep_command", "register"),
+COMMANDS: list[tuple[str, tuple[str, ...]]] = [  # (module whose `register` adds them, the commands)
+    ("attncomp.cli.spec_commands", ("check", "show", "diff")),
+    ("attncomp.cli.build_command", ("build",)),
+    ("attncomp.cli.data_command", ("data",)),
+    ("attncomp.cli.train_command", ("train", "average", "consolidate")),
+    ("attncomp.cli.decode_command", ("translate", "eval")),
+    ("attncomp.cli.export_command", ("export",)),
+    ("attncomp.cli.import_command", ("import",)),
+    ("attncomp.cli.demo_command", ("demo",)),
+    ("attncomp.cli.sweep_command", ("sweep",)),
 ]
 
 EXIT_INTERNAL = 70  # EX_SOFTWARE of sysexits.h: "an internal software error has been detected"
@@ -35,7 +35,9 @@ EXIT_INTERRUPTED = 130
 TRACEBACK_DIR_ENV = "ATTNCOMP_TRACEBACK_DIR"  # where internal errors leave their traceback (default: temp dir)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The command line's parser. Where `argv` starts with a command, only the module that registers it is
+    imported (`attncomp data prepare` starts without importing torch); help and unknown words get them all."""
     parser = argparse.ArgumentParser(
         prog="attncomp",
         description="Compile Transformer specs to PyTorch; train, decode and score them.",
@@ -43,8 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     import importlib
 
-    for module, func in COMMANDS:
-        getattr(importlib.import_module(module), func)(sub)
+    named = [module for module, commands in COMMANDS if argv and argv[0] in commands]
+    for module in named or [module for module, _ in COMMANDS]:
+        importlib.import_module(module).register(sub)
     return parser
 
 
@@ -80,7 +83,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     argparse's usage errors leave by SystemExit(2), as argparse makes them.
     """
     try:
-        args = _parser().parse_args(argv)  # a usage error leaves here by SystemExit(2)
+        args = _parser(sys.argv[1:] if argv is None else argv).parse_args(argv)  # a usage error leaves here by SystemExit(2)
         handler: Callable[[argparse.Namespace], int | None] = args.handler
         return handler(args) or 0
     except AttncompError as err:

@@ -90,7 +90,7 @@ def test_a_bug_with_control_characters_is_one_escaped_line(monkeypatch, capsys, 
     from attncomp.cli import main
 
     monkeypatch.setenv("ATTNCOMP_TRACEBACK_DIR", str(tmp_path))
-    monkeypatch.setattr(main, "_parser", lambda: _raising_parser(OSError(f"cannot open {ESCAPES}")))
+    monkeypatch.setattr(main, "_parser", lambda argv=(): _raising_parser(OSError(f"cannot open {ESCAPES}")))
     assert main.run(["x"]) == 70
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "\x1b" not in err and "a\\x1b[2J b c" in err  # \r, U+2028: spaces

@@ -232,8 +232,8 @@ def _run_with_handler(monkeypatch, tmp_path, exc: BaseException) -> int:
     monkeypatch.setenv(main.TRACEBACK_DIR_ENV, str(tmp_path))
     real = main._parser
 
-    def parser():
-        p = real()
+    def parser(argv=()):
+        p = real(argv)
         for action in p._actions:
             if isinstance(action, argparse._SubParsersAction):
                 action.choices["check"].set_defaults(handler=lambda args: (_ for _ in ()).throw(exc))
