@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from itertools import islice, zip_longest
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
+
+import numpy as np
 
 from attncomp.data.tables import jsonl_pairs, parquet_chunks, parquet_rows
-from attncomp.data.text import Chunk, _stat_error, count_lines, read_chunks, side_path
+from attncomp.data.text import Chunk, _stat_error, count_lines, raw_chunks, read_chunks, side_path
 from attncomp.errors import DataError
 
 
@@ -76,6 +78,21 @@ class Source:
         if self.kind == "jsonl":
             return _chunked(jsonl_pairs(self.files[0], self.columns), size)
         return parquet_chunks(self.files[0], self.columns, size)
+
+    def picked(self, size: int, choose: Callable[[int], np.ndarray]) -> Iterator[Chunk]:
+        """The pairs `choose` keeps, read `size` at a time: `choose(n)` is a boolean mask over the next n pairs.
+        The same pairs as `chunks` gives, stripped alike; a text file decodes only the lines kept (a sample
+        of the training text reads all of it, and keeps a fraction)."""
+        if self.kind != "prefix":
+            for src, tgt in self.chunks(size):
+                kept = np.flatnonzero(choose(len(src)))
+                yield [src[i] for i in kept], [tgt[i] for i in kept]
+            return
+        sides = zip_longest(*(raw_chunks(path, size) for path in self.files), fillvalue=[])
+        for raw in sides:
+            kept = np.flatnonzero(choose(len(raw[0])))
+            lines = [[side[i].decode("utf-8").strip() for i in kept] for side in raw]
+            yield (lines[0], lines[0]) if self.mono else (lines[0], lines[1])
 
     def _side_chunks(self, size: int) -> Iterator[Chunk]:
         sides = (read_chunks(path, size) for path in self.files)

@@ -74,6 +74,17 @@ def read_chunks(path: Path, size: int, strip: bool = True) -> Iterator[list[str]
         yield [line.strip() for line in lines] if strip else [line.rstrip("\r") for line in lines]
 
 
+def raw_chunks(path: Path, size: int) -> Iterator[list[bytes]]:
+    """The lines of a text file (.gz too) as bytes, newline included, `size` at a time, unchecked: for a
+    second pass over a file that count_lines has checked, which decodes only the lines it keeps."""
+    try:
+        with _open(path) as f:
+            while raw := list(islice(f, size)):
+                yield raw
+    except (OSError, EOFError, zlib.error) as err:
+        raise DataError(f"cannot read {path}: {err}") from None
+
+
 def read_lines_of(path: Path, raw: Iterable[bytes], before: int = 0) -> Iterator[str]:
     """Decoded lines of `raw`, numbered from `before` + 1 in errors."""
     for number, line in enumerate(raw, before + 1):

@@ -53,15 +53,17 @@ def write_sample(sources: list[Source], total: int, pairs: int, files: dict[str,
     written = 0
     try:
         with Progress(total, "sample for sentencepiece", "pairs", summary=False) as bar:
+            def take(n: int) -> np.ndarray:
+                bar.update(n)
+                return choice.take(n)
+
             for source in sources:
-                for src, tgt in source.chunks(chunk):
-                    picked = np.flatnonzero(choice.take(len(src)))
+                for src, tgt in source.picked(chunk, take):
                     for side, lines in (("src", src), ("tgt", tgt)):
                         if side in files:
-                            chosen = [lines[i] for i in picked if lines[i]]
+                            chosen = [line for line in lines if line]
                             outputs[files[side]].writelines(line + "\n" for line in chosen)
                             written += len(chosen)
-                    bar.update(len(src))
     finally:
         for output in outputs.values():
             output.close()

@@ -223,3 +223,20 @@ def test_the_command_line_default_sample_is_the_library_one():
     from attncomp.cli.data_command import SAMPLE
 
     assert SAMPLE == prepare_module.SAMPLE == prepare_module.PrepareOptions().sample_sentences
+
+
+@pytest.mark.parametrize("mono", [False, True])
+def test_a_sample_reads_the_pairs_chunks_gives(tmp_path, mono):
+    """Source.picked decodes only the kept lines of a text file; they are the lines `chunks` gives, stripped
+    alike (carriage returns, surrounding and Unicode white space, gzip, one language)."""
+    from attncomp.data.sources import Source
+
+    lines = [line for i in range(40) for line in (f" line {i}\r", f"\u2003ü {i}\u2028", "", f"\tx{i} y ")]
+    (tmp_path / "t.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "t.xx.gz").write_bytes(gzip.compress(("\n".join(reversed(lines)) + "\n").encode()))
+    source = Source(tmp_path / "t", ("en", "en") if mono else ("en", "xx"), ("en", "xx"), mono)
+    masks = iter([np.arange(n) % 3 == 1 for n in (33, 33, 33, 33, 28)])
+    picked = list(source.picked(33, lambda n: next(masks)))
+    expected = [([s for i, s in enumerate(src) if i % 3 == 1], [t for i, t in enumerate(tgt) if i % 3 == 1])
+                for src, tgt in source.chunks(33)]
+    assert picked == expected and len(picked) == 5 and expected[0][0][:2] == ["ü 0", "line 1"]
