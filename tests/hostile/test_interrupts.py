@@ -1,7 +1,8 @@
 """Ctrl-C at real points of a run (issue 23, item 8): while train's workers start, and while a sweep scores
 a row. The command runs in its own process group and gets SIGINT on the whole group, as a terminal sends
 it, once the line that opens that phase appears. It stops cleanly: exit 130, no traceback, what is
-finished kept. Each test failed on the behaviour before the fix."""
+finished kept. Each test failed on the behaviour before the fix.
+And a command started with SIGINT ignored (a background job) keeps ignoring it, training included."""
 
 from __future__ import annotations
 
@@ -22,20 +23,26 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def interrupted_at(argv: list[str], line: str, delay: float, cwd: Path, timeout: float = 240,
-                   prelude: str = "") -> tuple[int, str]:
+                   prelude: str = "", ignoring: bool = False) -> tuple[int, str]:
     """Run `attncomp ARGV`, send SIGINT to its process group `delay` s after a line holding `line`.
-    `prelude`: Python run in the child before the command (the test's own way to hold a phase open)."""
+    `prelude`: Python run in the child before the command (the test's own way to hold a phase open).
+    `ignoring`: start it with SIGINT ignored, as a shell starts a background job."""
     command = [sys.executable, "-m", "attncomp.cli.main", *argv] if not prelude else \
         [sys.executable, "-c", prelude + "\nimport sys\nfrom attncomp.cli.main import run\n" f"sys.exit(run({argv!r}))"]
     # SIGINT at its default, as a terminal's child has it, whatever started this suite. No test leaves SIGINT
     # changed in a pytest worker (tests/conftest.py fails one that does), but a suite started as a background
     # job of a script (`bash .ci/run > log &`: POSIX shells start those with SIGINT and SIGQUIT ignored) has it
     # ignored in every worker, an ignored signal stays ignored across fork and exec, and Python then installs
-    # no KeyboardInterrupt handler: the command would ignore the Ctrl-C (the sweep in CI of 6d1729a and
-    # 618390f: train's launcher installs its own handler for the run, then puts back the inherited SIG_IGN).
+    # no KeyboardInterrupt handler: the command would ignore the Ctrl-C, as it must (the sweep in CI of 6d1729a
+    # and 618390f; since then training keeps an inherited SIG_IGN too: attncomp.train.launch.elastic_signals).
     # A terminal's child needs nothing of the kind; this makes the test's child one, wherever the suite runs.
-    child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, preexec_fn=_default_sigint,
+    child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
+                             preexec_fn=_ignore_sigint if ignoring else _default_sigint,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True,
                              env={**os.environ, "OMP_NUM_THREADS": "1",
                                   "PYTHONUNBUFFERED": "1"})  # each line as printed
@@ -60,8 +67,9 @@ def interrupted_at(argv: list[str], line: str, delay: float, cwd: Path, timeout:
 def test_ctrl_c_while_the_workers_start_is_exit_130_without_a_traceback(tmp_path, tiny_artifacts):
     code, output = interrupted_at(["train", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]),
                                    "--out", str(tmp_path / "run"), "--procs", "2"], "CPU worker(s)", 1.5, tmp_path)
-    assert code == 130, output
+    assert code == 130 and output.splitlines()[-1].startswith("stopped: SIGINT: "), output
     assert "Traceback" not in output and "KeyboardInterrupt" not in output and "internal error" not in output, output
+    assert "death signal" not in output  # torch elastic's own log line, beside the command's
 
 
 def test_ctrl_c_while_a_sweep_scores_a_row_stops_it_and_keeps_the_trained_row(tmp_path, tiny_artifacts):
@@ -79,6 +87,18 @@ def test_ctrl_c_while_a_sweep_scores_a_row_stops_it_and_keeps_the_trained_row(tm
     row = json.loads((out / "sweep.json").read_text())["rows"]["tiny"]
     assert row["trained"] and row["result"] is None  # kept: the next run scores it without training again
     assert (out / "rows" / "tiny" / "checkpoint_avg.pt").is_file()
+
+
+def test_ctrl_c_is_ignored_by_a_run_started_ignoring_it_as_a_background_job(tmp_path, tiny_artifacts):
+    """`attncomp train ... &` in a script starts with SIGINT ignored (POSIX shells do that to a background job,
+    so that a Ctrl-C at the terminal stops only the script's foreground): it stays ignored in the launcher and
+    the workers, and the run ends as if it never came (torch elastic's handler ended it with exit 130)."""
+    out = tmp_path / "run"
+    code, output = interrupted_at(["train", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]), "--out",
+                                   str(out), "--procs", "1", "--set", "train.steps=3"], "step 1 ", 0.0, tmp_path,
+                                  ignoring=True)
+    assert code == 0 and "done:" in output and "stopped" not in output, output
+    assert (out / "checkpoint_00000003.pt").is_file()
 
 
 def test_the_launchers_signal_handlers_do_not_outlive_an_in_process_run(tmp_path, tiny_artifacts, capsys):
