@@ -1,16 +1,21 @@
-"""Ctrl-C at real points of a run (issue 23, item 8): while train's workers start, and while a sweep scores
-a row. The command runs in its own process group and gets SIGINT on the whole group, as a terminal sends
-it, once the line that opens that phase appears. It stops cleanly: exit 130, no traceback, what is
-finished kept. Each test failed on the behaviour before the fix.
+"""Ctrl-C at real points of a run (issue 23, item 8): while train's workers start, while a sweep scores
+a row, while `translate` streams, `eval` reads its input, `data prepare` builds and `export` writes. The
+command runs in its own process group and gets SIGINT on the whole group, as a terminal sends it, once
+the line that opens that phase appears (or its input is held open, or its output directory appears). It
+stops cleanly: exit 130, one line, no traceback, what is finished kept and nothing half-written.
 And a command started with SIGINT ignored (a background job) keeps ignoring it, training included."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -99,6 +104,95 @@ def test_ctrl_c_is_ignored_by_a_run_started_ignoring_it_as_a_background_job(tmp_
                                   ignoring=True)
     assert code == 0 and "done:" in output and "stopped" not in output, output
     assert (out / "checkpoint_00000003.pt").is_file()
+
+
+def _started(argv: list[str], cwd: Path) -> subprocess.Popen:
+    """`attncomp ARGV` in its own process group with SIGINT at its default (see interrupted_at), stdin a pipe."""
+    return subprocess.Popen([sys.executable, "-m", "attncomp.cli.main", *argv], cwd=cwd, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_default_sigint, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def _interrupt(child: subprocess.Popen, timeout: float = 60) -> tuple[int, str, str]:
+    """Ctrl-C to the child's process group; (exit code, the rest of stdout, stderr)."""
+    os.killpg(child.pid, signal.SIGINT)
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        raise AssertionError(f"still running {timeout} s after Ctrl-C") from None
+    return child.returncode, out, err
+
+
+def _until(condition, child: subprocess.Popen, what: str, limit: float = 120) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        if child.poll() is not None or time.monotonic() > deadline:
+            os.killpg(child.pid, signal.SIGKILL)
+            raise AssertionError(f"{what} never happened (exit {child.poll()}): {child.communicate()}")
+        time.sleep(0.05)
+
+
+def _stopped_cleanly(code: int, err: str) -> None:
+    assert code == 130 and err.splitlines() == ["interrupted"], (code, err)
+
+
+def test_ctrl_c_while_translate_streams_keeps_the_lines_it_answered(tmp_path, tiny_artifacts):
+    """--stream answers each line as it comes: Ctrl-C once the first answer is out, the input held open."""
+    child = _started(["translate", str(tiny_artifacts["ckpt"]), "--device", "cpu", "--stream"], tmp_path)
+    child.stdin.write(tiny_artifacts["src"].read_text().splitlines()[0] + "\n")
+    child.stdin.flush()
+    first = child.stdout.readline()  # the model is loaded and the stream has begun
+    assert first.endswith("\n"), child.communicate()
+    code, rest, err = _interrupt(child)
+    _stopped_cleanly(code, err)
+    assert rest == ""  # nothing after the answered line, and no half line
+
+
+def test_ctrl_c_while_eval_reads_its_input_leaves_an_earlier_output_as_it_was(tmp_path, tiny_artifacts):
+    """The source lines arrive on stdin, which the test holds open: Ctrl-C once eval has read what was sent."""
+    output = tmp_path / "hyp.txt"
+    output.write_text("an earlier, complete output\n")
+    child = _started(["eval", str(tiny_artifacts["ckpt"]), "--src", "-", "--ref", str(tiny_artifacts["ref"]),
+                      "--output", str(output), "--device", "cpu"], tmp_path)
+    child.stdin.write(tiny_artifacts["src"].read_text())
+    child.stdin.flush()
+    unread = lambda: struct.unpack("i", fcntl.ioctl(child.stdin.fileno(), termios.FIONREAD, b"\0" * 4))[0]  # noqa: E731
+    _until(lambda: unread() == 0, child, "eval reading its input")
+    code, out, err = _interrupt(child)
+    _stopped_cleanly(code, err)
+    assert out == "" and output.read_text() == "an earlier, complete output\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hyp.txt"]
+
+
+def test_ctrl_c_while_data_prepare_builds_keeps_the_earlier_directory_whole(tmp_path, tiny_artifacts):
+    """A preparation large enough to take seconds, replacing (--force) a complete one: Ctrl-C once it says it
+    has begun. The earlier directory is untouched and the one being built is gone."""
+    text = tiny_artifacts["data"] / "text"
+    for side in ("src", "tgt"):  # 40,000 pairs: reading, sentencepiece and encoding take seconds
+        (tmp_path / f"big.{side}").write_text((text / f"train.{side}").read_text() * 200)
+    data = tmp_path / "data"
+    shutil.copytree(tiny_artifacts["data"], data)
+    manifest = (data / "manifest.json").read_bytes()
+    child = _started(["data", "prepare", "--train", str(tmp_path / "big"), "--out", str(data), "--force",
+                      "--vocab-size", "256"], tmp_path)
+    assert child.stderr.readline().startswith(f"preparing {data} from"), child.communicate()
+    code, out, err = _interrupt(child)
+    _stopped_cleanly(code, err)
+    assert (data / "manifest.json").read_bytes() == manifest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.src", "big.tgt", "data"]  # no work directory left
+
+
+def test_ctrl_c_while_export_writes_leaves_no_directory(tmp_path, tiny_artifacts):
+    """torch.export takes seconds to trace: Ctrl-C once the export has begun writing (its directory appears)."""
+    out = tmp_path / "exports" / "tiny"
+    out.parent.mkdir()
+    child = _started(["export", str(tiny_artifacts["ckpt"]), "--format", "torch-export", "--out", str(out)],
+                     tmp_path)
+    _until(lambda: any(out.parent.iterdir()), child, "export beginning to write")
+    code, printed, err = _interrupt(child)
+    _stopped_cleanly(code, err)
+    assert printed == "" and list(out.parent.iterdir()) == []  # neither the export nor what it was building
 
 
 def test_the_launchers_signal_handlers_do_not_outlive_an_in_process_run(tmp_path, tiny_artifacts, capsys):
