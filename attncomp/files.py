@@ -69,6 +69,19 @@ def check_regular(path: str | os.PathLike, *, what: str = "file",
     return shown
 
 
+def present(path: str | os.PathLike, *, what: str = "file", error: Callable[[str], Exception] = UsageError) -> bool:
+    """Whether a file is at `path`: a regular file is, nothing (no entry, a bad name) is not, and anything
+    else (a directory, pipe or device, a link to one or to nothing) raises `error` as `check_regular` does:
+    an optional file is then refused, not skipped as if it were absent."""
+    try:
+        if not os.path.lexists(path):
+            return False
+    except (OSError, ValueError):  # a name too long, a NUL byte
+        return False
+    check_regular(path, what=what, error=error)
+    return True
+
+
 def read_regular(path: str | os.PathLike, *, limit: int, what: str = "file",
                  error: Callable[[str], Exception] = UsageError) -> bytes:
     """The bytes of the regular file `path`, opened without blocking, at most `limit` of them; otherwise

@@ -123,7 +123,7 @@ def _one_thread() -> None:
 
 
 def _child(argv: list[str], cwd: str, out_dir: str, stdin_path: str | None, env: dict[str, str],
-           after: list[str]) -> None:  # pragma: no cover - runs in the fork server's child
+           after: list[str], closed: tuple[int, ...] = ()) -> None:  # pragma: no cover - runs in the fork server's child
     os.setpgrp()
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as `attncomp` started from a terminal
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
@@ -136,6 +136,9 @@ def _child(argv: list[str], cwd: str, out_dir: str, stdin_path: str | None, env:
     sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)
     sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+    for fd in closed:  # started with `<&-` or `>&-`: Python then has None for the stream
+        os.close(fd)
+        setattr(sys, ("stdin", "stdout")[fd], None)
     result: dict = {"code": None, "escaped": ""}
     try:
         from attncomp.cli.main import run
@@ -153,7 +156,8 @@ def _child(argv: list[str], cwd: str, out_dir: str, stdin_path: str | None, env:
                 runpy.run_path(str(module), run_name="hostile_import")
             except BaseException:  # noqa: BLE001 - a module that fails to import ran no payload past that point
                 pass
-    sys.stdout.flush()
+    if sys.stdout is not None:
+        sys.stdout.flush()
     sys.stderr.flush()
     Path(out_dir, "result.json").write_text(json.dumps(result))
     os._exit(0)
@@ -186,7 +190,8 @@ def _group_members(pgid: int) -> list[tuple[int, str]]:
 class Poke:
     """Send `signum` to one training worker (the newest spawned process) `delay` seconds into a case; with
     `worker=None`, to the case's whole process group as a terminal's Ctrl-C does, once a worker is spawned
-    (`workers=True`) or once the file `when` exists (a phase has begun: a sweep row's final checkpoint)."""
+    (`workers=True`) or once a file matching `when` exists (a phase has begun: a sweep row's final checkpoint,
+    the temporary directory an export or a data preparation builds in)."""
 
     delay: float
     signum: int
@@ -196,7 +201,8 @@ class Poke:
     def fire(self, pgid: int) -> bool:
         workers = [pid for pid, cmd in _group_members(pgid) if _is_worker(cmd)]
         if self.worker is None:
-            if (self.when is not None and not self.when.exists()) or (self.when is None and not workers):
+            begun = self.when is not None and any(self.when.parent.glob(self.when.name))
+            if (self.when is not None and not begun) or (self.when is None and not workers):
                 return False
             os.killpg(pgid, self.signum)
             return True
@@ -216,13 +222,14 @@ class Sandbox:
         self.count = 0
 
     def run(self, argv: Sequence[str], *, timeout: float = 30.0, stdin: Path | None = None, canary: Path | None = None,
-            after: Sequence[str] = (), poke: Poke | None = None, cwd: Path | None = None) -> Outcome:
+            after: Sequence[str] = (), poke: Poke | None = None, cwd: Path | None = None,
+            closed: tuple[int, ...] = ()) -> Outcome:
         self.count += 1
         out_dir = Path(tempfile.mkdtemp(prefix=f"case{self.count}-", dir=self.root))
         work = Path(cwd) if cwd else out_dir
         env = {"ATTNCOMP_TRACEBACK_DIR": str(out_dir), "OMP_NUM_THREADS": "1"}
         proc = self.ctx.Process(target=_child, args=(list(argv), str(work), str(out_dir),
-                                                    str(stdin) if stdin else None, env, list(after)))
+                                                    str(stdin) if stdin else None, env, list(after), closed))
         start = time.monotonic()
         proc.start()
         hung, poked = self._wait(proc, timeout, poke, start)
@@ -282,13 +289,14 @@ class Case:
     note: str = ""
     cwd: Path | None = None
     expect: str = ""  # a regular expression stderr must match (a located error's line number)
+    closed: tuple[int, ...] = ()  # standard streams the command starts without: 0 (`<&-`), 1 (`>&-`)
 
 
 def run_cases(cases: list[Case], sandbox: Sandbox, progress: bool = True) -> list[tuple[Case, Outcome, list[str]]]:
     results = []
     for i, case in enumerate(cases, 1):
         outcome = sandbox.run(case.argv, timeout=case.timeout, stdin=case.stdin, canary=case.canary,
-                              after=case.after, poke=case.poke, cwd=case.cwd)
+                              after=case.after, poke=case.poke, cwd=case.cwd, closed=case.closed)
         command = next((a for a in case.argv if not a.startswith("-")), "")
         problems = outcome.problems(bad_value=case.bad_value, command=command, expect=case.expect)
         results.append((case, outcome, problems))

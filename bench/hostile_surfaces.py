@@ -1,6 +1,7 @@
 """The attacks of issue 23 on the surfaces added after the first hostile corpus, one function per category:
 sharded checkpoints with payloads, export directories, state files (run.json, checkpoint metrics, import
-configs), sweeps, decoding options and Ctrl-C at real points. (root, hostile files, good artifacts) -> cases.
+configs), sweeps, decoding options, closed standard streams and Ctrl-C at real points (import:
+bench/hostile_imports.py). (root, hostile files, good artifacts) -> cases.
 """
 
 from __future__ import annotations
@@ -263,8 +264,36 @@ def decode_options(root: Path, f: Files, g: Files) -> list[Case]:
     return cases
 
 
+def streams(root: Path, f: Files, g: Files) -> list[Case]:
+    """Commands started with standard input or output closed (`<&-`, `>&-`), as a careless script starts them."""
+    ckpt, src, ref = str(g["ckpt"]), str(g["src"]), str(g["ref"])
+    no_input = [["translate", ckpt, "--device", "cpu"], ["translate", ckpt, "--device", "cpu", "--stream"],
+                ["translate", ckpt, "--device", "cpu", "--input", "-"], ["translate", ckpt, "--device", "cpu", "--sample"],
+                ["eval", ckpt, "--src", "-", "--ref", ref, "--device", "cpu"],
+                ["eval", ckpt, "--src", src, "--ref", "-", "--device", "cpu"]]
+    cases = [Case("streams", argv, "cli", timeout=60, bad_value=True, closed=(0,), note="stdin closed")
+             for argv in no_input]
+    no_output = [["translate", ckpt, "--device", "cpu", "--input", src],
+                 ["translate", ckpt, "--device", "cpu", "--stream", "--input", src],
+                 ["translate", ckpt, "--device", "cpu", "--input", src, "--nbest", "2"],
+                 ["translate", ckpt, "--device", "cpu", "--input", src, "--output", "-"]]
+    cases += [Case("streams", argv, "cli", timeout=60, bad_value=True, closed=(1,), note="stdout closed")
+              for argv in no_output]
+    both = ["translate", ckpt, "--device", "cpu", "--stream"]
+    cases.append(Case("streams", both, "cli", timeout=60, bad_value=True, closed=(0, 1), note="both closed"))
+    fine = [["translate", ckpt, "--device", "cpu", "--input", src, "--output", str(root / "streams" / "out.txt")],
+            ["eval", ckpt, "--src", src, "--ref", ref, "--device", "cpu"], ["show", str(g["spec"])],
+            ["check", str(g["spec"])], ["build", str(g["spec"]), "--no-write"], ["data", "info", str(g["data"])],
+            ["export", ckpt, "--out", str(root / "streams" / "export")]]
+    (root / "streams").mkdir(parents=True, exist_ok=True)
+    cases += [Case("streams", argv, "cli", timeout=60, closed=(0, 1), note="no stream needed: stdin and stdout closed")
+              for argv in fine]
+    return cases
+
+
 def interrupts(root: Path, f: Files, g: Files) -> list[Case]:
-    """Ctrl-C (SIGINT to the process group) while train's workers start, and while a sweep scores a row."""
+    """Ctrl-C (SIGINT to the process group) while train's workers start, while a sweep scores a row, and while
+    export and data prepare build their directories."""
     cases = []
     for procs in ("1", "2"):
         for delay in (0.0, 1.0, 3.0):
@@ -281,7 +310,30 @@ def interrupts(root: Path, f: Files, g: Files) -> list[Case]:
         cases.append(Case("interrupts", argv, "dist", timeout=180,
                           poke=Poke(0.0, signal.SIGINT, worker=None, when=out / "rows" / "tiny" / "checkpoint_avg.pt"),
                           note="Ctrl-C while the sweep scores its row"))
+    return cases + _interrupted_outputs(root, g)
+
+
+def _interrupted_outputs(root: Path, g: Files) -> list[Case]:
+    """Ctrl-C once `export` and `data prepare` have begun building their directory (its temporary name appears)."""
+    cases = []
+    for i, (fmt, delay) in enumerate((("torch-export", 0.0), ("torch-export", 2.0), ("ctranslate2", 0.0))):
+        out = root / "interrupts" / f"export_{i}" / "tiny"
+        shutil.rmtree(out.parent, ignore_errors=True)
+        out.parent.mkdir(parents=True)
+        cases.append(Case("interrupts", ["export", str(g["ckpt"]), "--format", fmt, "--out", str(out)], "cli", timeout=120,
+                          poke=Poke(delay, signal.SIGINT, worker=None, when=out.parent / ".tiny.tmp-*"),
+                          note=f"Ctrl-C once export --format {fmt} builds its directory, {delay} s in at the earliest"))
+    text = root / "interrupts" / "big"
+    for side in ("src", "tgt"):  # 40,000 pairs: seconds of reading, sentencepiece and encoding
+        text.with_suffix(f".{side}").write_text((g["data"] / "text" / f"train.{side}").read_text() * 200)
+    for i, delay in enumerate((0.0, 1.0, 2.0)):  # it takes about 7 s
+        out = root / "interrupts" / f"prepare_{i}" / "data"
+        shutil.rmtree(out.parent, ignore_errors=True)
+        out.parent.mkdir(parents=True)
+        cases.append(Case("interrupts", ["data", "prepare", "--train", str(text), "--out", str(out), "--vocab-size", "256"],
+                          "cli", timeout=120, poke=Poke(delay, signal.SIGINT, worker=None, when=out.parent / ".data.tmp-*"),
+                          note=f"Ctrl-C once data prepare builds its directory, {delay} s in at the earliest"))
     return cases
 
 
-SURFACES = [sharded, exports, state_files, sweeps, decode_options, interrupts]
+SURFACES = [sharded, exports, state_files, sweeps, decode_options, streams, interrupts]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 from pathlib import Path
 
-from attncomp import checkpoint
+from attncomp import checkpoint, files
 from attncomp.checkpoint import safetensors_dir
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.errors import UsageError
@@ -34,20 +36,33 @@ def _export(args: argparse.Namespace) -> int:
     if args.family is not None and args.format != "hf":
         raise UsageError("--family applies to --format hf only")
     found = checkpoint.read_trained(args.checkpoint)  # checked; a sharded one gathered; an export read back
+    # built under a temporary name beside --out and renamed into place (onto an empty directory too), so that a
+    # failure or Ctrl-C never leaves a directory that looks like an export
+    out = out.resolve() if out.is_symlink() else out  # an empty directory it links to: replaced, not the link
+    work = out.parent / f".{out.name}.tmp-{os.getpid()}"
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"cannot create --out {args.out}: {err.strerror}") from None
-    if args.format == "safetensors":
-        written = safetensors_dir.write(found, out)
-    elif args.format == "torch-export":
-        written = torch_export.write(found, out)
-    elif args.format == "hf":
-        written = hf_export.write(found, out, args.family)
-    else:
-        written = _ctranslate2(found, out, args.quantization)
+        files.make_dir(out.parent)
+        shutil.rmtree(work, ignore_errors=True)
+        files.make_dir(work)
+        written = _write(args, found, work)
+        try:
+            os.replace(work, out)
+        except OSError as err:
+            raise UsageError(f"cannot create --out {files.shown_path(out)}: {files.os_reason(err)}") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     print(f"wrote {out} ({', '.join(p.name for p in written)})")
     return 0
+
+
+def _write(args: argparse.Namespace, found, out: Path) -> list[Path]:
+    if args.format == "safetensors":
+        return safetensors_dir.write(found, out)
+    if args.format == "torch-export":
+        return torch_export.write(found, out)
+    if args.format == "hf":
+        return hf_export.write(found, out, args.family)
+    return _ctranslate2(found, out, args.quantization)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

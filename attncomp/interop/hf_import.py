@@ -22,7 +22,7 @@ import torch
 
 from attncomp import ir
 from attncomp.errors import AttncompError, UsageError
-from attncomp.files import read_json
+from attncomp.files import present, read_json
 from attncomp.interop import families, hf_tokens, mapping, require
 
 PICKLE_HINT = ("pytorch_model.bin is a pickle, and unpickling a file can run code: convert it to "
@@ -42,11 +42,8 @@ class Imported:
 
 
 def is_file(path: Path) -> bool:
-    """Path.is_file, with a name too long or holding a NUL byte answered as "no" rather than raised."""
-    try:
-        return path.is_file()
-    except (OSError, ValueError):
-        return False
+    """Whether DIR has this file (attncomp.files.present: something else in its place is refused)."""
+    return present(path, what="model directory's file")
 
 
 def _one_line(err: Exception) -> str:

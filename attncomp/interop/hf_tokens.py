@@ -20,7 +20,7 @@ from pathlib import Path
 
 from attncomp.data.hf_tokenizer import envelope
 from attncomp.errors import UsageError
-from attncomp.files import read_json, read_regular
+from attncomp.files import present, read_json, read_regular
 from attncomp.interop import require
 from attncomp.vocab import Specials
 
@@ -37,10 +37,8 @@ def _one_line(err: Exception) -> str:
 
 
 def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except (OSError, ValueError):
-        return False
+    """Whether DIR has this file (attncomp.files.present: something else in its place is refused)."""
+    return present(path, what="model directory's file")
 
 
 def read_tokenizer(directory: Path, label: str):

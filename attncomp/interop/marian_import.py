@@ -141,6 +141,8 @@ def _spm_proto(path: Path):
         raise UsageError(f"cannot read {path}: {err.strerror}") from None
     except Exception:  # protobuf's DecodeError
         raise UsageError(f"{path} is not a sentencepiece model") from None
+    if not _own_pieces(proto):  # an empty file parses as a model without pieces: it could split nothing
+        raise UsageError(f"{path} is not a sentencepiece model (it has no pieces to split text into)")
     return proto
 
 

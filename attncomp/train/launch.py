@@ -264,6 +264,29 @@ def _spawned_with_sigint_blocked():
         mp_util.spawnv_passfds = spawn
 
 
+def elastic_signals() -> tuple[signal.Signals, ...]:
+    """The ELASTIC_SIGNALS that torch elastic handles for this run: those this process does not ignore.
+
+    A signal the command inherits ignored stays ignored, in the launcher and (inheriting it) in every worker:
+    POSIX shells start a background job (`attncomp train ... &`) with SIGINT and SIGQUIT ignored, so that a
+    Ctrl-C at the terminal does not reach it, and `nohup` ignores SIGHUP. Python keeps such a signal ignored
+    by itself; torch elastic would install its handler for each of `signals_to_handle` and end the run.
+    With none left, elastic fails to register "" and logs that (its loggers are quietened in `launch`).
+    """
+    return tuple(sig for sig in ELASTIC_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN)
+
+
+def _quiet_elastic_logging() -> None:
+    """torch elastic's module loggers (each given its own level, WARNING, by its get_logger) print lines such as
+    "Received 2 death signal, shutting down workers" beside the command's own message: raise them all."""
+    for name in ("torch.distributed.elastic", "torch.multiprocessing"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if name.startswith(("torch.distributed.elastic.", "torch.distributed.launcher.")) and \
+                isinstance(logger, logging.Logger):
+            logger.setLevel(logging.CRITICAL)
+
+
 def _config(nproc: int, nodes: Nodes):
     import dataclasses
 
@@ -272,7 +295,8 @@ def _config(nproc: int, nodes: Nodes):
     standalone = nodes.nnodes == 1 and nodes.rdzv_endpoint is None
     # signals_to_handle and shutdown_timeout are newer than the oldest PyTorch we support (2.11 lacks the second)
     known = {field.name for field in dataclasses.fields(LaunchConfig)}
-    optional = {"signals_to_handle": ",".join(sig.name for sig in ELASTIC_SIGNALS), "shutdown_timeout": SHUTDOWN_SECONDS}
+    optional = {"signals_to_handle": ",".join(sig.name for sig in elastic_signals()),
+                "shutdown_timeout": SHUTDOWN_SECONDS}
     return LaunchConfig(
         min_nodes=nodes.nnodes, max_nodes=nodes.nnodes, nproc_per_node=nproc,
         run_id=nodes.rdzv_id or (f"attncomp-{uuid.uuid4().hex[:8]}" if standalone else "attncomp"),
@@ -292,8 +316,7 @@ def launch(entrypoint: Callable[..., Any], args: tuple, nproc: int, run_dir: Pat
     from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousError
     from torch.distributed.launcher.api import elastic_launch
 
-    for name in ("torch.distributed.elastic", "torch.multiprocessing"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    _quiet_elastic_logging()
     for stale in (run_dir / ERRORS).glob("rank*") if (run_dir / ERRORS).is_dir() else []:
         stale.unlink(missing_ok=True)
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))

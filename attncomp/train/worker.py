@@ -30,8 +30,8 @@ def worker(cfg: RunConfig) -> dict | None:
     if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0:
         cfg = replace(cfg, resume=True)
     try:
-        # blocked since spawn (attncomp.train.launch): a Ctrl-C pending since then is a KeyboardInterrupt here
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        # blocked since spawn (attncomp.train.launch): a Ctrl-C pending since then is a KeyboardInterrupt here,
+        # unless SIGINT is ignored (inherited so from a command started ignoring it: launch.elastic_signals)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         if world > 1:
             if cfg.device == "cuda":

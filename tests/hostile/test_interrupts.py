@@ -1,15 +1,21 @@
-"""Ctrl-C at real points of a run (issue 23, item 8): while train's workers start, and while a sweep scores
-a row. The command runs in its own process group and gets SIGINT on the whole group, as a terminal sends
-it, once the line that opens that phase appears. It stops cleanly: exit 130, no traceback, what is
-finished kept. Each test failed on the behaviour before the fix."""
+"""Ctrl-C at real points of a run (issue 23, item 8): while train's workers start, while a sweep scores
+a row, while `translate` streams, `eval` reads its input, `data prepare` builds and `export` writes. The
+command runs in its own process group and gets SIGINT on the whole group, as a terminal sends it, once
+the line that opens that phase appears (or its input is held open, or its output directory appears). It
+stops cleanly: exit 130, one line, no traceback, what is finished kept and nothing half-written.
+And a command started with SIGINT ignored (a background job) keeps ignoring it, training included."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -22,20 +28,26 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def interrupted_at(argv: list[str], line: str, delay: float, cwd: Path, timeout: float = 240,
-                   prelude: str = "") -> tuple[int, str]:
+                   prelude: str = "", ignoring: bool = False) -> tuple[int, str]:
     """Run `attncomp ARGV`, send SIGINT to its process group `delay` s after a line holding `line`.
-    `prelude`: Python run in the child before the command (the test's own way to hold a phase open)."""
+    `prelude`: Python run in the child before the command (the test's own way to hold a phase open).
+    `ignoring`: start it with SIGINT ignored, as a shell starts a background job."""
     command = [sys.executable, "-m", "attncomp.cli.main", *argv] if not prelude else \
         [sys.executable, "-c", prelude + "\nimport sys\nfrom attncomp.cli.main import run\n" f"sys.exit(run({argv!r}))"]
     # SIGINT at its default, as a terminal's child has it, whatever started this suite. No test leaves SIGINT
     # changed in a pytest worker (tests/conftest.py fails one that does), but a suite started as a background
     # job of a script (`bash .ci/run > log &`: POSIX shells start those with SIGINT and SIGQUIT ignored) has it
     # ignored in every worker, an ignored signal stays ignored across fork and exec, and Python then installs
-    # no KeyboardInterrupt handler: the command would ignore the Ctrl-C (the sweep in CI of 6d1729a and
-    # 618390f: train's launcher installs its own handler for the run, then puts back the inherited SIG_IGN).
+    # no KeyboardInterrupt handler: the command would ignore the Ctrl-C, as it must (the sweep in CI of 6d1729a
+    # and 618390f; since then training keeps an inherited SIG_IGN too: attncomp.train.launch.elastic_signals).
     # A terminal's child needs nothing of the kind; this makes the test's child one, wherever the suite runs.
-    child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, preexec_fn=_default_sigint,
+    child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
+                             preexec_fn=_ignore_sigint if ignoring else _default_sigint,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True,
                              env={**os.environ, "OMP_NUM_THREADS": "1",
                                   "PYTHONUNBUFFERED": "1"})  # each line as printed
@@ -60,8 +72,9 @@ def interrupted_at(argv: list[str], line: str, delay: float, cwd: Path, timeout:
 def test_ctrl_c_while_the_workers_start_is_exit_130_without_a_traceback(tmp_path, tiny_artifacts):
     code, output = interrupted_at(["train", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]),
                                    "--out", str(tmp_path / "run"), "--procs", "2"], "CPU worker(s)", 1.5, tmp_path)
-    assert code == 130, output
+    assert code == 130 and output.splitlines()[-1].startswith("stopped: SIGINT: "), output
     assert "Traceback" not in output and "KeyboardInterrupt" not in output and "internal error" not in output, output
+    assert "death signal" not in output  # torch elastic's own log line, beside the command's
 
 
 def test_ctrl_c_while_a_sweep_scores_a_row_stops_it_and_keeps_the_trained_row(tmp_path, tiny_artifacts):
@@ -79,6 +92,107 @@ def test_ctrl_c_while_a_sweep_scores_a_row_stops_it_and_keeps_the_trained_row(tm
     row = json.loads((out / "sweep.json").read_text())["rows"]["tiny"]
     assert row["trained"] and row["result"] is None  # kept: the next run scores it without training again
     assert (out / "rows" / "tiny" / "checkpoint_avg.pt").is_file()
+
+
+def test_ctrl_c_is_ignored_by_a_run_started_ignoring_it_as_a_background_job(tmp_path, tiny_artifacts):
+    """`attncomp train ... &` in a script starts with SIGINT ignored (POSIX shells do that to a background job,
+    so that a Ctrl-C at the terminal stops only the script's foreground): it stays ignored in the launcher and
+    the workers, and the run ends as if it never came (torch elastic's handler ended it with exit 130)."""
+    out = tmp_path / "run"
+    code, output = interrupted_at(["train", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]), "--out",
+                                   str(out), "--procs", "1", "--set", "train.steps=3"], "step 1 ", 0.0, tmp_path,
+                                  ignoring=True)
+    assert code == 0 and "done:" in output and "stopped" not in output, output
+    assert (out / "checkpoint_00000003.pt").is_file()
+
+
+def _started(argv: list[str], cwd: Path) -> subprocess.Popen:
+    """`attncomp ARGV` in its own process group with SIGINT at its default (see interrupted_at), stdin a pipe."""
+    return subprocess.Popen([sys.executable, "-m", "attncomp.cli.main", *argv], cwd=cwd, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_default_sigint, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def _interrupt(child: subprocess.Popen, timeout: float = 60) -> tuple[int, str, str]:
+    """Ctrl-C to the child's process group; (exit code, the rest of stdout, stderr)."""
+    os.killpg(child.pid, signal.SIGINT)
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        raise AssertionError(f"still running {timeout} s after Ctrl-C") from None
+    return child.returncode, out, err
+
+
+def _until(condition, child: subprocess.Popen, what: str, limit: float = 120) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        if child.poll() is not None or time.monotonic() > deadline:
+            os.killpg(child.pid, signal.SIGKILL)
+            raise AssertionError(f"{what} never happened (exit {child.poll()}): {child.communicate()}")
+        time.sleep(0.05)
+
+
+def _stopped_cleanly(code: int, err: str) -> None:
+    assert code == 130 and err.splitlines() == ["interrupted"], (code, err)
+
+
+def test_ctrl_c_while_translate_streams_keeps_the_lines_it_answered(tmp_path, tiny_artifacts):
+    """--stream answers each line as it comes: Ctrl-C once the first answer is out, the input held open."""
+    child = _started(["translate", str(tiny_artifacts["ckpt"]), "--device", "cpu", "--stream"], tmp_path)
+    child.stdin.write(tiny_artifacts["src"].read_text().splitlines()[0] + "\n")
+    child.stdin.flush()
+    first = child.stdout.readline()  # the model is loaded and the stream has begun
+    assert first.endswith("\n"), child.communicate()
+    code, rest, err = _interrupt(child)
+    _stopped_cleanly(code, err)
+    assert rest == ""  # nothing after the answered line, and no half line
+
+
+def test_ctrl_c_while_eval_reads_its_input_leaves_an_earlier_output_as_it_was(tmp_path, tiny_artifacts):
+    """The source lines arrive on stdin, which the test holds open: Ctrl-C once eval has read what was sent."""
+    output = tmp_path / "hyp.txt"
+    output.write_text("an earlier, complete output\n")
+    child = _started(["eval", str(tiny_artifacts["ckpt"]), "--src", "-", "--ref", str(tiny_artifacts["ref"]),
+                      "--output", str(output), "--device", "cpu"], tmp_path)
+    child.stdin.write(tiny_artifacts["src"].read_text())
+    child.stdin.flush()
+    unread = lambda: struct.unpack("i", fcntl.ioctl(child.stdin.fileno(), termios.FIONREAD, b"\0" * 4))[0]  # noqa: E731
+    _until(lambda: unread() == 0, child, "eval reading its input")
+    code, out, err = _interrupt(child)
+    _stopped_cleanly(code, err)
+    assert out == "" and output.read_text() == "an earlier, complete output\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hyp.txt"]
+
+
+def test_ctrl_c_while_data_prepare_builds_keeps_the_earlier_directory_whole(tmp_path, tiny_artifacts):
+    """A preparation large enough to take seconds, replacing (--force) a complete one: Ctrl-C once it says it
+    has begun. The earlier directory is untouched and the one being built is gone."""
+    text = tiny_artifacts["data"] / "text"
+    for side in ("src", "tgt"):  # 40,000 pairs: reading, sentencepiece and encoding take seconds
+        (tmp_path / f"big.{side}").write_text((text / f"train.{side}").read_text() * 200)
+    data = tmp_path / "data"
+    shutil.copytree(tiny_artifacts["data"], data)
+    manifest = (data / "manifest.json").read_bytes()
+    child = _started(["data", "prepare", "--train", str(tmp_path / "big"), "--out", str(data), "--force",
+                      "--vocab-size", "256"], tmp_path)
+    assert child.stderr.readline().startswith(f"preparing {data} from"), child.communicate()
+    code, out, err = _interrupt(child)
+    _stopped_cleanly(code, err)
+    assert (data / "manifest.json").read_bytes() == manifest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.src", "big.tgt", "data"]  # no work directory left
+
+
+def test_ctrl_c_while_export_writes_leaves_no_directory(tmp_path, tiny_artifacts):
+    """torch.export takes seconds to trace: Ctrl-C once the export has begun writing (its directory appears)."""
+    out = tmp_path / "exports" / "tiny"
+    out.parent.mkdir()
+    child = _started(["export", str(tiny_artifacts["ckpt"]), "--format", "torch-export", "--out", str(out)],
+                     tmp_path)
+    _until(lambda: any(out.parent.iterdir()), child, "export beginning to write")
+    code, printed, err = _interrupt(child)
+    _stopped_cleanly(code, err)
+    assert printed == "" and list(out.parent.iterdir()) == []  # neither the export nor what it was building
 
 
 def test_the_launchers_signal_handlers_do_not_outlive_an_in_process_run(tmp_path, tiny_artifacts, capsys):

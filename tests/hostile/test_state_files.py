@@ -6,6 +6,7 @@ each test failed on the behaviour before the fix."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -94,6 +95,34 @@ def test_hostile_generation_config_and_vocabulary_are_one_usage_error(marian, tm
 
     with pytest.raises(UsageError, match=name):
         import_directory(edited(marian, tmp_path, name, text))
+
+
+@pytest.mark.parametrize("name", ["source.spm", "target.spm"])
+def test_an_empty_sentencepiece_model_is_one_usage_error(marian, tmp_path, name):
+    """An empty file parses as a model without pieces; it was imported, and translated into nonsense."""
+    from attncomp.interop.marian_import import import_directory
+
+    with pytest.raises(UsageError, match=f"{name} is not a sentencepiece model"):
+        import_directory(edited(marian, tmp_path, name, ""))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir", "dev_zero", "broken link"])
+def test_an_optional_file_that_is_not_a_file_is_refused_not_skipped(marian, tmp_path, kind):
+    """generation_config.json as a pipe, a directory, a device or a link to nothing was taken as absent (its
+    num_beams silently dropped); it is refused like any file of the directory that is not a regular file."""
+    from attncomp.interop.marian_import import import_directory
+
+    directory = edited(marian, tmp_path, "generation_config.json", "")
+    target = directory / "generation_config.json"
+    target.unlink()
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "dir":
+        target.mkdir()
+    else:
+        target.symlink_to("/dev/zero" if kind == "dev_zero" else directory / "nowhere")
+    with pytest.raises(UsageError, match="generation_config.json"):
+        import_directory(directory)
 
 
 def test_bleu_validation_of_an_encoder_only_spec_is_refused_before_training(tmp_path, sandbox, tiny_artifacts):
