@@ -91,6 +91,12 @@ VARIANTS = {
                                                               "model.d_embed=128"]),
     "capped_factorised_lm": ("specs/base.attn", ["model.encoder=none", "model.tie=decoder", "model.logit_softcap=2.0",
                                                  "model.d_embed=256", "model.positions=rope"]),
+    # rotary scaling: dynamic NTK for the stack's layers (a table of the length), YaRN for every second layer
+    "scaled_rope_lm": ("specs/base.attn", ["model.encoder=none", "model.tie=decoder",
+                                           "model.positions=rope(scaling = dynamic(factor = 2, original_max_len = 4))",
+                                           "model.decoder.layer.global.every=2",
+                                           "model.decoder.layer.global.rope_scaling=yarn(factor = 4, "
+                                           "original_max_len = 4, beta_fast = 4, beta_slow = 0.5)"]),
 }
 
 
