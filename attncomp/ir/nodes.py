@@ -514,13 +514,15 @@ class Buckets(Node):
     """T5's relative position bias (Raffel et al. 2020): the distance j - i falls into one of `count`
     buckets, exact for small distances and log-spaced up to `max_distance` (farther ones share the
     last); each bucket has a learned scalar per head, one table per stack (`relative_bias`) shared by
-    its layers, added to the self-attention scores. An encoder's buckets are bidirectional (half of
-    them for keys after the query), a decoder's causal."""
+    its layers (`per_layer = true`: one per layer's self-attention, umT5's), added to the self-attention
+    scores. An encoder's buckets are bidirectional (half of them for keys after the query), a decoder's causal."""
 
     kind: Literal["buckets"] = "buckets"
     count: Annotated[int, Field(ge=4, le=1 << 12)] = Field(32, description="buckets (T5: relative_attention_num_buckets)")
     max_distance: Annotated[int, Field(ge=1, le=1 << 20)] = Field(
         128, description="the distance where the log-spaced buckets end (T5: relative_attention_max_distance)")
+    per_layer: bool = Field(False, json_schema_extra=LATER,
+                            description="a table in every layer's self-attention (umT5) rather than one per stack")
 
 
 Positions = Annotated[Union[Sinusoidal, Learned, NoPositions, ALiBi, Relative, Rope, Buckets],

@@ -45,6 +45,8 @@ def _input_shape(arch: nodes.ModelSpec, stack: nodes.Stack, q_len, k_len) -> tup
     pos = arch.positions
     if isinstance(pos, nodes.Rope):
         return (2, q_len, pos.dims(stack.d_k))
+    if isinstance(pos, nodes.Buckets) and pos.per_layer:
+        return (q_len, k_len)  # bucket indices
     if isinstance(pos, (nodes.ALiBi, nodes.Buckets)):
         return (stack.heads, q_len, k_len)
     return (q_len, k_len)
@@ -157,6 +159,14 @@ def bucket_bias(b: Builder, stack: nodes.Stack, pos: nodes.Buckets, like: Node, 
     device = b.call(getattr, like, "device", name="device")
     index = b.call(ops.bucket_index, q_len, k_len, pos.count, pos.max_distance, isinstance(stack, nodes.EncoderSpec),
                    device, name="buckets")
+    if pos.per_layer:  # umT5: each self-attention looks the indices up in its own table (`layer_bucket_bias`)
+        return index
+    return layer_bucket_bias(b, stack, pos, index)
+
+
+def layer_bucket_bias(b: Builder, stack: nodes.Stack, pos: nodes.Buckets, index: Node) -> Node:
+    """T5's bias (h, Tq, Tk) of bucket indices (Tq, Tk) from a table `relative_bias` of the unit being built:
+    the stack's (one per stack), or a self-attention's (`per_layer`)."""
     table = b.leaf("relative_bias", embedding(pos.count, stack.heads), index, name="position_bias")
     return b.call(ops.bucket_bias, table, name="position_bias")
 
