@@ -20,6 +20,7 @@ stored dtype; a transform that folds two tensors into one computes in at least f
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -170,9 +171,11 @@ def unsupported_scaling(params: dict) -> str | None:
     if kind != "default" and kind not in SCALINGS:
         return f"rope_type {kind!r} (attncomp's rotary scalings: {', '.join(SCALINGS)})"
     factor = params.get("factor")
-    if kind != "default" and factor is not None and not factor >= 1:
-        return f"rope_type {kind!r} with factor {factor!r} (below 1)"
-    return None
+    if kind == "default" or factor is None:
+        return None
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        return f"rope_type {kind!r} with factor {json.dumps(factor)[:40]} (not a number)"
+    return f"rope_type {kind!r} with factor {factor!r} (below 1)" if not factor >= 1 else None
 
 
 def scaling_parameters(rope, max_len: int = 4096) -> tuple[dict, int]:

@@ -147,10 +147,9 @@ def test_the_scaling_written_by_hand_exports_to_llamas_rope_parameters(float64_r
     assert config.rope_parameters == {"rope_theta": 10000.0, **KINDS["llama3"]}
 
 
-@pytest.mark.parametrize("rope_parameters,message", [
-    ({"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8,
-      "original_max_position_embeddings": 8}, "rope_type 'longrope'"),
-    ({"rope_type": "linear", "factor": 0.5}, "factor 0.5 (below 1)")])
+@pytest.mark.parametrize("rope_parameters,message", [  # longrope: test_hf_import_files.py's REFUSALS
+    ({"rope_type": "linear", "factor": 0.5}, "factor 0.5 (below 1)"),
+    ({"rope_type": "dynamic", "factor": True}, "factor true (not a number)")])
 def test_a_scaling_without_a_spec_choice_is_refused_in_one_line(rope_parameters, message, tmp_path, capsys):
     hf = hf_models.model("llama", torch.float32, head_dim=16, rope_parameters={"rope_theta": 10000.0,
                                                                                **rope_parameters})
