@@ -9,6 +9,7 @@ from pathlib import Path
 
 from attncomp import checkpoint, files
 from attncomp.checkpoint import safetensors_dir
+from attncomp.data.hf_tokenizer import is_hf
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.errors import UsageError
 from attncomp.interop import ctranslate2_export, hf_export, torch_export
@@ -19,6 +20,10 @@ QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat1
 
 def _ctranslate2(found, out: Path, quantization: str) -> list[Path]:
     spec = checkpoint.stored_spec(found)
+    ctranslate2_export.check_supported(spec)  # the architecture first: what keeps a model out, named
+    if any(is_hf(found.header.tokenizers[side].numpy().tobytes()) for side in ("src", "tgt")):
+        raise UsageError("--format ctranslate2 writes sentencepiece vocabularies; this model's tokenizer is an "
+                         "imported tokenizer.json (not exported to CTranslate2)")
     src, tgt = (ctranslate2_export.vocabulary(Tokenizer(found.header.tokenizers[side].numpy().tobytes()))
                 for side in ("src", "tgt"))
     ctranslate2_export.write(spec, found.model, src, tgt, out, quantization)

@@ -146,6 +146,12 @@ def write(found, out: Path, family_name: str | None = None) -> list[Path]:
         raise UsageError(f"export --format hf has nothing for the {family.label} tensor {missing[0]}")
     model.load_state_dict(state, strict=True, assign=True)
     model.config.dtype = dtype
+    if isinstance(manifest.get("generation"), dict) and getattr(model, "generation_config", None) is not None:
+        try:  # the imported generation_config.json (forced language, end tokens), as it was
+            model.generation_config = transformers.GenerationConfig.from_dict(manifest["generation"])
+        except Exception as err:  # transformers validates the fields (its own exception types)
+            raise UsageError(f"the stored generation config does not load ({' '.join(str(err).split())[:160]})") \
+                from None
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     if family is families.MARIAN:

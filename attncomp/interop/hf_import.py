@@ -193,6 +193,9 @@ def import_directory(directory: str | Path, allow_pickle: bool = False) -> Impor
     manifest = {"family": family.model_type, "tokenizer": hf_tokens.TOKENIZER,
                 "ids": "Hugging Face's" if rows is None else f"Hugging Face's, with 0 and {rows[0]} exchanged",
                 "config": read_json(directory / "config.json", what="JSON file", error=UsageError)}
+    generation = hf_tokens.generation_config(directory)
+    if generation is not None:  # export writes it back
+        manifest["generation"] = generation
     return Imported(text, spec, weights, {"src": tokenizer, "tgt": tokenizer}, rows, family.model_type, manifest)
 
 

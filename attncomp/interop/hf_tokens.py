@@ -60,21 +60,31 @@ def read_tokenizer(directory: Path, label: str):
         raise UsageError(f"{path} is not a tokenizer the tokenizers library reads ({_one_line(err)})") from None
 
 
+def generation_config(directory: Path) -> dict | None:
+    """generation_config.json as transformers' GenerationConfig validates it (None where the directory has
+    none); the import stores it so that export writes it back (its forced language, its end tokens)."""
+    path = directory / GENERATION
+    if not _is_file(path):
+        return None
+    raw = read_json(path, what="JSON file", error=UsageError)
+    if not isinstance(raw, dict):
+        raise UsageError(f"{path}: JSON {type(raw).__name__}, not an object")
+    transformers = require("transformers", "attncomp import")
+    try:
+        transformers.GenerationConfig.from_dict(raw)
+    except Exception as err:  # transformers validates the fields (its own exception types)
+        raise UsageError(f"{path} is not a valid GenerationConfig ({_one_line(err)})") from None
+    return raw
+
+
 def generation_values(directory: Path, config) -> dict:
     """decoder_start, forced_bos, bos, eos and pad ids: generation_config.json's where it has them (read
     through transformers.GenerationConfig), else config.json's."""
     names = ("decoder_start_token_id", "forced_bos_token_id", "bos_token_id", "eos_token_id", "pad_token_id")
     values = {name: getattr(config, name, None) for name in names}
-    path = directory / GENERATION
-    if _is_file(path):
-        raw = read_json(path, what="JSON file", error=UsageError)
-        if not isinstance(raw, dict):
-            raise UsageError(f"{path}: JSON {type(raw).__name__}, not an object")
-        transformers = require("transformers", "attncomp import")
-        try:
-            generation = transformers.GenerationConfig.from_dict(raw)
-        except Exception as err:  # transformers validates the fields (its own exception types)
-            raise UsageError(f"{path} is not a valid GenerationConfig ({_one_line(err)})") from None
+    raw = generation_config(directory)
+    if raw is not None:
+        generation = require("transformers", "attncomp import").GenerationConfig.from_dict(raw)
         values.update({name: getattr(generation, name) for name in names if getattr(generation, name, None) is not None})
     for name, value in values.items():
         if isinstance(value, (list, tuple)):  # several end tokens (Llama 3): the first is the one attncomp ends at

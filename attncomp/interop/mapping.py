@@ -20,6 +20,8 @@ stored dtype; a transform that folds two tensors into one computes in at least f
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Union
@@ -114,16 +116,84 @@ def spec_text(family: FamilyEntry, config, name: str | None = None, extra: dict[
 
 
 def rope(config, fraction: float | None = None) -> str:
-    """`rope(base, fraction)` from transformers' rope_parameters (rope_theta moved there in 5.x)."""
+    """`rope(base, fraction, scaling)` from transformers' rope_parameters (rope_theta moved there in 5.x)."""
     params = getattr(config, "rope_parameters", None) or {}
     base = float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
     if fraction is None:
         fraction = float(params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0)))
-    return f"rope(base = {base!r}, fraction = {float(fraction)!r})" if fraction != 1.0 else f"rope(base = {base!r})"
+    parts = [f"base = {base!r}"] + ([f"fraction = {float(fraction)!r}"] if fraction != 1.0 else [])
+    scaling = rope_scaling(config, params)
+    return f"rope({', '.join(parts + ([f'scaling = {scaling}'] if scaling else []))})"
 
 
-def rope_kind(config) -> str:
-    return str((getattr(config, "rope_parameters", None) or {}).get("rope_type", "default"))
+SCALINGS = ("linear", "dynamic", "llama3", "yarn")  # the rope_type values attncomp has a scaling choice for
+
+
+def _args(kind: str, values: dict) -> str:
+    return f"{kind}(" + ", ".join(f"{k} = {_text(v)}" for k, v in values.items()) + ")"
+
+
+def rope_scaling(config, params: dict) -> str | None:
+    """The spec's scaling choice for one rope_parameters dict (None for the default rotation), read with
+    transformers' meanings (modeling_rope_utils): dynamic's original length is max_position_embeddings;
+    YaRN's factor defaults to max_position_embeddings / original_max_position_embeddings, its betas to
+    32 and 1, and its attention factor is mscale / mscale_all_dim's ratio where both are set (unset: the
+    spec's default, 0.1 ln(factor) + 1)."""
+    kind = params.get("rope_type", "default")
+    if kind == "default":
+        return None
+    factor = params.get("factor")
+    if kind == "linear":
+        return _args(kind, {"factor": float(factor)})
+    if kind == "dynamic":
+        return _args(kind, {"factor": float(factor), "original_max_len": int(config.max_position_embeddings)})
+    original = int(params["original_max_position_embeddings"])
+    if kind == "llama3":
+        return _args(kind, {"factor": float(factor), "low_freq_factor": float(params["low_freq_factor"]),
+                            "high_freq_factor": float(params["high_freq_factor"]), "original_max_len": original})
+    factor = float(factor) if factor is not None else config.max_position_embeddings / original
+    values = {"factor": factor, "original_max_len": original, "beta_fast": float(params.get("beta_fast") or 32),
+              "beta_slow": float(params.get("beta_slow") or 1)}
+    attention = params.get("attention_factor")
+    if attention is None and params.get("mscale") and params.get("mscale_all_dim"):
+        def mscale(scale: float, m: float) -> float:  # transformers' get_mscale, formula for formula
+            return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+        attention = float(mscale(factor, params["mscale"]) / mscale(factor, params["mscale_all_dim"]))
+    if attention is not None:
+        values["attention_factor"] = float(attention)
+    values["truncate"] = bool(params.get("truncate", True))
+    return _args(kind, values)
+
+
+def unsupported_scaling(params: dict) -> str | None:
+    """What a rope_parameters dict asks that no scaling choice gives, or None."""
+    kind = params.get("rope_type", "default")
+    if kind != "default" and kind not in SCALINGS:
+        return f"rope_type {kind!r} (attncomp's rotary scalings: {', '.join(SCALINGS)})"
+    factor = params.get("factor")
+    if kind == "default" or factor is None:
+        return None
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        return f"rope_type {kind!r} with factor {json.dumps(factor)[:40]} (not a number)"
+    return f"rope_type {kind!r} with factor {factor!r} (below 1)" if not factor >= 1 else None
+
+
+def scaling_parameters(rope, max_len: int = 4096) -> tuple[dict, int]:
+    """The way back: (rope_parameters, max_position_embeddings) of a spec's `rope(...)` (config_of)."""
+    params: dict = {"rope_type": "default", "rope_theta": rope.base}
+    scaling = rope.scaling
+    if scaling is None:
+        return params, max_len
+    params["rope_type"] = scaling.kind
+    values = {k: v for k, v in scaling.model_dump().items() if k != "kind" and v is not None}
+    original = values.pop("original_max_len", None)
+    if scaling.kind == "dynamic":
+        return {**params, **values}, original
+    if original is not None:
+        values["original_max_position_embeddings"] = original
+    if scaling.kind == "yarn":
+        max_len = int(original * scaling.factor)  # transformers checks factor against this ratio
+    return {**params, **values}, max_len
 
 
 def head_dim(config) -> int:

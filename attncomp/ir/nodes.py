@@ -228,6 +228,57 @@ Block = Annotated[Union[Sequential, Parallel], Field(discriminator="kind")]
 
 Activation = Literal["relu", "gelu", "silu", "swiglu", "geglu", "gelu_tanh", "geglu_tanh", "relu2"]
 QKNorm = Literal["none", "head", "projection"]
+# --- rotary scaling: context extension of rope (transformers' ROPE_INIT_FUNCTIONS, rope_scaling's rope_type) ---
+
+Factor = Annotated[float, Field(ge=1.0, le=1e6)]
+ContextLength = Annotated[int, Field(ge=1, le=1 << 24)]
+
+
+class LinearScaling(Node):
+    """Position interpolation (Chen et al. 2023; kaiokendev): every inverse frequency divided by `factor`."""
+
+    kind: Literal["linear"] = "linear"
+    factor: Factor = Field(description="how many times longer the positions stretch")
+
+
+class DynamicScaling(Node):
+    """Dynamic NTK scaling (bloc97, emozilla): past `original_max_len` the base grows with the length L,
+    base * (factor * L / original_max_len - (factor - 1))^(r / (r - 2)); L is the last rotated position + 1."""
+
+    kind: Literal["dynamic"] = "dynamic"
+    factor: Factor = Field(description="the growth of the base per original context length")
+    original_max_len: ContextLength = Field(description="the context length trained (HF: max_position_embeddings)")
+
+
+class Llama3Scaling(Node):
+    """Llama 3.1's: wavelengths above original_max_len / low_freq_factor divided by `factor`, below
+    original_max_len / high_freq_factor kept, a smooth blend between."""
+
+    kind: Literal["llama3"] = "llama3"
+    factor: Factor = Field(description="the division of the low frequencies (Llama 3.1: 8)")
+    low_freq_factor: Annotated[float, Field(gt=0.0, le=1e6)] = Field(1.0, description="Llama 3.1: 1")
+    high_freq_factor: Annotated[float, Field(gt=0.0, le=1e6)] = Field(4.0, description="Llama 3.1: 4")
+    original_max_len: ContextLength = Field(description="the context length trained (Llama 3.1: 8192)")
+
+
+class YarnScaling(Node):
+    """YaRN (Peng et al. 2023): frequencies interpolated by `factor` below a ramp between the dims that
+    rotate beta_fast and beta_slow times over original_max_len, kept above it; cos and sin times
+    `attention_factor` (unset: 0.1 ln(factor) + 1)."""
+
+    kind: Literal["yarn"] = "yarn"
+    factor: Factor = Field(description="how many times longer the context")
+    original_max_len: ContextLength = Field(description="the context length trained")
+    beta_fast: Annotated[float, Field(gt=0.0, le=1e6)] = Field(32.0, description="rotations where the ramp starts")
+    beta_slow: Annotated[float, Field(gt=0.0, le=1e6)] = Field(1.0, description="rotations where the ramp ends")
+    attention_factor: Annotated[float, Field(gt=0.0, le=1e6)] | None = Field(
+        None, description="cos and sin scaled by it (unset: 0.1 ln(factor) + 1)")
+    truncate: bool = Field(True, description="the ramp's ends rounded to whole dims")
+
+
+RopeScaling = Annotated[Union[LinearScaling, DynamicScaling, Llama3Scaling, YarnScaling], Field(discriminator="kind")]
+
+
 # A layer kind's name reaches generated code only as the CamelCase prefix of a class named ...EncoderLayer
 # or ...DecoderLayer (`class_prefix`), so it can be no keyword, builtin, torch name or method there.
 KIND_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
@@ -252,6 +303,7 @@ class LayerKind(Node):
     block: Block | None = Field(None, description="sequential or parallel sub-layers (unset: the stack's)")
     qk_norm: QKNorm | None = Field(None, description="q/k normalisation (unset: the stack's)")
     rope_base: Positive | None = Field(None, description="rotary base of this kind's layers (unset: the stack's)")
+    rope_scaling: RopeScaling | None = Field(None, description="rotary scaling of this kind's layers (unset: the stack's)")
 
     @field_validator("name")
     @classmethod
@@ -276,7 +328,8 @@ class LayerKind(Node):
         return {k: getattr(self, k) for k in LAYER_KEYS if getattr(self, k) is not None}
 
 
-LAYER_KEYS = ("attention", "d_ff", "activation", "norm", "normalization", "block", "qk_norm", "rope_base")
+LAYER_KEYS = ("attention", "d_ff", "activation", "norm", "normalization", "block", "qk_norm", "rope_base",
+              "rope_scaling")
 
 
 
@@ -313,6 +366,9 @@ class Stack(Node):
         None, json_schema_extra=LATER,
         description="the rotary base of this stack's layers (unset: positions = rope(base)); a layer kind may set its "
                     "own (ModernBERT: 160000 for global layers, 10000 for local ones)")
+    rope_scaling: RopeScaling | None = Field(
+        None, description="the rotary scaling of this stack's layers (unset: positions = rope(scaling)); a layer kind "
+                          "may set its own (Gemma 3: linear(factor = 8) for global layers only)")
     layer: tuple[LayerKind, ...] = Field(
         (), json_schema_extra=LATER,
         description="layer kinds that differ from the stack's own keys, each `layer NAME { ... }`")
@@ -446,6 +502,8 @@ class Rope(Node):
         10000.0, description="theta: the wavelength base of the rotation angles")
     fraction: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         1.0, description="the share of each head's d_k dims rotated (GPT-NeoX's rotary_pct)")
+    scaling: RopeScaling | None = Field(
+        None, description="context extension: linear, dynamic, llama3 or yarn (unset: none)")
 
     def dims(self, d_k: int) -> int:
         """How many of a head's d_k dims are rotated (verify checks fraction * d_k is even and whole)."""
@@ -456,13 +514,15 @@ class Buckets(Node):
     """T5's relative position bias (Raffel et al. 2020): the distance j - i falls into one of `count`
     buckets, exact for small distances and log-spaced up to `max_distance` (farther ones share the
     last); each bucket has a learned scalar per head, one table per stack (`relative_bias`) shared by
-    its layers, added to the self-attention scores. An encoder's buckets are bidirectional (half of
-    them for keys after the query), a decoder's causal."""
+    its layers (`per_layer = true`: one per layer's self-attention, umT5's), added to the self-attention
+    scores. An encoder's buckets are bidirectional (half of them for keys after the query), a decoder's causal."""
 
     kind: Literal["buckets"] = "buckets"
     count: Annotated[int, Field(ge=4, le=1 << 12)] = Field(32, description="buckets (T5: relative_attention_num_buckets)")
     max_distance: Annotated[int, Field(ge=1, le=1 << 20)] = Field(
         128, description="the distance where the log-spaced buckets end (T5: relative_attention_max_distance)")
+    per_layer: bool = Field(False, json_schema_extra=LATER,
+                            description="a table in every layer's self-attention (umT5) rather than one per stack")
 
 
 Positions = Annotated[Union[Sinusoidal, Learned, NoPositions, ALiBi, Relative, Rope, Buckets],

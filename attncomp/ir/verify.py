@@ -190,13 +190,39 @@ def _rope(spec: nodes.Spec) -> None:
 
 
 def _rope_base(spec: nodes.Spec) -> None:
-    """A rotary base of a stack or layer kind needs rotary positions."""
+    """A rotary base or scaling of a stack or layer kind needs rotary positions."""
     if isinstance(spec.model.positions, nodes.Rope):
         return
     for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
-        if stack is not None and stack.rope_base is not None:
-            raise SpecError(f"rope_base in the {name} needs positions = rope, not {spec.model.positions.kind}",
-                            spec.span("model", name, "rope_base"))
+        for key in ("rope_base", "rope_scaling"):
+            if stack is not None and getattr(stack, key) is not None:
+                raise SpecError(f"{key} in the {name} needs positions = rope, not {spec.model.positions.kind}",
+                                spec.span("model", name, key))
+
+
+def _rope_scaling(spec: nodes.Spec) -> None:
+    """A rotary scaling's arguments must leave its formulas defined: llama3's blend needs high_freq_factor
+    above low_freq_factor, YaRN's ramp beta_fast above beta_slow, dynamic NTK's exponent r / (r - 2) more
+    than two rotated dims."""
+    rope = spec.model.positions
+    if not isinstance(rope, nodes.Rope):
+        return
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is None:
+            continue
+        scaling = stack.rope_scaling or rope.scaling
+        where = spec.span("model", name, "rope_scaling") if stack.rope_scaling else \
+            spec.span("model", "positions", "scaling")
+        if isinstance(scaling, nodes.Llama3Scaling) and scaling.high_freq_factor <= scaling.low_freq_factor:
+            raise SpecError(f"llama3 scaling needs high_freq_factor above low_freq_factor, got "
+                            f"{scaling.high_freq_factor:g} and {scaling.low_freq_factor:g}", where,
+                            hint="Llama 3.1: low_freq_factor = 1, high_freq_factor = 4")
+        if isinstance(scaling, nodes.YarnScaling) and scaling.beta_fast <= scaling.beta_slow:
+            raise SpecError(f"yarn scaling needs beta_fast above beta_slow, got {scaling.beta_fast:g} and "
+                            f"{scaling.beta_slow:g}", where, hint="the paper's: beta_fast = 32, beta_slow = 1")
+        if isinstance(scaling, nodes.DynamicScaling) and rope.dims(stack.d_k) <= 2:
+            raise SpecError(f"dynamic scaling raises the base to r / (r - 2), but the {name} rotates r = "
+                            f"{rope.dims(stack.d_k)} dims", where, hint="rotate more dims (fraction, d_k)")
 
 
 def _normalization(spec: nodes.Spec) -> None:
@@ -303,10 +329,11 @@ def _layer_kinds(spec: nodes.Spec) -> None:
 
 STACKS_NAMED = ("encoder", "decoder")  # the build report's name of a stack's own layers
 RULES = (_stacks, _tie, _vocab, _embeddings, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
-         _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block, _sublayers, _rope_base, _layer_kinds)
+         _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block, _sublayers, _rope_base, _rope_scaling,
+         _layer_kinds)
 # the rules a layer kind's view of its stack must keep too
 STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block, _sublayers,
-               _rope_base)
+               _rope_base, _rope_scaling)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:

@@ -37,13 +37,13 @@ from torch import fx
 
 from attncomp.ir import nodes
 from attncomp.lower import ops
-from attncomp.lower.positions import bias_logits, decode_bias, position_input, relative_values
+from attncomp.lower.positions import bias_logits, decode_bias, layer_bucket_bias, position_input, relative_values
 from attncomp.lower.units import Builder, Param, Unit, inv_sqrt_const, linear, norm
 
 Node = fx.Node
 NAMES = {"self": "SelfAttention", "causal": "CausalSelfAttention", "cross": "CrossAttention"}
 MEMBERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "q_norm", "k_norm", "energy", "sinks", "relative_k",
-           "relative_v")  # registration order
+           "relative_v", "relative_bias")  # registration order
 
 
 def split_heads(b: Builder, x: Node, heads: int, dim: int, name: str) -> Node:
@@ -200,8 +200,10 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
     q = project_q(b, arch, stack, kind, x, rope)
     k, v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     mask = _mask(b, stack, x, padding, causal)
-    heads = attend(b, arch, stack, q, k, v, kind, mask, padded=padding is not None, positions=positions,
-                   bias=positions if isinstance(arch.positions, (nodes.ALiBi, nodes.Buckets)) else None)
+    bias = positions if isinstance(arch.positions, (nodes.ALiBi, nodes.Buckets)) else None
+    if isinstance(arch.positions, nodes.Buckets) and arch.positions.per_layer:  # indices into this layer's table
+        bias = layer_bucket_bias(b, stack, arch.positions, positions)
+    heads = attend(b, arch, stack, q, k, v, kind, mask, padded=padding is not None, positions=positions, bias=bias)
     b.output(_output(b, arch, stack, heads, x, kind))
     if causal:
         _self_attention_step(ctx, unit, stack)
@@ -221,8 +223,9 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
     past_v = b.input("past_v", ("batch", kvh, "cache_len", stack.d_v))
     rope = b.input("rope", (2, 1, arch.positions.dims(stack.d_k))) if isinstance(arch.positions, nodes.Rope) \
         else None
-    given_bias = b.input("position_bias", (stack.heads, 1, "k_len")) if isinstance(arch.positions, nodes.Buckets) \
-        else None
+    buckets = arch.positions if isinstance(arch.positions, nodes.Buckets) else None
+    given_bias = None if buckets is None else b.input("position_bias", (1, "k_len") if buckets.per_layer else
+                                                      (stack.heads, 1, "k_len"))
     k_new, v_new = project_kv(b, arch, stack, stack.attention, x, d, rope)
     k = b.call(torch.cat, (past_k, k_new), 2, name="k")
     v = b.call(torch.cat, (past_v, v_new), 2, name="v")
@@ -231,8 +234,11 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
         keep = (slice(None), slice(None), slice(-(stack.attention.window + 1), None))
         seen_k = b.call(operator.getitem, k, keep, name="k")
         seen_v = b.call(operator.getitem, v, keep, name="v")
-        if given_bias is not None:
-            given_bias = b.call(operator.getitem, given_bias, keep, name="position_bias")  # (h, 1, k_len)
+        if given_bias is not None:  # (h, 1, k_len), or bucket indices (1, k_len)
+            given_bias = b.call(operator.getitem, given_bias, keep[1:] if buckets.per_layer else keep,
+                                name="position_bias")
+    if buckets is not None and buckets.per_layer:
+        given_bias = layer_bucket_bias(b, stack, buckets, given_bias)
     q = project_q(b, arch, stack, stack.attention, x, rope)
     seen_k, seen_v = repeat_kv(b, seen_k, stack), repeat_kv(b, seen_v, stack)
     positions = decode_bias(b, arch, stack, x, seen_k)

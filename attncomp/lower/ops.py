@@ -131,6 +131,48 @@ def rope_table(positions: Tensor, dims: int, base: float, dtype: torch.dtype) ->
     return torch.stack((angles.cos(), angles.sin())).to(dtype)
 
 
+def scaled_rope_table(positions: Tensor, dims: int, base: float, dtype: torch.dtype, scaling: str, factor: float,
+                      original_max_len: int = 0, low_freq_factor: float = 1.0, high_freq_factor: float = 4.0,
+                      beta_fast: float = 32.0, beta_slow: float = 1.0, attention_factor: float | None = None,
+                      truncate: bool = True) -> Tensor:
+    """rope_table with the inverse frequencies of a context extension, transformers' ROPE_INIT_FUNCTIONS
+    (modeling_rope_utils) formula for formula, in float64: `linear` divides them by factor; `dynamic` (NTK)
+    grows the base with the length L = the last position + 1 past original_max_len (transformers' seq_len);
+    `llama3` divides the long wavelengths by factor and blends the middle ones; `yarn` ramps between
+    interpolated and original frequencies and scales cos and sin by attention_factor."""
+    f64 = dict(device=positions.device, dtype=torch.float64)
+    exponents = torch.arange(0, dims, 2, **f64) / dims
+    inv_freq = 1.0 / (base ** exponents)
+    scale = 1.0
+    if scaling == "linear":
+        inv_freq = inv_freq / factor
+    elif scaling == "dynamic":
+        length = (positions.max() + 1).to(torch.float64).clamp(min=original_max_len)
+        grown = base * ((factor * length / original_max_len) - (factor - 1)) ** (dims / (dims - 2))
+        inv_freq = 1.0 / (grown ** exponents)
+    elif scaling == "llama3":
+        wavelen = 2 * math.pi / inv_freq
+        long, short = original_max_len / low_freq_factor, original_max_len / high_freq_factor
+        smooth = (original_max_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+        blended = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+        inv_freq = torch.where(wavelen > long, inv_freq / factor, torch.where(wavelen < short, inv_freq, blended))
+    elif scaling == "yarn":
+        def correction(rotations: float) -> float:  # the dim that turns `rotations` times over original_max_len
+            return dims * math.log(original_max_len / (rotations * 2 * math.pi)) / (2 * math.log(base))
+        low, high = correction(beta_fast), correction(beta_slow)
+        if truncate:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dims - 1)
+        ramp = ((torch.arange(dims // 2, **f64) - low) / (high - low if high != low else 0.001)).clamp(0, 1)
+        kept = 1 - ramp  # the share of each original (extrapolated) frequency
+        inv_freq = 1.0 / (factor * base ** exponents) * (1 - kept) + inv_freq * kept
+        scale = attention_factor if attention_factor is not None else \
+            (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+    angles = positions.to(torch.float64).unsqueeze(1) * inv_freq.unsqueeze(0)  # (T, dims / 2)
+    angles = torch.cat((angles, angles), dim=-1)
+    return (torch.stack((angles.cos(), angles.sin())) * scale).to(dtype)
+
+
 def rotate(x: Tensor, table: Tensor) -> Tensor:
     """x (B, h, T, d) with its first `dims` dims rotated: x * cos + rotate_half(x) * sin, where
     rotate_half(x) = (-x2, x1) for the halves x1, x2 (Su et al. 2021 as HF Llama writes it)."""

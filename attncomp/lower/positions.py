@@ -45,6 +45,8 @@ def _input_shape(arch: nodes.ModelSpec, stack: nodes.Stack, q_len, k_len) -> tup
     pos = arch.positions
     if isinstance(pos, nodes.Rope):
         return (2, q_len, pos.dims(stack.d_k))
+    if isinstance(pos, nodes.Buckets) and pos.per_layer:
+        return (q_len, k_len)  # bucket indices
     if isinstance(pos, (nodes.ALiBi, nodes.Buckets)):
         return (stack.heads, q_len, k_len)
     return (q_len, k_len)
@@ -54,36 +56,53 @@ def input_name(arch: nodes.ModelSpec) -> str:
     return {"rope": "rope", "alibi": "alibi", "relative": "relative", "buckets": "position_bias"}[arch.positions.kind]
 
 
-def rope_bases(arch: nodes.ModelSpec, stack: nodes.Stack) -> tuple[float, ...]:
-    """The rotary bases of a stack's layers, each once, in the order its layers first use them: one for
-    most stacks, more when layer kinds set their own `rope_base` (ModernBERT's global layers)."""
+def rotation(arch: nodes.ModelSpec, seen: nodes.Stack) -> tuple:
+    """(base, scaling) of a layer's rotary angles (`seen`: the stack as the layer sees it): its own
+    `rope_base` and `rope_scaling` where set, else positions'."""
+    pos = arch.positions
+    return (pos.base if seen.rope_base is None else seen.rope_base,
+            pos.scaling if seen.rope_scaling is None else seen.rope_scaling)
+
+
+def rope_bases(arch: nodes.ModelSpec, stack: nodes.Stack) -> tuple[tuple, ...]:
+    """The rotations (base, scaling) of a stack's layers, each once, in the order its layers first use them:
+    one for most stacks, more when layer kinds set their own `rope_base` or `rope_scaling` (ModernBERT's and
+    Gemma 3's global layers)."""
     if not isinstance(arch.positions, nodes.Rope):
         return ()
-    bases: list[float] = []
+    bases: list[tuple] = []
     for _, seen in stack.layer_plan():
-        base = arch.positions.base if seen.rope_base is None else seen.rope_base
-        if base not in bases:
-            bases.append(base)
+        if rotation(arch, seen) not in bases:
+            bases.append(rotation(arch, seen))
     return tuple(bases)
 
 
-def rope_names(bases: tuple[float, ...]) -> list[str]:
-    """The rotary tables a stack hands its layers: rope, rope_2, ... one per base."""
+def rope_names(bases: tuple) -> list[str]:
+    """The rotary tables a stack hands its layers: rope, rope_2, ... one per rotation."""
     return ["rope" if i == 0 else f"rope_{i + 1}" for i in range(len(bases))]
 
 
 def position_input(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q_len, k_len,
-                   bases: tuple[float, ...] = ()) -> Node | None:
+                   bases: tuple = ()) -> Node | None:
     """The placeholder of what the stack hands a self-attention about positions, or None. With several
-    rotary `bases` in the stack, a layer takes every table (all layers are called alike) and reads its own."""
+    rotations in the stack, a layer takes every table (all layers are called alike) and reads its own."""
     if not acts_on_scores(arch):
         return None
     if len(bases) > 1:
-        own = arch.positions.base if stack.rope_base is None else stack.rope_base
         shape = _input_shape(arch, stack, q_len, k_len)
         tables = [b.input(name, shape) for name in rope_names(bases)]
-        return tables[bases.index(own)]
+        return tables[bases.index(rotation(arch, stack))]
     return b.input(input_name(arch), _input_shape(arch, stack, q_len, k_len))
+
+
+def rope_table(b: Builder, positions: Node, dims: int, rotation_: tuple, dtype: Node, name: str) -> Node:
+    """The (2, T, dims) angles of one rotation: ops.rope_table, or ops.scaled_rope_table with the scaling's
+    arguments as keywords (those it leaves unset out)."""
+    base, scaling = rotation_
+    if scaling is None:
+        return b.call(ops.rope_table, positions, dims, base, dtype, name=name)
+    arguments = {k: v for k, v in scaling.model_dump().items() if k != "kind" and v is not None}
+    return b.call(ops.scaled_rope_table, positions, dims, base, dtype, scaling.kind, **arguments, name=name)
 
 
 def _range(b: Builder, x: Node, start: Node | int) -> Node:
@@ -121,8 +140,8 @@ def for_layers(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, s
         positions = _range(b, x, start)
         dtype = b.call(getattr, x, "dtype", name="dtype")
         bases = rope_bases(arch, stack)
-        return tuple(b.call(ops.rope_table, positions, pos.dims(stack.d_k), base, dtype, name=name)
-                     for base, name in zip(bases, rope_names(bases)))
+        return tuple(rope_table(b, positions, pos.dims(stack.d_k), rotation_, dtype, name)
+                     for rotation_, name in zip(bases, rope_names(bases)))
     if isinstance(pos, (nodes.ALiBi, nodes.Relative)):
         length = b.size(x, 1)
         return (score_bias(b, arch, stack, x, length, length),)
@@ -140,6 +159,14 @@ def bucket_bias(b: Builder, stack: nodes.Stack, pos: nodes.Buckets, like: Node, 
     device = b.call(getattr, like, "device", name="device")
     index = b.call(ops.bucket_index, q_len, k_len, pos.count, pos.max_distance, isinstance(stack, nodes.EncoderSpec),
                    device, name="buckets")
+    if pos.per_layer:  # umT5: each self-attention looks the indices up in its own table (`layer_bucket_bias`)
+        return index
+    return layer_bucket_bias(b, stack, pos, index)
+
+
+def layer_bucket_bias(b: Builder, stack: nodes.Stack, pos: nodes.Buckets, index: Node) -> Node:
+    """T5's bias (h, Tq, Tk) of bucket indices (Tq, Tk) from a table `relative_bias` of the unit being built:
+    the stack's (one per stack), or a self-attention's (`per_layer`)."""
     table = b.leaf("relative_bias", embedding(pos.count, stack.heads), index, name="position_bias")
     return b.call(ops.bucket_bias, table, name="position_bias")
 

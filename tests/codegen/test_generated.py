@@ -91,6 +91,15 @@ VARIANTS = {
                                                               "model.d_embed=128"]),
     "capped_factorised_lm": ("specs/base.attn", ["model.encoder=none", "model.tie=decoder", "model.logit_softcap=2.0",
                                                  "model.d_embed=256", "model.positions=rope"]),
+    # umT5's bucketed bias, a table in every layer's self-attention (the stack hands them the bucket indices)
+    "per_layer_buckets": ("specs/base.attn", ["model.positions=buckets(count = 8, max_distance = 20, per_layer = true)",
+                                              "model.norm=pre"]),
+    # rotary scaling: dynamic NTK for the stack's layers (a table of the length), YaRN for every second layer
+    "scaled_rope_lm": ("specs/base.attn", ["model.encoder=none", "model.tie=decoder",
+                                           "model.positions=rope(scaling = dynamic(factor = 2, original_max_len = 4))",
+                                           "model.decoder.layer.global.every=2",
+                                           "model.decoder.layer.global.rope_scaling=yarn(factor = 4, "
+                                           "original_max_len = 4, beta_fast = 4, beta_slow = 0.5)"]),
 }
 
 

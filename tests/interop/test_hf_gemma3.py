@@ -1,6 +1,7 @@
 """Gemma 3's text model through the family table (attncomp/interop/families/decoders.py, GEMMA3_TEXT): a tiny
 random Gemma3ForCausalLM with a global layer every third among local ones (layer_types), the two rotary
-bases (local and global) both other than the defaults, q/k norms, sandwich norms, a query_pre_attn_scalar
+bases (local and global) both other than the defaults, the global layers' rotary angles scaled (linear, factor 8,
+as the 4B and larger models' `rope_scaling`: `layer global { rope_scaling = linear(factor = 8.0) }`), q/k norms, sandwich norms, a query_pre_attn_scalar
 other than head_dim, final-logit soft-capping on, kv heads below heads and a non-default
 eps, saved with save_pretrained, imported by `attncomp import`, has logits equal to transformers' in
 float64 (1e-12 relative to the logits' scale), fused and unfused, and cached decoding step by step equal
@@ -29,7 +30,7 @@ CONFIG = dict(vocab_size=hf_models.VOCAB, hidden_size=32, num_attention_heads=4,
               intermediate_size=48, num_hidden_layers=6, layer_types=LAYER_TYPES, max_position_embeddings=64,
               query_pre_attn_scalar=24, final_logit_softcapping=2.5, sliding_window=WINDOW,
               rms_norm_eps=1e-5, hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
-              rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 40000.0},
+              rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 40000.0},
                                "sliding_attention": {"rope_type": "default", "rope_theta": 500.0}},
               bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
@@ -57,10 +58,14 @@ def _eager_in_float64(module, query, key, value, attention_mask, dropout=0.0, sc
 
 
 def _rotary_float64(self, x, position_ids, layer_type=None):
-    """Gemma 3's rotary angles per layer type (its own base each), in float64."""
+    """Gemma 3's rotary angles per layer type (its own base each, and linear scaling's division where the
+    type has it: transformers' `inv_freq /= factor`), in float64."""
     dim = getattr(self, f"{layer_type}_inv_freq").shape[0] * 2
-    theta = self.config.rope_parameters[layer_type]["rope_theta"]
-    inv = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    params = self.config.rope_parameters[layer_type]
+    inv = 1.0 / (params["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    if params["rope_type"] == "linear":
+        inv = inv / params["factor"]
+    assert torch.allclose(inv, getattr(self, f"{layer_type}_inv_freq").to(torch.float64), rtol=1e-6, atol=0)
     emb = position_ids[..., None].to(torch.float64) * inv
     emb = torch.cat((emb, emb), dim=-1)
     return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
@@ -96,6 +101,7 @@ def test_gemma3_logits_and_cached_decoding_equal_transformers(passes, tmp_path, 
     text = imported.spec_text
     assert "local(window = 3, scale = 0.2041241452319315)" in text  # 24^-0.5, not 16^-0.5
     assert "positions = rope(base = 500.0)" in text and "decoder.layer.global.rope_base = 40000.0" in text
+    assert "decoder.layer.global.rope_scaling = linear(factor = 8.0)" in text
     assert "decoder.qk_norm = head" in text and "decoder.norm = sandwich" in text
     assert [kind for kind, _ in imported.spec.model.decoder.layer_plan()] == ["", "", "global"] * 2
     ours = attncomp.compile(imported.spec, passes=DEFAULT_PASSES if passes == "fused" else (),
@@ -119,7 +125,9 @@ def test_the_bases_norms_and_window_each_matter(monkeypatch):
     rope = CONFIG["rope_parameters"]
     with torch.no_grad():
         expected = hf(tokens).logits
-        for changes in (dict(rope_parameters={**rope, "full_attention": {"rope_type": "default", "rope_theta": 500.0}}),
+        for changes in (dict(rope_parameters={**rope, "full_attention": {"rope_type": "linear", "factor": 8.0,
+                                                                         "rope_theta": 500.0}}),
+                        dict(rope_parameters={**rope, "full_attention": {"rope_type": "default", "rope_theta": 40000.0}}),
                         dict(sliding_window=64), dict(query_pre_attn_scalar=16), dict(final_logit_softcapping=None)):
             assert (_hf(monkeypatch, **changes)(tokens).logits - expected).abs().max() > 1e-3, changes
         other = _hf(monkeypatch)

@@ -85,8 +85,9 @@ REFUSALS = {
     "gpt2": (dict(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
     "stablelm": (dict(qk_layernorm=True), "qk_layernorm"),
     "gpt_neox": (dict(hidden_act="tanh"), "activation 'tanh'"),
-    "llama": (dict(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}),
-              "rope_type 'linear'"),
+    "llama": (dict(rope_parameters={"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
+                                    "original_max_position_embeddings": 8, "rope_theta": 10000.0}),
+              "rope_type 'longrope'"),
     "qwen2": (dict(use_sliding_window=True, sliding_window=4, layer_types=["full_attention", "sliding_attention"]),
               "layer_types"),
     "bert": (dict(position_embedding_type="relative_key"), "position_embedding_type"),
@@ -111,7 +112,7 @@ def test_what_the_language_lacks_is_refused_in_one_line(family, tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("model_type", ["umt5", "gemma3", "gptj", "bloom"])
+@pytest.mark.parametrize("model_type", ["mixtral", "gemma3", "gptj", "bloom"])
 def test_families_without_an_equivalent_are_refused_by_name(model_type, llama_dir, tmp_path, capsys):
     directory = _copy(llama_dir, tmp_path)
     (directory / "config.json").write_text(json.dumps({"model_type": model_type}))
@@ -265,6 +266,10 @@ NEW_FAMILIES = {
     "gemma3_text/irregular layers": ("gemma3_text", {"layer_types": [
         "full_attention", "full_attention", "sliding_attention"]}, "layer_types"),
     "gemma3_text/bidirectional": ("gemma3_text", {"use_bidirectional_attention": True}, "use_bidirectional_attention"),
+    "gemma3_text/sliding scaled alone": ("gemma3_text", {"rope_parameters": {
+        "full_attention": {"rope_type": "default", "rope_theta": 40000.0},
+        "sliding_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0}}},
+        "a rotary scaling of the sliding layers that the full layers lack"),
 }
 
 

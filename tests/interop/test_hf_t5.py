@@ -8,6 +8,7 @@ logits' scale) for
            d_model^-0.5 before it (`tie = all`, `logit_scale`)
     v1.1   gated-GELU (tanh) feed-forward (`geglu_tanh`), an lm_head of its own (`tie = inputs`), as Flan-T5
     mT5    v1.1's layout (MT5ForConditionalGeneration never rescales)
+    umT5   v1.1's with a bias table in every layer's self-attention (`buckets(per_layer = true)`)
 
 the full forward (fused and unfused) and cached decoding step by step; `attncomp export --format hf`
 gives every tensor back bit for bit and transformers loads it with the same logits. HF's float32
@@ -32,7 +33,9 @@ TOLERANCE = 1e-12
 VERSIONS = {"v1.0": ("T5Config", "T5ForConditionalGeneration", dict(feed_forward_proj="relu")),
             "v1.1": ("T5Config", "T5ForConditionalGeneration",
                      dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False)),
-            "mt5": ("MT5Config", "MT5ForConditionalGeneration", dict(feed_forward_proj="gated-gelu"))}
+            "mt5": ("MT5Config", "MT5ForConditionalGeneration", dict(feed_forward_proj="gated-gelu")),
+            "umt5": ("UMT5Config", "UMT5ForConditionalGeneration",
+                     dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False))}
 
 
 @pytest.fixture(autouse=True)
@@ -58,6 +61,9 @@ def _hf(version: str, monkeypatch, dtype=torch.float64):
     if version == "mt5":
         from transformers.models.mt5 import modeling_mt5
         monkeypatch.setattr(modeling_mt5.MT5LayerNorm, "forward", _rms_float64)
+    if version == "umt5":
+        from transformers.models.umt5 import modeling_umt5
+        monkeypatch.setattr(modeling_umt5.UMT5LayerNorm, "forward", _rms_float64)
     torch.manual_seed(0)
     model = getattr(transformers, model_class)(config).eval()
     with torch.no_grad():
@@ -78,7 +84,8 @@ def test_t5_imports_with_logits_equal_to_transformers(version, passes, tmp_path,
     hf = _hf(version, monkeypatch)
     imported = hf_import.import_directory(hf_models.save(hf, tmp_path / version))
     text = imported.spec_text
-    assert "positions = buckets(count = 8, max_distance = 20)" in text and "scale = none" in text
+    per_layer = ", per_layer = true" if version == "umt5" else ""
+    assert f"positions = buckets(count = 8, max_distance = 20{per_layer})" in text and "scale = none" in text
     assert ("tie = all" in text and "logit_scale" in text) if version == "v1.0" else "tie = inputs" in text
     kwargs = {} if passes is None else {"passes": passes}
     ours = attncomp.compile(imported.spec, dtype=torch.float64, **kwargs).eval()

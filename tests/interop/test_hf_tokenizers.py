@@ -149,6 +149,10 @@ def test_mbart50_generation_config_forces_its_language(tmp_path):
         theirs = _generate(hf, ids, len(result[0].tokens) + 2, forced_bos_token_id=ro, suppress_tokens=[0, 1])
         assert theirs[:2] == [2, ro]
         _same_as_generate([swap(i) for i in result[0].tokens], theirs[2:], 2)
+    # export writes generation_config.json back: transformers' generate forces the same language
+    assert run(["export", str(checkpoint), "--format", "hf", "-o", str(tmp_path / "back")]) == 0
+    back = transformers.GenerationConfig.from_pretrained(tmp_path / "back")
+    assert back.forced_bos_token_id == ro and back.decoder_start_token_id == 2
 
 
 def test_wordpiece_bert_encodes_with_its_template(tmp_path):

@@ -92,6 +92,18 @@ def _gain_first(norm: dict) -> None:
         norm["bias" if norm["kind"] == "layernorm" else "offset"] = False if norm["kind"] == "layernorm" else 0
 
 
+def _scaling_repaired(scaling: dict | None, d_k: int) -> dict | None:
+    """A rotary scaling whose formulas are defined (verify._rope_scaling): llama3's and YaRN's defaults
+    where their two factors are the wrong way round; no dynamic scaling of two rotated dims."""
+    if scaling is None:
+        return None
+    if scaling["kind"] == "llama3" and scaling["high_freq_factor"] <= scaling["low_freq_factor"]:
+        scaling.update(low_freq_factor=1.0, high_freq_factor=4.0)
+    if scaling["kind"] == "yarn" and scaling["beta_fast"] <= scaling["beta_slow"]:
+        scaling.update(beta_fast=32.0, beta_slow=1.0)
+    return None if scaling["kind"] == "dynamic" and d_k <= 2 else scaling
+
+
 def _repair(data: dict, stack: dict) -> dict:
     """Bend random data to the cross-field rules of ir.verify, so no example is thrown away."""
     model, train = data["model"], data["train"]
@@ -136,10 +148,13 @@ def _repair(data: dict, stack: dict) -> dict:
                 k.update(start=i, every=len(kinds), count=None, attention=None, block=None, normalization=None,
                          norm=None)
             s["layer"] = tuple(kinds)
-            if positions["kind"] != "rope":  # verify._rope_base: a rotary base needs rotary positions
-                s["rope_base"] = None
-                for k in kinds:
-                    k["rope_base"] = None
+            if positions["kind"] != "rope":  # verify._rope_base: a rotary base or scaling needs rotary positions
+                for owner in (s, *kinds):
+                    owner["rope_base"] = owner["rope_scaling"] = None
+            else:  # verify._rope_scaling: each scaling's formulas defined
+                positions["scaling"] = _scaling_repaired(positions["scaling"], s["d_k"])
+                for owner in (s, *kinds):
+                    owner["rope_scaling"] = _scaling_repaired(owner["rope_scaling"], s["d_k"])
             _gain_first(s["normalization"])
             if s["block"]["kind"] == "parallel":  # norms before the sub-layers
                 s["norm"] = "pre" if s["norm"] == "post" else s["norm"]

@@ -3,7 +3,7 @@ mixed layers."""
 
 from __future__ import annotations
 
-from attncomp.interop.mapping import layer_kinds, rope_kind
+from attncomp.interop.mapping import layer_kinds, rope_scaling, unsupported_scaling
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # HF's name -> attncomp's
 # decoder stacks also have GELU's tanh approximation (gelu_new and gelu_pytorch_tanh compute the same formula)
@@ -41,8 +41,8 @@ def tied(config) -> bool:
     return bool(getattr(config, "tie_word_embeddings", True))
 
 
-ROPE_SCALING = (lambda c: rope_kind(c) != "default",
-                lambda c: f"rope_type {rope_kind(c)!r} (rotary scaling)")
+ROPE_SCALING = (lambda c: unsupported_scaling(getattr(c, "rope_parameters", None) or {}) is not None,
+                lambda c: unsupported_scaling(getattr(c, "rope_parameters", None) or {}))
 MIXED_LAYERS = (lambda c: len(layer_kinds(c)) > 1,
                 lambda c: "layers of different attention kinds (layer_types " + "/".join(sorted(layer_kinds(c))) + ")")
 
@@ -66,3 +66,20 @@ PER_TYPE_ROPE_SCALING = (
     lambda c: any(p.get("rope_type", "default") != "default" for p in c.rope_parameters.values()),
     lambda c: "rope_type " + "/".join(sorted({repr(p.get("rope_type")) for p in c.rope_parameters.values()})) +
               " (rotary scaling)")
+
+
+def _per_type_unsupported(config) -> str | None:
+    """The first layer type whose rope_parameters ask what no scaling choice gives (with the type), or None."""
+    for layer_type, params in sorted(config.rope_parameters.items()):
+        problem = unsupported_scaling(params or {})
+        if problem:
+            return f"{layer_type}: {problem}"
+    return None
+
+
+PER_TYPE_UNSUPPORTED_SCALING = (lambda c: _per_type_unsupported(c) is not None, _per_type_unsupported)
+
+
+def per_type_scaling(config, layer_type: str) -> str | None:
+    """The spec's scaling choice of one layer type's rope_parameters (None: unscaled)."""
+    return rope_scaling(config, config.rope_parameters[layer_type])

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from attncomp.errors import UsageError
 from attncomp.interop.families.common import DECODER_ACTIVATIONS, MIXED_LAYERS, ROPE_SCALING, activation_of, bad_activation, rate, tied
-from attncomp.interop.mapping import FamilyEntry, Key, attention, rename_module, fill, head_dim, rope, split_qkv, transpose
-from attncomp.interop.families.common import PER_TYPE_ROPE_SCALING, periodic, rope_theta
+from attncomp.interop.mapping import (FamilyEntry, Key, attention, rename_module, fill, head_dim, rope, scaling_parameters,
+                                     split_qkv, transpose)
+from attncomp.interop.families.common import PER_TYPE_UNSUPPORTED_SCALING, per_type_scaling, periodic, rope_theta
 from attncomp.interop.mapping import add_one
 
 
@@ -65,10 +66,11 @@ def _llama_config(model) -> dict:
     dec = model.decoder
     if model.encoder is not None or dec is None or getattr(model.positions, "kind", None) != "rope":
         raise UsageError("not a decoder-only model with rotary positions")
+    rope_parameters, max_len = scaling_parameters(model.positions)
     return dict(vocab_size=model.tgt_vocab, hidden_size=dec.d_model, num_attention_heads=dec.heads,
                 num_key_value_heads=dec.kv_heads or dec.heads, head_dim=dec.d_k, intermediate_size=dec.d_ff,
-                num_hidden_layers=dec.layers, rms_norm_eps=model.norm_eps, max_position_embeddings=4096,
-                rope_parameters={"rope_type": "default", "rope_theta": model.positions.base},
+                num_hidden_layers=dec.layers, rms_norm_eps=model.norm_eps, max_position_embeddings=max_len,
+                rope_parameters=rope_parameters,
                 attention_bias=model.bias.of("q"), mlp_bias=model.bias.of("fc1"),
                 tie_word_embeddings=model.tie == "decoder", attention_dropout=model.dropout.attention,
                 bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
@@ -397,10 +399,17 @@ def _gemma3_all_global(config) -> bool:
 
 
 def _gemma3_positions(config) -> str:
-    """The stack's rotary base: the local layers' (rope_local_base_freq), or the global one where every
-    layer is global; the global kind rotates with its own (`rope_base`)."""
+    """The stack's rotary base and scaling: the local layers' (rope_local_base_freq, unscaled in the released
+    models), or the global ones' where every layer is global; the global kind rotates with its own
+    (`rope_base`, and `rope_scaling` where its scaling differs: the 4B and larger models' linear factor 8)."""
     kind = "full_attention" if _gemma3_all_global(config) else "sliding_attention"
-    return f"rope(base = {rope_theta(config, kind)!r})"
+    scaling = per_type_scaling(config, kind)
+    return f"rope(base = {rope_theta(config, kind)!r}" + (f", scaling = {scaling})" if scaling else ")")
+
+
+def _gemma3_kind_scaling(config) -> str | None:
+    full = per_type_scaling(config, "full_attention")
+    return full if full != per_type_scaling(config, "sliding_attention") else None
 
 
 def _gemma3_stack_attention(config) -> str:
@@ -415,7 +424,7 @@ def _gemma3_global_key(key: str):
         if found is None:
             return None
         return {"start": found[0], "every": found[1], "attention": _gemma2_kind("scaled_dot", config),
-                "rope_base": rope_theta(config, "full_attention")}[key]
+                "rope_base": rope_theta(config, "full_attention"), "rope_scaling": _gemma3_kind_scaling(config)}[key]
     return value
 
 
@@ -425,13 +434,18 @@ GEMMA3_TEXT = _llama_like(
           "decoder.qk_norm": "head", "positions": _gemma3_positions,
           "decoder.attention": _gemma3_stack_attention,
           **{f"decoder.layer.global.{key}": _gemma3_global_key(key) for key in ("start", "every", "attention")},
-          "decoder.layer.global.rope_base": _gemma3_global_key("rope_base")},
+          "decoder.layer.global.rope_base": _gemma3_global_key("rope_base"),
+          "decoder.layer.global.rope_scaling": _gemma3_global_key("rope_scaling")},
     renames=GEMMA2.renames[len(_LLAMA_LAYER):],  # Gemma 2's sandwich norms
     activation=(lambda c: c.hidden_activation not in _GATED,
                 lambda c: f"hidden_activation {c.hidden_activation!r} (Gemma 3's gated feed-forward has "
                           f"{', '.join(_GATED)})"),
     transforms=(add_one(r"decoder\.layers\.\d+\.self_attn\.[qk]_norm\.weight"),),
-    refuse=(PER_TYPE_ROPE_SCALING,
+    refuse=(PER_TYPE_UNSUPPORTED_SCALING,
+            (lambda c: not _gemma3_all_global(c) and _gemma3_full(c) and per_type_scaling(c, "sliding_attention")
+             and not per_type_scaling(c, "full_attention"),
+             "a rotary scaling of the sliding layers that the full layers lack (a layer kind cannot unset the "
+             "stack's rope scaling)"),
             (lambda c: not _gemma3_all_global(c) and _gemma3_full(c) and _gemma3_global(c) is None,
              lambda c: "layer_types " + "/".join(c.layer_types) + " (attncomp's layer kinds repeat every N layers "
                        "from a start)"),

@@ -146,14 +146,18 @@ def _t5_stack(side: str, layers: str) -> dict:
             f"{side}.attention": _T5_STACK}
 
 
-def _t5_layer() -> tuple[tuple[str, str], ...]:
+def _t5_layer(per_layer: bool = False) -> tuple[tuple[str, str], ...]:
+    """T5's names; `per_layer`: umT5's relative_attention_bias in every block's self-attention (T5's: block 0's,
+    the stack's one table)."""
     stack, dec = r"(encoder|decoder)\.block\.(\d+)\.layer\.", r"decoder\.block\.(\d+)\.layer\."
     ffn = r"\.DenseReluDense\."
+    bias = (stack + r"0\.SelfAttention\.relative_attention_bias\.weight", r"\1.layers.\2.self_attn.relative_bias.weight") \
+        if per_layer else (r"(encoder|decoder)\.block\.0\.layer\.0\.SelfAttention\.relative_attention_bias\.weight",
+                           r"\1.relative_bias.weight")
     return (
         (stack + r"0\.SelfAttention\.([qkvo])\.weight", r"\1.layers.\2.self_attn.\3_proj.weight"),
         (stack + r"0\.layer_norm\.weight", r"\1.layers.\2.self_attn_norm.weight"),
-        (r"(encoder|decoder)\.block\.0\.layer\.0\.SelfAttention\.relative_attention_bias\.weight",
-         r"\1.relative_bias.weight"),
+        bias,
         (dec + r"1\.EncDecAttention\.([qkvo])\.weight", r"decoder.layers.\1.cross_attn.\2_proj.weight"),
         (dec + r"1\.layer_norm\.weight", r"decoder.layers.\1.cross_attn_norm.weight"),
         (r"encoder\.block\.(\d+)\.layer\.1" + ffn + r"(wi|wi_1)\.weight", r"encoder.layers.\1.ffn.fc1.weight"),
@@ -169,21 +173,22 @@ def _t5_layer() -> tuple[tuple[str, str], ...]:
     )
 
 
-def _t5(model_type: str, config: str, model: str) -> FamilyEntry:
+def _t5(model_type: str, config: str, model: str, per_layer: bool = False) -> FamilyEntry:
     return FamilyEntry(
         model_type, config, model,
         {"d_model": Key("d_model"), "heads": Key("num_heads"), "d_k": Key("d_kv"), "d_v": Key("d_kv"),
          "d_ff": Key("d_ff"), "vocab": lambda c: f"shared({c.vocab_size})",
          "tie": lambda c: "all" if _t5_tied(c) else "inputs",
          "positions": lambda c: f"buckets(count = {c.relative_attention_num_buckets}, "
-                                f"max_distance = {c.relative_attention_max_distance})",
+                                f"max_distance = {c.relative_attention_max_distance}"
+                                + (", per_layer = true)" if per_layer else ")"),
          "scale_embeddings": False, "bias": False, "norm_eps": lambda c: float(c.layer_norm_epsilon),
          "logit_scale": lambda c: float(c.d_model) ** -0.5 if _t5_tied(c) else None,
          "activation": _t5_activation, **_t5_stack("encoder", "num_layers"),
          **_t5_stack("decoder", "num_decoder_layers"), "decoder.cross_attention": _T5_STACK,
          "dropout.residual": rate("dropout_rate"), "dropout.embedding": rate("dropout_rate"),
          "dropout.attention": rate("dropout_rate"), "dropout.activation": rate("dropout_rate")},
-        _t5_layer(),
+        _t5_layer(per_layer),
         lambda c: {"embed.weight": ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")},
         (r"decoder\.block\.0\.layer\.1\.EncDecAttention\.relative_attention_bias\.weight",),
         (output_of("embed.weight", _t5_tied),),
@@ -195,3 +200,4 @@ def _t5(model_type: str, config: str, model: str) -> FamilyEntry:
 
 T5 = _t5("t5", "T5Config", "T5ForConditionalGeneration")
 MT5 = _t5("mt5", "MT5Config", "MT5ForConditionalGeneration")  # T5 v1.1's layout with a larger vocabulary
+UMT5 = _t5("umt5", "UMT5Config", "UMT5ForConditionalGeneration", per_layer=True)  # a bias table per layer
