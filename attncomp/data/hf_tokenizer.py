@@ -13,14 +13,22 @@ An imported checkpoint's tokenizer is this JSON object (UTF-8), where a sentence
      "target_lang": "forced" | "start" | null,   where --tgt-lang goes: the forced token, or the start
      "size": N}                      the model's vocabulary (its embedding rows; at least the tokenizer's)
 
+M2M100's own checkpoints have no tokenizer.json (transformers has no fast M2M100 tokenizer): their record has
+"tokenizer": null and "sentencepiece": {"model": base64 of sentencepiece.bpe.model, "vocab": vocab.json's text,
+"language_codes": "m2m100" | "wmt21"}, read as transformers' M2M100Tokenizer reads them (`SentencePieceVocab`).
+
 Ids are the model's own (attncomp.vocab.Specials): GPT-2's <|endoftext|> is its begin and end; only
 where the model's pad is not 0 do 0 and pad exchange places (attncomp's masks pad with id 0).
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from dataclasses import dataclass, field, replace
+
+import sentencepiece as spm
 
 from attncomp.errors import DataError
 from attncomp.optional import require
@@ -34,13 +42,13 @@ def is_hf(model_bytes: bytes) -> bool:
     return bytes(model_bytes[:1]) == b"{"
 
 
-def envelope(tokenizer_json: str, exchanged: int | None, specials: Specials, source: list, languages: dict,
-             source_lang: str | None, target_lang: str | None, size: int) -> bytes:
+def envelope(tokenizer_json: str | None, exchanged: int | None, specials: Specials, source: list, languages: dict,
+             source_lang: str | None, target_lang: str | None, size: int, sentencepiece: dict | None = None) -> bytes:
     record = {"format": FORMAT, "version": 1, "tokenizer": tokenizer_json, "exchanged": exchanged,
               "specials": {**{k: getattr(specials, k) for k in ("pad", "unk", "bos", "eos", "sep", "start")},
                            "forced": list(specials.forced)},
               "source": source, "languages": languages, "source_lang": source_lang, "target_lang": target_lang,
-              "size": size}
+              "size": size, **({} if sentencepiece is None else {"sentencepiece": sentencepiece})}
     return json.dumps(record, ensure_ascii=False).encode("utf-8")
 
 
@@ -50,9 +58,68 @@ def _id(value, what: str) -> int | None:
     raise DataError(f"the stored tokenizer is damaged: {what} is {str(value)[:40]!r}, not a token id")
 
 
+# M2M100Tokenizer's special tokens: transformers splits the text on them (and on the language tokens, which
+# the checkpoints' tokenizer_config.json lists as additional special tokens) before sentencepiece sees it
+M2M100_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
+M2M100_CONFIG = "tokenizer_config.json"
+
+
+@dataclass
+class _Encoding:
+    ids: list[int]
+
+
+class SentencePieceVocab:
+    """transformers' M2M100Tokenizer, which is a slow tokenizer only: the text split on its special and
+    language tokens, each piece of sentencepiece's segmentation looked up in vocab.json (<unk> where it is
+    not there); `languages` are the language tokens' ids (the model's), after vocab.json's. It answers the
+    calls HFTokenizer makes of a tokenizers.Tokenizer."""
+
+    def __init__(self, model: bytes, vocab: dict, languages: dict[str, int]):
+        self.sp = spm.SentencePieceProcessor()
+        try:
+            self.sp.LoadFromSerializedProto(model)
+        except Exception as err:  # sentencepiece raises RuntimeError/OSError with C++ messages
+            raise DataError(f"not a sentencepiece model ({' '.join(str(err).split())[:120]})") \
+                from None
+        if self.sp.get_piece_size() == 0:
+            raise DataError("a sentencepiece model without pieces")
+        if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()) or "<unk>" not in vocab:
+            raise DataError("the vocab.json is not an object of token ids with <unk>")
+        self.encoder, self.decoder = vocab, {i: piece for piece, i in vocab.items()}
+        self.unk = vocab["<unk>"]
+        self.whole = {**{t: vocab.get(t, self.unk) for t in M2M100_SPECIALS}, **languages}  # never split
+        self.skipped = set(self.whole.values())
+        longest_first = sorted(self.whole, key=len, reverse=True)
+        self.split = re.compile("(" + "|".join(re.escape(t) for t in longest_first) + ")")
+
+    def _ids(self, line: str) -> list[int]:
+        ids = []
+        for part in self.split.split(line):
+            if part in self.whole:
+                ids.append(self.whole[part])
+            elif part:
+                ids += [self.encoder.get(piece, self.unk) for piece in self.sp.encode(part, out_type=str)]
+        return ids
+
+    def encode_batch(self, lines: list[str], add_special_tokens: bool = False) -> list[_Encoding]:
+        assert not add_special_tokens  # the frame is the envelope's
+        return [_Encoding(self._ids(line)) for line in lines]
+
+    def decode_batch(self, seqs: list[list[int]], skip_special_tokens: bool = True) -> list[str]:
+        """The pieces of the ids that have one, special and language tokens dropped (skip_special_tokens)."""
+        assert skip_special_tokens
+        return [self.sp.decode_pieces([self.decoder[i] for i in seq if i in self.decoder and i not in self.skipped])
+                .strip() for seq in seqs]
+
+    def get_vocab_size(self, with_added_tokens: bool = True) -> int:
+        return len(self.encoder) + len(self.whole) - len(M2M100_SPECIALS)
+
+
 @dataclass
 class HFTokenizer:
-    """Text <-> attncomp token ids through a `tokenizer.json`; the interface of data.tokenizer.Tokenizer."""
+    """Text <-> attncomp token ids through a `tokenizer.json` (or M2M100's sentencepiece model and vocab.json);
+    the interface of data.tokenizer.Tokenizer."""
 
     model_bytes: bytes
     specials: Specials
@@ -83,8 +150,15 @@ class HFTokenizer:
             self = cls(bytes(model_bytes), specials, list(record["source"]), languages, record["source_lang"],
                        record["target_lang"], _id(record["exchanged"], "exchanged"), _id(record["size"], "size"))
             text = record["tokenizer"]
-        except (KeyError, TypeError, AttributeError) as err:
-            raise DataError(f"the stored tokenizer record is damaged ({type(err).__name__}: {err})") from None
+            if "sentencepiece" in record:  # M2M100's sentencepiece.bpe.model and vocab.json
+                pieces = record["sentencepiece"]
+                model_ids = {code: self._swap(i) for code, i in languages.items()}
+                self.tok = SentencePieceVocab(base64.b64decode(pieces["model"], validate=True),
+                                              json.loads(pieces["vocab"]), model_ids)
+                return self
+        except (KeyError, TypeError, AttributeError, ValueError) as err:  # binascii.Error is a ValueError
+            raise DataError(f"the stored tokenizer record is damaged ({type(err).__name__}: {str(err)[:120]})") \
+                from None
         tokenizers = require("tokenizers", "a Hugging Face tokenizer")
         try:
             self.tok = tokenizers.Tokenizer.from_str(text)
@@ -163,5 +237,15 @@ class HFTokenizer:
         texts = self.tok.decode_batch([[self._swap(i) for i in seq] for seq in ids], skip_special_tokens=True)
         return [t.replace("\r\n", " ").replace("\n", " ").replace("\r", " ") for t in texts]
 
-    def tokenizer_json(self) -> str:
-        return json.loads(self.model_bytes.decode("utf-8"))["tokenizer"]
+    def files(self) -> dict[str, bytes]:
+        """The tokenizer files of a save_pretrained directory: tokenizer.json as the imported directory had it,
+        or M2M100's sentencepiece.bpe.model, vocab.json and a tokenizer_config.json naming its language codes."""
+        record = json.loads(self.model_bytes.decode("utf-8"))
+        if "sentencepiece" not in record:
+            return {"tokenizer.json": record["tokenizer"].encode("utf-8")}
+        pieces = record["sentencepiece"]
+        config = {"tokenizer_class": "M2M100Tokenizer", "language_codes": pieces["language_codes"],
+                  "src_lang": (self.source_lang or "__en__").strip("_"),
+                  "additional_special_tokens": list(self.languages)}
+        return {"sentencepiece.bpe.model": base64.b64decode(pieces["model"]),
+                "vocab.json": pieces["vocab"].encode("utf-8"), M2M100_CONFIG: json.dumps(config).encode("utf-8")}

@@ -1,6 +1,6 @@
 """`attncomp export CKPT --format hf --out DIR`: a checkpoint of an imported Hugging Face family back to a
 save_pretrained directory (config.json, model.safetensors, tokenizer.json; Marian's source.spm, target.spm,
-vocab.json) that transformers loads.
+vocab.json; M2M100's sentencepiece.bpe.model, vocab.json) that transformers loads.
 
 The family table of attncomp.interop.families is read backwards (attncomp.interop.mapping.origins and
 revert): a transformers model of the config is built on the meta device (no memory), its parameter
@@ -156,11 +156,14 @@ def write(found, out: Path, family_name: str | None = None) -> list[Path]:
     model.save_pretrained(out)
     if family is families.MARIAN:
         _marian_tokenizer(found, manifest["rows"], config, out)
-    elif manifest.get("tokenizer") in ("tokenizer.json", "tokenizer.model"):  # imported, or attncomp's own
+    else:
         stored = found.header.tokenizers["tgt"].numpy().tobytes()
-        if is_hf(stored):  # an imported tokenizer.json, in the envelope that says how attncomp reads it
-            stored = HFTokenizer.from_bytes(stored).tokenizer_json().encode("utf-8")
-        (out / manifest["tokenizer"]).write_bytes(stored)
+        if is_hf(stored):  # an imported tokenizer, in the envelope that says how attncomp reads it
+            files = HFTokenizer.from_bytes(stored).files()
+        else:  # attncomp's own sentencepiece model
+            files = {"tokenizer.model": stored} if manifest.get("tokenizer") == "tokenizer.model" else {}
+        for name, data in files.items():
+            (out / name).write_bytes(data)
     return sorted(out.iterdir())
 
 

@@ -190,7 +190,7 @@ def import_directory(directory: str | Path, allow_pickle: bool = False) -> Impor
                                            spec.model.encoder is None, family.label)
     weights, rows = convert(family, config, read_weights(directory, allow_pickle))
     check_weights(spec, weights, family.label)
-    manifest = {"family": family.model_type, "tokenizer": hf_tokens.TOKENIZER,
+    manifest = {"family": family.model_type, "tokenizer": hf_tokens.tokenizer_name(directory, family),
                 "ids": "Hugging Face's" if rows is None else f"Hugging Face's, with 0 and {rows[0]} exchanged",
                 "config": read_json(directory / "config.json", what="JSON file", error=UsageError)}
     generation = hf_tokens.generation_config(directory)

@@ -10,16 +10,20 @@
                       target language, `translate --tgt-lang`), then the text, then </s>
 
 generation_config.json's values take precedence over config.json's, as in transformers' generate.
+
+A family whose entry names a slow tokenizer (M2M100's own checkpoints: `M2M100Tokenizer`, which transformers
+has no fast form of) is read from that tokenizer's files where DIR has no tokenizer.json: `m2m100_record`.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from pathlib import Path
 
-from attncomp.data.hf_tokenizer import envelope
-from attncomp.errors import UsageError
+from attncomp.data.hf_tokenizer import M2M100_CONFIG, M2M100_SPECIALS, SentencePieceVocab, envelope
+from attncomp.errors import DataError, UsageError
 from attncomp.files import present, read_json, read_regular
 from attncomp.interop import require
 from attncomp.vocab import Specials
@@ -125,17 +129,44 @@ def _unk(text: str, tok) -> int | None:
     return tok.token_to_id(unk) if isinstance(unk, str) else None
 
 
+def _seq2seq_specials(values: dict, swap, unk: int | None) -> Specials:
+    """An encoder-decoder's: the decoder starts with decoder_start_token_id (else bos, else 0), then the
+    forced token (forced_bos_token_id)."""
+    pad, bos, eos = (swap(values[k]) for k in ("pad_token_id", "bos_token_id", "eos_token_id"))
+    start = swap(values["decoder_start_token_id"])
+    start = start if start is not None else (bos if bos is not None else 0)
+    forced = swap(values["forced_bos_token_id"])
+    return Specials(pad=pad, unk=unk, bos=bos, eos=eos, sep=None, start=start,
+                    forced=() if forced is None else (forced,))
+
+
+def _target_lang(specials: Specials, languages: dict) -> str | None:
+    """Where --tgt-lang goes: the decoder start where the model starts with its language, else the forced token."""
+    if not languages:
+        return None
+    return "start" if specials.start in languages.values() else "forced"
+
+
+def tokenizer_name(directory: Path, family) -> str:
+    """The tokenizer file(s) the import read, as the checkpoint's manifest names them."""
+    if family.slow_tokenizer == "M2M100Tokenizer" and not _is_file(directory / TOKENIZER):
+        return ", ".join(M2M100_FILES)
+    return TOKENIZER
+
+
 def tokenizer_record(directory: Path, family, config, exchanged: int | None, decoder_only: bool,
                      label: str) -> bytes:
     """The envelope the checkpoint stores for the tokenizer of DIR (attncomp.data.hf_tokenizer)."""
-    text, tok = read_tokenizer(directory, label)
-    values = generation_values(directory, config)
 
     def swap(i):
         if i is None or exchanged is None:
             return i
         return exchanged if i == 0 else 0 if i == exchanged else i
 
+    if tokenizer_name(directory, family) != TOKENIZER:
+        return m2m100_record(directory, config, exchanged, swap)
+    text, tok = read_tokenizer(directory, label)
+    values = generation_values(directory, config)
     languages = {t.content: swap(i) for i, t in sorted(tok.get_added_tokens_decoder().items())
                  if LANGUAGE.match(t.content)}
     pad, bos, eos = (swap(values[k]) for k in ("pad_token_id", "bos_token_id", "eos_token_id"))
@@ -145,15 +176,75 @@ def tokenizer_record(directory: Path, family, config, exchanged: int | None, dec
                             start=0 if start is None else start)
         source, source_lang, target_lang = ["text", *([] if eos is None else [eos])], None, None
     else:
-        start = swap(values["decoder_start_token_id"])
-        start = start if start is not None else (bos if bos is not None else 0)
-        forced = swap(values["forced_bos_token_id"])
-        specials = Specials(pad=pad, unk=swap(_unk(text, tok)), bos=bos, eos=eos, sep=None, start=start,
-                            forced=() if forced is None else (forced,))
+        specials = _seq2seq_specials(values, swap, swap(_unk(text, tok)))
         source, source_lang = _frame(tok, swap, languages)
         if source == ["text"] and eos is not None:
             source = ["text", eos]
-        target_lang = None
-        if languages:
-            target_lang = "start" if start in languages.values() else "forced"
+        target_lang = _target_lang(specials, languages)
     return envelope(text, exchanged, specials, source, languages, source_lang, target_lang, config.vocab_size)
+
+
+# --- M2M100Tokenizer: sentencepiece.bpe.model, vocab.json (and tokenizer_config.json) -----------------------
+
+M2M100_FILES = ("sentencepiece.bpe.model", "vocab.json")
+
+
+def _m2m100_files(directory: Path) -> tuple[bytes, str, dict]:
+    """sentencepiece.bpe.model's bytes, vocab.json's text and its object (piece -> id, with <unk> and </s>)."""
+    for name in M2M100_FILES:
+        if not _is_file(directory / name):
+            raise UsageError(f"{directory} has neither {TOKENIZER} nor {name} (an M2M100 model's tokenizer: "
+                             f"{' and '.join(M2M100_FILES)}, as M2M100Tokenizer.save_pretrained writes them)")
+    model, vocab_path = directory / M2M100_FILES[0], directory / M2M100_FILES[1]
+    data = read_regular(model, limit=MAX_TOKENIZER_BYTES, what="sentencepiece model", error=UsageError)
+    raw = read_regular(vocab_path, limit=MAX_TOKENIZER_BYTES, what="vocabulary file", error=UsageError)
+    try:
+        text = raw.decode("utf-8")
+        vocab = json.loads(text)
+    except ValueError:
+        raise UsageError(f"{vocab_path} is not JSON: not M2M100's vocabulary") from None
+    if not isinstance(vocab, dict) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                              for i in vocab.values()):
+        raise UsageError(f"{vocab_path}: JSON {type(vocab).__name__}, not an object of token ids")
+    missing = [t for t in ("<unk>", "</s>") if t not in vocab]
+    if missing:
+        raise UsageError(f"{vocab_path} has no {missing[0]} (M2M100Tokenizer's special tokens are "
+                         f"{', '.join(M2M100_SPECIALS)})")
+    return data, text, vocab
+
+
+def _m2m100_languages(directory: Path) -> tuple[str, list[str], str]:
+    """tokenizer_config.json's language_codes (transformers' lists: "m2m100" or "wmt21") and src_lang."""
+    codes = require("transformers.models.m2m_100.tokenization_m2m_100", "attncomp import").FAIRSEQ_LANGUAGE_CODES
+    path, values = directory / M2M100_CONFIG, {}
+    if _is_file(path):
+        values = read_json(path, what="JSON file", error=UsageError)
+        if not isinstance(values, dict):
+            raise UsageError(f"{path}: JSON {type(values).__name__}, not an object")
+    kind, src = values.get("language_codes", "m2m100"), values.get("src_lang") or "en"
+    if not isinstance(kind, str) or kind not in codes:
+        raise UsageError(f"{path}: language_codes {json.dumps(kind)[:40]} is none of M2M100Tokenizer's "
+                         f"({', '.join(codes)})")
+    if src not in codes[kind]:
+        raise UsageError(f"{path}: src_lang {json.dumps(src)[:40]} is not one of its {kind} language codes")
+    return kind, list(codes[kind]), src
+
+
+def m2m100_record(directory: Path, config, exchanged: int | None, swap) -> bytes:
+    """The envelope of M2M100Tokenizer's files: sentencepiece pieces looked up in vocab.json, the language
+    tokens __xx__ after it (vocab.json's size + their place in transformers' list), `__src__ text </s>`."""
+    model, vocab_text, vocab = _m2m100_files(directory)
+    kind, codes, src = _m2m100_languages(directory)
+    if len(vocab) + len(codes) > config.vocab_size or max(vocab.values()) >= config.vocab_size:
+        raise UsageError(f"{directory}: vocab.json's {len(vocab)} tokens and {len(codes)} language tokens do not fit "
+                         f"the model's {config.vocab_size}-token vocabulary")
+    languages = {f"__{code}__": swap(len(vocab) + i) for i, code in enumerate(codes)}
+    try:
+        SentencePieceVocab(model, vocab, {f"__{code}__": len(vocab) + i for i, code in enumerate(codes)})
+    except DataError as err:
+        raise UsageError(f"{directory / M2M100_FILES[0]}: {err}") from None
+    specials = _seq2seq_specials(generation_values(directory, config), swap, swap(vocab["<unk>"]))
+    source = ["lang", "text", swap(vocab["</s>"])]
+    pieces = {"model": base64.b64encode(model).decode("ascii"), "vocab": vocab_text, "language_codes": kind}
+    return envelope(None, exchanged, specials, source, languages, f"__{src}__", _target_lang(specials, languages),
+                    config.vocab_size, sentencepiece=pieces)

@@ -74,6 +74,7 @@ class FamilyEntry:
     pad_first: bool = False  # attncomp masks id 0 as padding: move the pad row there (see `pad_rows`)
     prefix: str = ""  # transformers' base_model_prefix: a checkpoint of the bare model leaves it out
     folded: str = ""  # what import folds into other weights, for docs/interop.md
+    slow_tokenizer: str | None = None  # transformers' tokenizer class read where DIR has no tokenizer.json
     config_of: Callable[[Any], dict] | None = None  # IR model -> config values (export of a spec written by hand)
 
     @property

@@ -115,7 +115,8 @@ M2M100 = FamilyEntry(
     _seq2seq_layer(), _seq2seq_embeddings, (r"model\.(encoder|decoder)\.embed_positions\.weights",), (),
     refuse=(bad_activation("activation_function"),
             (lambda c: not isinstance(c.pad_token_id, int), "no pad_token_id (fairseq's positions start after it)")),
-    pad_first=True, prefix="model", folded="sinusoid tables computed (fairseq's frequencies, from padding_idx + 1)")
+    pad_first=True, prefix="model", folded="sinusoid tables computed (fairseq's frequencies, from padding_idx + 1)",
+    slow_tokenizer="M2M100Tokenizer")  # facebook/m2m100_*: sentencepiece.bpe.model and vocab.json, no tokenizer.json
 
 
 # --- T5: T5's bucketed relative bias, unscaled attention, RMSNorm, no biases ------------------------------
