@@ -73,3 +73,31 @@ def save(hf, tok, directory, generation: dict | None = None):
     if generation is not None:
         (directory / "generation_config.json").write_text(json.dumps(generation), encoding="utf-8")
     return directory
+
+
+def m2m100_files(directory, vocab_size: int = 120):
+    """M2M100's own tokenizer files (no tokenizer.json: transformers has no fast M2M100 tokenizer):
+    sentencepiece.bpe.model (BPE, trained here), vocab.json in fairseq's numbering (<s> 0, <pad> 1, </s> 2,
+    <unk> 3, then the pieces in another order than sentencepiece's, one of them left out: it reads as <unk>)
+    and tokenizer_config.json; returns transformers' M2M100Tokenizer of them."""
+    import io
+    import json
+
+    sentencepiece = pytest.importorskip("sentencepiece")
+    from transformers import M2M100Tokenizer
+    from transformers.models.m2m_100.tokenization_m2m_100 import FAIRSEQ_LANGUAGE_CODES
+
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(TEXT), model_writer=model, vocab_size=vocab_size,
+                                             model_type="bpe", bos_id=-1, eos_id=-1, unk_id=0, minloglevel=2)
+    sp = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
+    pieces = [sp.id_to_piece(i) for i in range(1, sp.get_piece_size())][::-1][1:]
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, **{p: 4 + i for i, p in enumerate(pieces)}}
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "sentencepiece.bpe.model").write_bytes(model.getvalue())
+    (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    codes = FAIRSEQ_LANGUAGE_CODES["m2m100"]  # as facebook/m2m100_418M lists them: text splits on them
+    (directory / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "M2M100Tokenizer", "language_codes": "m2m100", "src_lang": "en",
+         "additional_special_tokens": [f"__{code}__" for code in codes]}), encoding="utf-8")
+    return M2M100Tokenizer.from_pretrained(directory)
