@@ -212,7 +212,8 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
 
 def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
     """step(x, k, v[, rope]) -> (out, k, v): one new position per sentence; the keys and values of the
-    positions before it arrive as the cache's k and v, and go back extended by the new ones."""
+    positions before it arrive as the cache's k and v, and go back extended by the new ones (with a
+    sliding window, only the last `window` of them: the cache stays bounded)."""
     arch = ctx.arch
     d, kvh = stack.d_model, stack.key_value_heads
     b = Builder(unit, "step", decoding=True)
@@ -226,19 +227,22 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
     k_new, v_new = project_kv(b, arch, stack, stack.attention, x, d, rope)
     k = b.call(torch.cat, (past_k, k_new), 2, name="k")
     v = b.call(torch.cat, (past_v, v_new), 2, name="v")
-    seen_k, seen_v = k, v
-    if isinstance(stack.attention, nodes.Local):  # only the last window + 1 keys are visible
-        keep = (slice(None), slice(None), slice(-(stack.attention.window + 1), None))
-        seen_k = b.call(operator.getitem, k, keep, name="k")
-        seen_v = b.call(operator.getitem, v, keep, name="v")
-        if given_bias is not None:
-            given_bias = b.call(operator.getitem, given_bias, keep, name="position_bias")  # (h, 1, k_len)
+    kept_k, kept_v = k, v
+    if isinstance(stack.attention, nodes.Local):
+        # the cache holds the last `window` keys at most, so k is the query's window: itself and the
+        # window before it; the next step needs the last `window` of them
+        keep = (slice(None), slice(None), slice(-stack.attention.window, None))
+        kept_k = b.call(operator.getitem, k, keep, name="kept_k")
+        kept_v = b.call(operator.getitem, v, keep, name="kept_v")
+        if given_bias is not None:  # the stack's bias covers the longest cache of its layers
+            window = (slice(None), slice(None), slice(-(stack.attention.window + 1), None))
+            given_bias = b.call(operator.getitem, given_bias, window, name="position_bias")  # (h, 1, k_len)
     q = project_q(b, arch, stack, stack.attention, x, rope)
-    seen_k, seen_v = repeat_kv(b, seen_k, stack), repeat_kv(b, seen_v, stack)
+    seen_k, seen_v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     positions = decode_bias(b, arch, stack, x, seen_k)
     heads = attend(b, arch, stack, q, seen_k, seen_v, stack.attention, positions=positions,
                    bias=positions if isinstance(arch.positions, nodes.ALiBi) else given_bias)
-    b.output((_output(b, arch, stack, heads, x, stack.attention), k, v))
+    b.output((_output(b, arch, stack, heads, x, stack.attention), kept_k, kept_v))
 
 
 def _empty_cache(unit: Unit, stack: nodes.Stack) -> None:

@@ -87,11 +87,12 @@ def position_input(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q_len,
 
 
 def _range(b: Builder, x: Node, start: Node | int) -> Node:
-    """Positions start .. start + T - 1 of x's T new tokens."""
+    """Positions start .. start + T - 1 of x's T new tokens; `start` is 0, or a decode step's position
+    (a 0-d tensor: the cache's position field, attncomp.lower.cache)."""
     length = b.size(x, 1)
-    end = length if start == 0 else b.call(operator.add, start, length, name="end")
     device = b.call(getattr, x, "device", name="device")
-    return b.call(torch.arange, start, end, device=device, name="positions")
+    positions = b.call(torch.arange, 0, length, device=device, name="positions")
+    return positions if start == 0 else b.call(torch.add, positions, start, name="positions")
 
 
 def add_to_embeddings(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, start: Node | int) -> Node:
@@ -113,9 +114,12 @@ def add_to_embeddings(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: 
     return b.add(x, pe)
 
 
-def for_layers(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, start: Node | int) -> tuple:
+def for_layers(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, start: Node | int,
+               past: Node | int = 0) -> tuple:
     """What the stack's self-attentions read about positions (see the module docstring): nothing, one
-    tensor, or one rotary table per base of its layers (`rope_bases`)."""
+    tensor, or one rotary table per base of its layers (`rope_bases`). `start`: the position of x's first
+    token; `past`: in a decode step, the keys before it that the layer keeping the most of them holds
+    (T5's bias covers them; a windowed layer takes its last columns)."""
     pos = arch.positions
     if isinstance(pos, nodes.Rope):
         positions = _range(b, x, start)
@@ -128,8 +132,8 @@ def for_layers(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, s
         return (score_bias(b, arch, stack, x, length, length),)
     if isinstance(pos, nodes.Buckets):
         length = b.size(x, 1)
-        return (bucket_bias(b, stack, pos, x, length, length if start == 0 else b.call(operator.add, start, length,
-                                                                                       name="k_len")),)
+        return (bucket_bias(b, stack, pos, x, length, length if past == 0 else b.call(operator.add, past, length,
+                                                                                      name="k_len")),)
     return ()
 
 
