@@ -12,7 +12,10 @@
                                             stored rotated where positions are rotary. T is the position for
                                             a layer that attends to every key before the query; a layer with
                                             a sliding window (`local(window = W)`) keeps only the last
-                                            min(position, W) keys and values (a query sees W keys before it)
+                                            min(position, W) keys and values (a query sees W keys before it).
+                                            Multi-head latent attention (`latent(...)`) keeps its compressed
+                                            cache here: k the normalised latent c^KV (B, 1, T, kv_rank), v the
+                                            rotated key shared by every head, k^R (B, 1, T, rope_dims)
 
 They are named tuples, so torch.utils._pytree (torch.export, torch.compile) and beam search see their
 tensors without knowing the layout; flattened, their leaves are in the order of the fields: the source

@@ -44,10 +44,18 @@ def made_by_stack_in_step(arch: nodes.ModelSpec) -> bool:
 def _input_shape(arch: nodes.ModelSpec, stack: nodes.Stack, q_len, k_len) -> tuple:
     pos = arch.positions
     if isinstance(pos, nodes.Rope):
-        return (2, q_len, pos.dims(stack.d_k))
+        return (2, q_len, rotary_dims(arch, stack))
     if isinstance(pos, (nodes.ALiBi, nodes.Buckets)):
         return (stack.heads, q_len, k_len)
     return (q_len, k_len)
+
+
+def rotary_dims(arch: nodes.ModelSpec, stack: nodes.Stack) -> int:
+    """How many of a head's query/key dims the rotary table turns: a latent attention's decoupled rope_dims,
+    else rope's fraction of d_k."""
+    if isinstance(stack.attention, nodes.Latent):
+        return stack.attention.rope_dims
+    return arch.positions.dims(stack.d_k)
 
 
 def input_name(arch: nodes.ModelSpec) -> str:
@@ -125,7 +133,7 @@ def for_layers(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, s
         positions = _range(b, x, start)
         dtype = b.call(getattr, x, "dtype", name="dtype")
         bases = rope_bases(arch, stack)
-        return tuple(b.call(ops.rope_table, positions, pos.dims(stack.d_k), base, dtype, name=name)
+        return tuple(b.call(ops.rope_table, positions, rotary_dims(arch, stack), base, dtype, name=name)
                      for base, name in zip(bases, rope_names(bases)))
     if isinstance(pos, (nodes.ALiBi, nodes.Relative)):
         length = b.size(x, 1)
