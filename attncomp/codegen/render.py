@@ -19,6 +19,7 @@ any other way):
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import keyword
@@ -165,12 +166,16 @@ def print_model(model: CompiledModel, doc: str) -> str:
 
 
 def _cache_types() -> str:
-    """The decoding cache's types, copied verbatim from attncomp/lower/cache.py."""
-    lines = inspect.getsource(cache).splitlines()
-    found = [line for line in lines for cls in CACHE_TYPES if line.startswith(f"{cls.__name__} = NamedTuple(")]
-    if len(found) != len(CACHE_TYPES):
-        raise PrintError("attncomp/lower/cache.py must define each cache type on one line")
-    return "\n".join(found)
+    """The decoding cache's types, copied verbatim from attncomp/lower/cache.py (each statement
+    `Name = NamedTuple(...)`, over one line or more)."""
+    source = inspect.getsource(cache)
+    names = [cls.__name__ for cls in CACHE_TYPES]
+    found = {node.targets[0].id: ast.get_source_segment(source, node) for node in ast.parse(source).body
+             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+             and node.targets[0].id in names}
+    if set(found) != set(names):
+        raise PrintError("attncomp/lower/cache.py must define each cache type as `Name = NamedTuple(...)`")
+    return "\n".join(found[name] for name in names)
 
 
 # --- the module -------------------------------------------------------------------------------------

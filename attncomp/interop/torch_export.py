@@ -99,7 +99,8 @@ def _cache_shapes(cache: DecodingCache, dims: dict) -> tuple:
     shapes = DecodingCache(
         None if cache.padding_mask is None else {0: batch, 3: dims["source"]},
         tuple(LayerCache(KV(own, own), None if layer.cross_attn is None else KV(memory, memory))
-              for layer in cache.layers))
+              for layer in cache.layers),
+        {0: batch})
     return tuple(pytree.tree_leaves(shapes, is_leaf=lambda x: isinstance(x, dict)))
 
 
@@ -158,10 +159,10 @@ def _examples(compiled) -> dict[str, tuple[tuple, tuple]]:
 def check_supported(spec: nodes.Spec) -> None:
     """Spec choices whose graphs torch.export refuses, as one clear error before a long trace."""
     decoder = spec.model.decoder
-    if decoder is not None and isinstance(decoder.attention, nodes.Local):
-        raise UsageError("torch.export cannot export decode_step of a decoder with local attention: its cache "
-                         "keeps the last window + 1 keys, a slice whose size depends on whether the cache is "
-                         "shorter than the window, and one exported graph must serve every cache length")
+    if decoder is not None and any(isinstance(seen.attention, nodes.Local) for _, seen in decoder.layer_plan()):
+        raise UsageError("torch.export cannot export decode_step of a decoder with local attention: a windowed "
+                         "layer's cache keeps the last `window` keys, a slice whose size depends on whether the "
+                         "cache has reached the window, and one exported graph must serve every cache length")
 
 
 def programs(compiled) -> dict:
@@ -210,10 +211,11 @@ def _cache_layout(model: nodes.ModelSpec) -> str:
     family = family_of(model)
     if not family.decodes:
         return ""
+    position = "; then the position of the next token (B,) int64"
     if family.source == "prompt":
-        return f"per decoder layer ({model.decoder.layers}): self-attention keys, values (B, heads, T, d)"
+        return f"per decoder layer ({model.decoder.layers}): self-attention keys, values (B, heads, T, d)" + position
     return (f"source mask (B, 1, 1, S) bool, True = padding; then per decoder layer ({model.decoder.layers}): "
-            "self-attention keys, values (B, heads, T, d), cross-attention keys, values (B, heads, S, d)")
+            "self-attention keys, values (B, heads, T, d), cross-attention keys, values (B, heads, S, d)" + position)
 
 
 # --- reading ----------------------------------------------------------------------------------

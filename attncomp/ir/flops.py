@@ -29,12 +29,26 @@ def _attention(stack: nodes.Stack, batch: int, t_q: int, t_k: int, d_memory: int
     """One attention sublayer: q from the stack's states, k and v from `d_memory`-wide states."""
     h, d = stack.heads, stack.d_model
     rows_q, rows_k = batch * t_q, batch * t_k
+    if isinstance(kind, nodes.Latent):
+        return _latent(stack, kind, batch, t_q, t_k)
     count = _projection(rows_q, d, h * stack.d_k) + _projection(rows_q, h * stack.d_v, d)  # q_proj, o_proj
     if getattr(kind, "gate", False):  # gate_proj, from the query's input
         count += _projection(rows_q, d, h * stack.d_v)
     kv = stack.key_value_heads  # grouped-query attention projects fewer key/value heads; every query head still attends
     count += _projection(rows_k, d_memory, kv * stack.d_k) + _projection(rows_k, d_memory, kv * stack.d_v)
     return count + 6 * batch * h * t_q * t_k * (stack.d_k + stack.d_v)
+
+
+def _latent(stack: nodes.Stack, kind: nodes.Latent, batch: int, t_q: int, t_k: int) -> int:
+    """Multi-head latent attention (self-attention): the down and up projections of the query (or W^Q) and of
+    the key/value latent, W^O, and the attention over d_k + d_v."""
+    h, d = stack.heads, stack.d_model
+    rows_q, rows_k = batch * t_q, batch * t_k
+    query = _projection(rows_q, d, kind.q_rank) + _projection(rows_q, kind.q_rank, h * stack.d_k) if kind.q_rank \
+        else _projection(rows_q, d, h * stack.d_k)
+    latent = _projection(rows_k, d, kind.kv_rank + kind.rope_dims) + \
+        _projection(rows_k, kind.kv_rank, h * (stack.d_k - kind.rope_dims + stack.d_v))
+    return query + latent + _projection(rows_q, h * stack.d_v, d) + 6 * batch * h * t_q * t_k * (stack.d_k + stack.d_v)
 
 
 def _relative(stack: nodes.Stack, positions, batch: int, length: int) -> int:

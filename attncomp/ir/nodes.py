@@ -125,7 +125,22 @@ class Local(Node):
     clip_qkv: Cap = _clip_field()
 
 
-Attention = Annotated[Union[ScaledDot, Additive, Local], Field(discriminator="kind")]
+class Latent(Node):
+    """Multi-head latent attention (DeepSeek-V2, Liu et al. 2024): keys and values come from one low-rank
+    latent c^KV = RMSNorm(W^DKV x) per position, k^C = W^UK c^KV and v = W^UV c^KV per head; the rotary
+    part is decoupled: q^R = W^QR (per head) and one shared k^R = W^KR x, rotated, are appended to q^C and
+    k^C. A head's d_k counts both parts (`rope_dims` of it rotary), d_v its values. Queries are compressed
+    too where `q_rank` > 0: q = W^UQ RMSNorm(W^DQ x). The decoding cache holds c^KV and k^R only."""
+
+    kind: Literal["latent"] = "latent"
+    kv_rank: Count = Field(description="width of the key/value latent c^KV (DeepSeek's kv_lora_rank)")
+    rope_dims: Count = Field(description="a head's rotary dims, of its d_k (DeepSeek's qk_rope_head_dim)")
+    q_rank: Annotated[int, Field(ge=0, le=1 << 20)] = Field(
+        0, description="width of the query latent (DeepSeek's q_lora_rank); 0: queries not compressed")
+    scale: Scale = _scale_field()
+
+
+Attention = Annotated[Union[ScaledDot, Additive, Local, Latent], Field(discriminator="kind")]
 
 
 # --- norms and layer structure -----------------------------------------------------------------

@@ -182,11 +182,53 @@ def _rope(spec: nodes.Spec) -> None:
     for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
         if stack is None:
             continue
+        if isinstance(stack.attention, nodes.Latent):  # it rotates its rope_dims (_latent)
+            continue
         dims = rope.fraction * stack.d_k
         if abs(dims - rope.dims(stack.d_k)) > 1e-9 or rope.dims(stack.d_k) % 2 or rope.dims(stack.d_k) == 0:
             raise SpecError(f"rope rotates pairs of dims, but fraction * d_k = {rope.fraction} * {stack.d_k} = "
                             f"{dims:g} in the {name} is not a positive even number",
                             spec.span("model", "positions"), hint="choose a fraction that leaves an even count")
+
+
+def _latent(spec: nodes.Spec) -> None:
+    """Multi-head latent attention: self-attention only, every layer of its stack latent with the same rotary
+    part (the stack makes one rotary table, rope_dims wide), rotary positions over all of it, no k/v heads of
+    its own and no q/k norm (its keys come from the latent)."""
+    m = spec.model
+    if m.decoder is not None and isinstance(m.decoder.cross_attention, nodes.Latent):
+        raise SpecError("cross-attention cannot be latent: its keys and values come from the encoder's output, "
+                        "and the latent's decoupled rotary keys need positions that line up",
+                        spec.span("model", "decoder", "cross_attention"))
+    for name, stack in (("encoder", m.encoder), ("decoder", m.decoder)):
+        if stack is None:
+            continue
+        own = stack.attention
+        for kind in stack.layer:
+            other = kind.attention
+            if other is not None and isinstance(other, nodes.Latent) != isinstance(own, nodes.Latent) or \
+                    isinstance(other, nodes.Latent) and other.rope_dims != own.rope_dims:
+                change = "to latent with other rope_dims" if other.kind == own.kind else \
+                    f"from {own.kind} to {other.kind}"
+                raise SpecError(f"layer {kind.name} cannot change the {name}'s attention {change}: latent attention "
+                                "needs every layer of its stack latent with the same rope_dims (the stack makes one "
+                                "rotary table for all its layers)",
+                                spec.span("model", name, "layer", kind.name, "attention"))
+        if not isinstance(own, nodes.Latent):
+            continue
+        where = spec.span("model", name, "attention")
+        if not isinstance(m.positions, nodes.Rope) or m.positions.fraction != 1.0:
+            raise SpecError(f"latent attention rotates its decoupled rope_dims: it needs positions = rope (over "
+                            f"all of them, fraction 1), not {m.positions.kind}", spec.span("model", "positions"))
+        if own.rope_dims % 2 or own.rope_dims >= stack.d_k:
+            raise SpecError(f"rope_dims = {own.rope_dims} must be even and below d_k = {stack.d_k} (a head's query "
+                            "and key width counts the rotary part and the part from the latent)", where)
+        if stack.kv_heads is not None:
+            raise SpecError("latent attention has no kv_heads: every head's keys and values come from the shared "
+                            "latent", spec.span("model", name, "kv_heads"), hint="leave kv_heads unset")
+        if stack.qk_norm != "none" or any(k.qk_norm not in (None, "none") for k in stack.layer):
+            raise SpecError("latent attention takes no qk_norm: its keys are made from the normalised latent",
+                            spec.span("model", name, "qk_norm"))
 
 
 def _rope_base(spec: nodes.Spec) -> None:
@@ -329,7 +371,8 @@ def _layer_kinds(spec: nodes.Spec) -> None:
 
 STACKS_NAMED = ("encoder", "decoder")  # the build report's name of a stack's own layers
 RULES = (_stacks, _tie, _vocab, _embeddings, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
-         _relative_scores, _mlm, _kv_heads, _rope, _normalization, _block, _sublayers, _rope_base, _rope_scaling,
+         _relative_scores, _mlm, _kv_heads, _rope, _latent, _normalization, _block, _sublayers, _rope_base,
+         _rope_scaling,
          _layer_kinds)
 # the rules a layer kind's view of its stack must keep too
 STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block, _sublayers,

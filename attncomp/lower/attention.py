@@ -20,6 +20,10 @@ turns the middle of it into `scaled_dot_product_attention`.
                           after it, over d_k (qk_norm = head); then k_norm the same way
     rotary positions      ops.rotate(q, rope), q and k after split_heads (the table comes from the stack)
     grouped k/v heads     torch.repeat_interleave(k, heads // kv_heads, 1), right before the scores
+    latent attention      torch.split(kv_down_proj(x), (kv_rank, rope_dims), -1): kv_latent_norm on the
+                          latent, ops.rotate on k^R; kv_up_proj(latent) split into heads, then into k^C and v;
+                          k = torch.cat((k^C, k^R expanded to every head), -1); q's last rope_dims rotated
+                          (torch.split, ops.rotate, torch.cat) (`latent(...)`, DeepSeek-V2)
 
 Three units: `SelfAttention` (an encoder's: padding mask, or a band for local attention),
 `CausalSelfAttention` (a decoder's; its `step` reads and extends the key/value cache) and
@@ -37,12 +41,14 @@ from torch import fx
 
 from attncomp.ir import nodes
 from attncomp.lower import ops
-from attncomp.lower.positions import bias_logits, decode_bias, layer_bucket_bias, position_input, relative_values
+from attncomp.lower.positions import (bias_logits, decode_bias, layer_bucket_bias, position_input, relative_values,
+                                       rotary_dims)
 from attncomp.lower.units import Builder, Param, Unit, inv_sqrt_const, linear, norm
 
 Node = fx.Node
 NAMES = {"self": "SelfAttention", "causal": "CausalSelfAttention", "cross": "CrossAttention"}
-MEMBERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "q_norm", "k_norm", "energy", "sinks", "relative_k",
+MEMBERS = ("q_proj", "k_proj", "v_proj", "q_down_proj", "q_latent_norm", "q_up_proj", "kv_down_proj", "kv_latent_norm",
+           "kv_up_proj", "o_proj", "gate_proj", "q_norm", "k_norm", "energy", "sinks", "relative_k",
            "relative_v", "relative_bias")  # registration order
 
 
@@ -90,6 +96,51 @@ def project_q(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, kind: nodes
     return q if rope is None else b.call(ops.rotate, q, rope, name="q")
 
 
+def _rotated_tail(b: Builder, x: Node, kind: nodes.Latent, rope: Node, role: str) -> Node:
+    """A latent attention's q or k (B, h, T, d_k): its last rope_dims rotated, the rest as they are."""
+    parts = b.call(torch.split, x, (x.meta["shape"][-1] - kind.rope_dims, kind.rope_dims), -1, name=role)
+    rotated = b.call(ops.rotate, b.item(parts, 1, f"{role}_rope"), rope, name=f"{role}_rope")
+    return b.call(torch.cat, (b.item(parts, 0, role), rotated), -1, name=role)
+
+
+def latent_q(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, kind: nodes.Latent, x: Node, rope: Node) -> Node:
+    """Multi-head latent attention's queries (B, h, T, d_k): W^Q x, or W^UQ RMSNorm(W^DQ x) where `q_rank`
+    compresses them; the last rope_dims of each head (q^R) rotated."""
+    width = stack.heads * stack.d_k
+    if kind.q_rank:
+        latent = b.leaf("q_down_proj", linear(stack.d_model, kind.q_rank, arch.bias.of("q")), x, name="q_latent")
+        latent = b.leaf("q_latent_norm", norm("rmsnorm", kind.q_rank, arch.norm_eps), latent, name="q_latent")
+        q = b.leaf("q_up_proj", linear(kind.q_rank, width, False), latent, name="q")
+    else:
+        q = b.leaf("q_proj", linear(stack.d_model, width, False), x, name="q")
+    return _rotated_tail(b, split_heads(b, q, stack.heads, stack.d_k, "q"), kind, rope, "q")
+
+
+def latent_compress(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, kind: nodes.Latent, x: Node,
+                    rope: Node) -> tuple[Node, Node]:
+    """What a latent attention's cache keeps per position: c^KV = RMSNorm(W^DKV x) (B, 1, T, kv_rank) and the
+    shared rotary key k^R = rotate(W^KR x) (B, 1, T, rope_dims); W^DKV and W^KR are one projection."""
+    down = linear(stack.d_model, kind.kv_rank + kind.rope_dims, arch.bias.of("k"))
+    parts = b.call(torch.split, b.leaf("kv_down_proj", down, x, name="kv_latent"), (kind.kv_rank, kind.rope_dims), -1,
+                   name="kv_latent")
+    latent = b.leaf("kv_latent_norm", norm("rmsnorm", kind.kv_rank, arch.norm_eps), b.item(parts, 0, "latent"),
+                    name="latent")
+    k_rope = b.call(torch.unsqueeze, b.item(parts, 1, "k_rope"), 1, name="k_rope")
+    return b.call(torch.unsqueeze, latent, 1, name="latent"), b.call(ops.rotate, k_rope, rope, name="k_rope")
+
+
+def latent_kv(b: Builder, stack: nodes.Stack, kind: nodes.Latent, latent: Node, k_rope: Node) -> tuple[Node, Node]:
+    """Keys (B, h, T, d_k) and values (B, h, T, d_v) from the latent (B, 1, T, kv_rank): k^C and v per head
+    (W^UK and W^UV are one projection), k^R shared by every head."""
+    nope = stack.d_k - kind.rope_dims
+    up = linear(kind.kv_rank, stack.heads * (nope + stack.d_v), False)
+    kv = b.leaf("kv_up_proj", up, b.call(torch.squeeze, latent, 1, name="latent"), name="kv")
+    parts = b.call(torch.split, split_heads(b, kv, stack.heads, nope + stack.d_v, "kv"), (nope, stack.d_v), -1,
+                   name="kv")
+    shared = b.method("expand", k_rope, -1, stack.heads, -1, -1, name="k_rope")
+    return b.call(torch.cat, (b.item(parts, 0, "k"), shared), -1, name="k"), b.item(parts, 1, "v")
+
+
 def repeat_kv(b: Builder, x: Node, stack: nodes.Stack) -> Node:
     """Grouped-query attention (Ainslie et al. 2023): (B, kv_heads, T, d) -> (B, heads, T, d), query
     head i reading key/value head i // (heads / kv_heads); nothing to do when kv_heads = heads."""
@@ -117,7 +168,7 @@ def scores(b: Builder, q: Node, k: Node, kind: nodes.Attention, d_k: int) -> Nod
     scale = score_scale(kind, d_k)
     if scale is not None:
         logits = b.call(torch.mul, logits, scale, name="scores")
-    if kind.softcap:
+    if getattr(kind, "softcap", 0.0):
         logits = b.call(ops.softcap, logits, kind.softcap, name="scores")
     return logits
 
@@ -196,8 +247,12 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
     padding = None if causal else b.input("padding_mask", ("batch", 1, 1, length))
     positions = position_input(b, arch, stack, length, length)
     rope = positions if isinstance(arch.positions, nodes.Rope) else None
-    k, v = project_kv(b, arch, stack, kind, x, d, rope)
-    q = project_q(b, arch, stack, kind, x, rope)
+    if isinstance(kind, nodes.Latent):
+        k, v = latent_kv(b, stack, kind, *latent_compress(b, arch, stack, kind, x, rope))
+        q = latent_q(b, arch, stack, kind, x, rope)
+    else:
+        k, v = project_kv(b, arch, stack, kind, x, d, rope)
+        q = project_q(b, arch, stack, kind, x, rope)
     k, v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     mask = _mask(b, stack, x, padding, causal)
     bias = positions if isinstance(arch.positions, (nodes.ALiBi, nodes.Buckets)) else None
@@ -214,47 +269,74 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
 
 def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
     """step(x, k, v[, rope]) -> (out, k, v): one new position per sentence; the keys and values of the
-    positions before it arrive as the cache's k and v, and go back extended by the new ones."""
+    positions before it arrive as the cache's k and v, and go back extended by the new ones (with a
+    sliding window, only the last `window` of them: the cache stays bounded)."""
     arch = ctx.arch
     d, kvh = stack.d_model, stack.key_value_heads
     b = Builder(unit, "step", decoding=True)
     x = b.input("x", ("batch", 1, d))
-    past_k = b.input("past_k", ("batch", kvh, "cache_len", stack.d_k))
-    past_v = b.input("past_v", ("batch", kvh, "cache_len", stack.d_v))
-    rope = b.input("rope", (2, 1, arch.positions.dims(stack.d_k))) if isinstance(arch.positions, nodes.Rope) \
+    if isinstance(stack.attention, nodes.Latent):  # its compressed cache: c^KV and k^R (attncomp.lower.cache)
+        past_k = b.input("past_latent", ("batch", 1, "cache_len", stack.attention.kv_rank))
+        past_v = b.input("past_k_rope", ("batch", 1, "cache_len", stack.attention.rope_dims))
+    else:
+        past_k = b.input("past_k", ("batch", kvh, "cache_len", stack.d_k))
+        past_v = b.input("past_v", ("batch", kvh, "cache_len", stack.d_v))
+    rope = b.input("rope", (2, 1, rotary_dims(arch, stack))) if isinstance(arch.positions, nodes.Rope) \
         else None
     buckets = arch.positions if isinstance(arch.positions, nodes.Buckets) else None
     given_bias = None if buckets is None else b.input("position_bias", (1, "k_len") if buckets.per_layer else
                                                       (stack.heads, 1, "k_len"))
+    if isinstance(stack.attention, nodes.Latent):
+        _latent_step(b, arch, stack, stack.attention, x, past_k, past_v, rope)
+        return
     k_new, v_new = project_kv(b, arch, stack, stack.attention, x, d, rope)
     k = b.call(torch.cat, (past_k, k_new), 2, name="k")
     v = b.call(torch.cat, (past_v, v_new), 2, name="v")
-    seen_k, seen_v = k, v
-    if isinstance(stack.attention, nodes.Local):  # only the last window + 1 keys are visible
-        keep = (slice(None), slice(None), slice(-(stack.attention.window + 1), None))
-        seen_k = b.call(operator.getitem, k, keep, name="k")
-        seen_v = b.call(operator.getitem, v, keep, name="v")
-        if given_bias is not None:  # (h, 1, k_len), or bucket indices (1, k_len)
-            given_bias = b.call(operator.getitem, given_bias, keep[1:] if buckets.per_layer else keep,
+    kept_k, kept_v = k, v
+    if isinstance(stack.attention, nodes.Local):
+        # the cache holds the last `window` keys at most, so k is the query's window: itself and the
+        # window before it; the next step needs the last `window` of them
+        keep = (slice(None), slice(None), slice(-stack.attention.window, None))
+        kept_k = b.call(operator.getitem, k, keep, name="kept_k")
+        kept_v = b.call(operator.getitem, v, keep, name="kept_v")
+        if given_bias is not None:  # the stack's bias covers the longest cache of its layers: (h, 1, k_len),
+            # or bucket indices (1, k_len)
+            window = (slice(None), slice(None), slice(-(stack.attention.window + 1), None))
+            given_bias = b.call(operator.getitem, given_bias, window[1:] if buckets.per_layer else window,
                                 name="position_bias")
     if buckets is not None and buckets.per_layer:
         given_bias = layer_bucket_bias(b, stack, buckets, given_bias)
     q = project_q(b, arch, stack, stack.attention, x, rope)
-    seen_k, seen_v = repeat_kv(b, seen_k, stack), repeat_kv(b, seen_v, stack)
+    seen_k, seen_v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     positions = decode_bias(b, arch, stack, x, seen_k)
     heads = attend(b, arch, stack, q, seen_k, seen_v, stack.attention, positions=positions,
                    bias=positions if isinstance(arch.positions, nodes.ALiBi) else given_bias)
-    b.output((_output(b, arch, stack, heads, x, stack.attention), k, v))
+    b.output((_output(b, arch, stack, heads, x, stack.attention), kept_k, kept_v))
+
+
+def _latent_step(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, kind: nodes.Latent, x: Node,
+                 past_latent: Node, past_k_rope: Node, rope: Node) -> None:
+    """A latent attention's step: the cache holds c^KV and k^R (attncomp.lower.cache), extended by the new
+    position's; every key and value is made again from them (the weights are not absorbed)."""
+    latent_new, k_rope_new = latent_compress(b, arch, stack, kind, x, rope)
+    latent = b.call(torch.cat, (past_latent, latent_new), 2, name="latent")
+    k_rope = b.call(torch.cat, (past_k_rope, k_rope_new), 2, name="k_rope")
+    k, v = latent_kv(b, stack, kind, latent, k_rope)
+    heads = attend(b, arch, stack, latent_q(b, arch, stack, kind, x, rope), k, v, kind)
+    b.output((_output(b, arch, stack, heads, x, kind), latent, k_rope))
 
 
 def _empty_cache(unit: Unit, stack: nodes.Stack) -> None:
-    """empty_cache(like, batch) -> (k, v): no position yet, `batch` rows of like's dtype and device."""
+    """empty_cache(like, batch) -> (k, v): no position yet, `batch` rows of like's dtype and device (a latent
+    attention's: c^KV and k^R, one head wide)."""
     b = Builder(unit, "empty_cache", decoding=True)
     like, batch = b.input("like"), b.input("batch")
     batch.meta["value"] = "batch"
-    kvh = stack.key_value_heads
-    k = b.method("new_zeros", like, (batch, kvh, 0, stack.d_k), name="k")
-    v = b.method("new_zeros", like, (batch, kvh, 0, stack.d_v), name="v")
+    kvh, d_k, d_v = stack.key_value_heads, stack.d_k, stack.d_v
+    if isinstance(stack.attention, nodes.Latent):
+        kvh, d_k, d_v = 1, stack.attention.kv_rank, stack.attention.rope_dims
+    k = b.method("new_zeros", like, (batch, kvh, 0, d_k), name="k")
+    v = b.method("new_zeros", like, (batch, kvh, 0, d_v), name="v")
     b.output((k, v))
 
 

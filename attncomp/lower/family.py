@@ -208,7 +208,8 @@ def _encoder_decoder(ctx, unit: Unit) -> None:
     (src,) = _inputs(b, ("src",))
     memory = b.input("memory", ("batch", "src_len", arch.encoder.d_model))
     caches = b.sub("decoder", dec, "init_cache", memory, name="caches")
-    b.output(b.call(DecodingCache, _padding(b, src), caches, name="cache"))
+    position = _first_position(b, src)
+    b.output(b.call(DecodingCache, _padding(b, src), caches, position, name="cache"))
 
     b = Builder(unit, "decode_step", decoding=True)
     tokens, cache = b.input("tokens", ("batch", 1)), b.input("cache")
@@ -216,18 +217,25 @@ def _encoder_decoder(ctx, unit: Unit) -> None:
     _step(b, ctx, dec, tokens, cache, padding)
 
 
+def _first_position(b: Builder, tokens: Node) -> Node:
+    """The cache's position before the first step: 0 in every row (B,)."""
+    return b.method("new_zeros", tokens, (b.size(tokens, 0, "batch"),), name="position", shape=("batch",))
+
+
 def _step(b: Builder, ctx, dec: Unit, tokens: Node, cache: Node, padding: Node | None) -> None:
-    """decode_step: the newest tokens through the decoder's step; the last position's logits."""
+    """decode_step: the newest tokens through the decoder's step at the cache's position (row 0's: the rows
+    decode in lockstep); the last position's logits, and the cache one position further."""
     caches = b.field(cache, "layers")
-    first = b.field(b.item(caches, 0, "first"), "self_attn")
-    start = b.size(b.field(first, "k"), 2, "cache_len")
+    position = b.field(cache, "position", ("batch",))
+    start = b.item(position, 0, "start")
     out = b.sub("decoder", dec, "step", _embed(b, ctx, "tgt", tokens), caches, *(() if padding is None else (padding,)),
                 start, name="stepped")
     x = b.item(out, 0, "x", shape=("batch", 1, ctx.arch.d_model))
     last = b.call(torch.select, x, 1, -1, name="x")  # (B, d): the newest position
     x = _head(b, ctx, last)
     logits = _logits(b, ctx, x)
-    b.output((logits, b.call(DecodingCache, padding, b.item(out, 1, "caches"), name="cache")))
+    position = b.call(torch.add, position, 1, name="position", shape=("batch",))
+    b.output((logits, b.call(DecodingCache, padding, b.item(out, 1, "caches"), position, name="cache")))
 
 
 def _decoder_only(ctx, unit: Unit) -> None:
@@ -244,7 +252,7 @@ def _decoder_only(ctx, unit: Unit) -> None:
     (tokens,) = _inputs(b, ("tokens",))  # the prompt: only its batch size matters here
     like = b.param(f"{embedding_names(arch)['tgt']}.weight", name="like")  # the model's dtype and device
     caches = b.sub("decoder", dec, "init_cache", like, b.size(tokens, 0, "batch"), name="caches")
-    b.output(b.call(DecodingCache, None, caches, name="cache"))
+    b.output(b.call(DecodingCache, None, caches, _first_position(b, tokens), name="cache"))
 
     b = Builder(unit, "decode_step", decoding=True)
     tokens, cache = b.input("tokens", ("batch", 1)), b.input("cache")

@@ -44,12 +44,20 @@ def made_by_stack_in_step(arch: nodes.ModelSpec) -> bool:
 def _input_shape(arch: nodes.ModelSpec, stack: nodes.Stack, q_len, k_len) -> tuple:
     pos = arch.positions
     if isinstance(pos, nodes.Rope):
-        return (2, q_len, pos.dims(stack.d_k))
+        return (2, q_len, rotary_dims(arch, stack))
     if isinstance(pos, nodes.Buckets) and pos.per_layer:
         return (q_len, k_len)  # bucket indices
     if isinstance(pos, (nodes.ALiBi, nodes.Buckets)):
         return (stack.heads, q_len, k_len)
     return (q_len, k_len)
+
+
+def rotary_dims(arch: nodes.ModelSpec, stack: nodes.Stack) -> int:
+    """How many of a head's query/key dims the rotary table turns: a latent attention's decoupled rope_dims,
+    else rope's fraction of d_k."""
+    if isinstance(stack.attention, nodes.Latent):
+        return stack.attention.rope_dims
+    return arch.positions.dims(stack.d_k)
 
 
 def input_name(arch: nodes.ModelSpec) -> str:
@@ -106,11 +114,12 @@ def rope_table(b: Builder, positions: Node, dims: int, rotation_: tuple, dtype: 
 
 
 def _range(b: Builder, x: Node, start: Node | int) -> Node:
-    """Positions start .. start + T - 1 of x's T new tokens."""
+    """Positions start .. start + T - 1 of x's T new tokens; `start` is 0, or a decode step's position
+    (a 0-d tensor: the cache's position field, attncomp.lower.cache)."""
     length = b.size(x, 1)
-    end = length if start == 0 else b.call(operator.add, start, length, name="end")
     device = b.call(getattr, x, "device", name="device")
-    return b.call(torch.arange, start, end, device=device, name="positions")
+    positions = b.call(torch.arange, 0, length, device=device, name="positions")
+    return positions if start == 0 else b.call(torch.add, positions, start, name="positions")
 
 
 def add_to_embeddings(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, start: Node | int) -> Node:
@@ -132,23 +141,26 @@ def add_to_embeddings(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: 
     return b.add(x, pe)
 
 
-def for_layers(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, start: Node | int) -> tuple:
+def for_layers(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: Node, start: Node | int,
+               past: Node | int = 0) -> tuple:
     """What the stack's self-attentions read about positions (see the module docstring): nothing, one
-    tensor, or one rotary table per base of its layers (`rope_bases`)."""
+    tensor, or one rotary table per base of its layers (`rope_bases`). `start`: the position of x's first
+    token; `past`: in a decode step, the keys before it that the layer keeping the most of them holds
+    (T5's bias covers them; a windowed layer takes its last columns)."""
     pos = arch.positions
     if isinstance(pos, nodes.Rope):
         positions = _range(b, x, start)
         dtype = b.call(getattr, x, "dtype", name="dtype")
         bases = rope_bases(arch, stack)
-        return tuple(rope_table(b, positions, pos.dims(stack.d_k), rotation_, dtype, name)
+        return tuple(rope_table(b, positions, rotary_dims(arch, stack), rotation_, dtype, name)
                      for rotation_, name in zip(bases, rope_names(bases)))
     if isinstance(pos, (nodes.ALiBi, nodes.Relative)):
         length = b.size(x, 1)
         return (score_bias(b, arch, stack, x, length, length),)
     if isinstance(pos, nodes.Buckets):
         length = b.size(x, 1)
-        return (bucket_bias(b, stack, pos, x, length, length if start == 0 else b.call(operator.add, start, length,
-                                                                                       name="k_len")),)
+        return (bucket_bias(b, stack, pos, x, length, length if past == 0 else b.call(operator.add, past, length,
+                                                                                      name="k_len")),)
     return ()
 
 

@@ -4,11 +4,14 @@ in a loop (attncomp.lower.loops) and closes with its final norm.
 
     Encoder.forward(x, padding_mask) -> memory
     Decoder.forward(x[, memory, padding_mask]) -> states
-    Decoder.step(x, caches[, padding_mask], start) -> (states, caches)   x: the newest token at `start`
+    Decoder.step(x, caches[, padding_mask], start) -> (states, caches)   x: the newest token, at position
+                                                                         `start` (a 0-d tensor)
     Decoder.init_cache(memory) -> caches      (decoder-only: init_cache(like, batch))
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import fx
@@ -70,6 +73,16 @@ def encoder(ctx, stack: nodes.Stack) -> Unit:
     return unit
 
 
+def _longest_cache(b: Builder, stack: nodes.Stack, caches: Node) -> Node:
+    """In a decode step, the length of the cache that keeps the most keys: a layer without a window (its
+    cache holds every position before the step), else one with the widest window (it holds the last
+    `window` positions, fewer at first)."""
+    plan = stack.layer_plan()
+    kept = [seen.attention.window if isinstance(seen.attention, nodes.Local) else math.inf for _, seen in plan]
+    longest = b.item(caches, kept.index(max(kept)), "longest")
+    return b.size(b.field(b.field(longest, "self_attn"), "k"), 2, "cache_len")
+
+
 def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     cross = d_memory is not None
     unit = Unit("Decoder", f"The decoder: {stack.layers} layers over the embedded target" +
@@ -91,10 +104,10 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     x = b.input("x", ("batch", 1, width(arch, stack)))
     caches = b.input("caches")
     padding = (b.input("padding_mask", ("batch", 1, 1, "src_len")),) if cross else ()
-    start = b.input("start")
-    start.meta["value"] = "cache_len"
+    start = b.input("start", ())
     x = _embedded(b, ctx, stack, x, start)
-    rope = positions.for_layers(b, arch, stack, x, start) if positions.made_by_stack_in_step(arch) else ()
+    past = _longest_cache(b, stack, caches) if isinstance(arch.positions, nodes.Buckets) else 0
+    rope = positions.for_layers(b, arch, stack, x, start, past) if positions.made_by_stack_in_step(arch) else ()
     layers = b.layers("layers", _layer_list(ctx, stack, decoder_layer, d_memory))
     out = b.call(loops.each_layer_step, layers, x, caches, *padding, *rope, name="stepped")
     x = b.item(out, 0, "x", shape=x.meta.get("shape"))

@@ -22,7 +22,8 @@ from torch import Tensor, nn
 
 KV = NamedTuple("KV", [("k", Tensor), ("v", Tensor)])
 LayerCache = NamedTuple("LayerCache", [("self_attn", KV), ("cross_attn", Optional[KV])])
-DecodingCache = NamedTuple("DecodingCache", [("padding_mask", Optional[Tensor]), ("layers", tuple)])
+DecodingCache = NamedTuple("DecodingCache", [("padding_mask", Optional[Tensor]), ("layers", tuple),
+                                             ("position", Tensor)])
 
 
 class ops:
@@ -236,15 +237,15 @@ class CausalSelfAttention(nn.Module):
         v = self.v_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, 1, 16)
         k = torch.cat((past_k, k), 2)  # (batch, 4, cache_len + 1, 16)
         v = torch.cat((past_v, v), 2)  # (batch, 4, cache_len + 1, 16)
-        k2 = k[:, :, -9:]
-        v2 = v[:, :, -9:]
+        kept_k = k[:, :, -8:]
+        kept_v = v[:, :, -8:]
         q = self.q_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, 1, 16)
         q = self.q_norm(q)  # (batch, 4, 1, 16)
         length = x.size(1)
-        alibi = ops.alibi_bias(4, length, k2.size(2), x.device, x.dtype)
-        heads = ops.flex_attend(q, k2, v2, 1 / math.sqrt(16), 30.0, bias=alibi, sinks=self.sinks)
-        heads = heads.transpose(1, 2).flatten(-2)
-        return self.o_proj(heads), k, v
+        alibi = ops.alibi_bias(4, length, k.size(2), x.device, x.dtype)  # (4, 1, cache_len + 1)
+        heads = ops.flex_attend(q, k, v, 1 / math.sqrt(16), 30.0, bias=alibi, sinks=self.sinks)  # (batch, 4, 1, 16)
+        heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 64)
+        return self.o_proj(heads), kept_k, kept_v
 
     def empty_cache(self, like, batch):
         k = like.new_zeros((batch, 4, 0, 16))  # (batch, 4, 0, 16)
@@ -460,11 +461,12 @@ class Model(nn.Module):
 
     def init_cache(self, src, memory):
         caches = self.decoder.init_cache(memory)
-        return DecodingCache(ops.padding_mask(src, 0), caches)
+        position = src.new_zeros((src.size(0),))  # (batch,)
+        return DecodingCache(ops.padding_mask(src, 0), caches, position)
 
     def decode_step(self, tokens, cache):
-        cache_len = cache.layers[0].self_attn.k.size(2)
-        x, caches = self.decoder.step(self.embed(tokens), cache.layers, cache.padding_mask, cache_len)
+        x, caches = self.decoder.step(self.embed(tokens), cache.layers, cache.padding_mask, cache.position[0])
         logits = F.linear(torch.select(x, 1, -1), self.embed.weight)  # (batch, 256)
-        return logits, DecodingCache(cache.padding_mask, caches)
+        position = cache.position + 1  # (batch,)
+        return logits, DecodingCache(cache.padding_mask, caches, position)
 

@@ -21,7 +21,8 @@ from torch import Tensor, nn
 
 KV = NamedTuple("KV", [("k", Tensor), ("v", Tensor)])
 LayerCache = NamedTuple("LayerCache", [("self_attn", KV), ("cross_attn", Optional[KV])])
-DecodingCache = NamedTuple("DecodingCache", [("padding_mask", Optional[Tensor]), ("layers", tuple)])
+DecodingCache = NamedTuple("DecodingCache", [("padding_mask", Optional[Tensor]), ("layers", tuple),
+                                             ("position", Tensor)])
 
 
 class ops:
@@ -144,8 +145,9 @@ class Decoder(nn.Module):
         return self.norm(x)
 
     def step(self, x, caches, start):
-        end = start + x.size(1)
-        rope = ops.rope_table(torch.arange(start, end, device=x.device), 16, 10000.0, x.dtype)  # (2, 1, 16)
+        positions = torch.arange(0, x.size(1), device=x.device)  # (1,)
+        positions = positions + start  # (1,)
+        rope = ops.rope_table(positions, 16, 10000.0, x.dtype)  # (2, 1, 16)
         stepped = []
         for layer, cache in zip(self.layers, caches):
             x, cache = layer.step(x, cache, rope)
@@ -176,11 +178,12 @@ class Model(nn.Module):
 
     def init_cache(self, tokens):
         caches = self.decoder.init_cache(self.tgt_embed.weight, tokens.size(0))
-        return DecodingCache(None, caches)
+        position = tokens.new_zeros((tokens.size(0),))  # (batch,)
+        return DecodingCache(None, caches, position)
 
     def decode_step(self, tokens, cache):
-        cache_len = cache.layers[0].self_attn.k.size(2)
-        x, caches = self.decoder.step(self.tgt_embed(tokens), cache.layers, cache_len)
+        x, caches = self.decoder.step(self.tgt_embed(tokens), cache.layers, cache.position[0])
         logits = self.output(torch.select(x, 1, -1))  # (batch, 256)
-        return logits, DecodingCache(None, caches)
+        position = cache.position + 1  # (batch,)
+        return logits, DecodingCache(None, caches, position)
 

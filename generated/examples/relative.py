@@ -22,7 +22,8 @@ from torch import Tensor, nn
 
 KV = NamedTuple("KV", [("k", Tensor), ("v", Tensor)])
 LayerCache = NamedTuple("LayerCache", [("self_attn", KV), ("cross_attn", Optional[KV])])
-DecodingCache = NamedTuple("DecodingCache", [("padding_mask", Optional[Tensor]), ("layers", tuple)])
+DecodingCache = NamedTuple("DecodingCache", [("padding_mask", Optional[Tensor]), ("layers", tuple),
+                                             ("position", Tensor)])
 
 
 class ops:
@@ -307,11 +308,12 @@ class Model(nn.Module):
 
     def init_cache(self, src, memory):
         caches = self.decoder.init_cache(memory)
-        return DecodingCache(ops.padding_mask(src, 0), caches)
+        position = src.new_zeros((src.size(0),))  # (batch,)
+        return DecodingCache(ops.padding_mask(src, 0), caches, position)
 
     def decode_step(self, tokens, cache):
-        cache_len = cache.layers[0].self_attn.k.size(2)
-        x, caches = self.decoder.step(self.embed(tokens), cache.layers, cache.padding_mask, cache_len)
+        x, caches = self.decoder.step(self.embed(tokens), cache.layers, cache.padding_mask, cache.position[0])
         logits = F.linear(torch.select(x, 1, -1), self.embed.weight)  # (batch, 4000)
-        return logits, DecodingCache(cache.padding_mask, caches)
+        position = cache.position + 1  # (batch,)
+        return logits, DecodingCache(cache.padding_mask, caches, position)
 

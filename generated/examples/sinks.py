@@ -21,7 +21,8 @@ from torch import Tensor, nn
 
 KV = NamedTuple("KV", [("k", Tensor), ("v", Tensor)])
 LayerCache = NamedTuple("LayerCache", [("self_attn", KV), ("cross_attn", Optional[KV])])
-DecodingCache = NamedTuple("DecodingCache", [("padding_mask", Optional[Tensor]), ("layers", tuple)])
+DecodingCache = NamedTuple("DecodingCache", [("padding_mask", Optional[Tensor]), ("layers", tuple),
+                                             ("position", Tensor)])
 
 
 class ops:
@@ -145,14 +146,14 @@ class CausalSelfAttention(nn.Module):
         v = self.v_proj(x).unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, 1, 16)
         k = torch.cat((past_k, ops.rotate(k, rope)), 2)  # (batch, 2, cache_len + 1, 16)
         v = torch.cat((past_v, v), 2)  # (batch, 2, cache_len + 1, 16)
-        k2 = k[:, :, -17:]
-        v2 = v[:, :, -17:]
+        kept_k = k[:, :, -16:]
+        kept_v = v[:, :, -16:]
         q = self.q_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, 1, 16)
         q = ops.rotate(q, rope)  # (batch, 4, 1, 16)
-        k2 = torch.repeat_interleave(k2, 2, 1)
-        heads = ops.flex_attend(q, k2, torch.repeat_interleave(v2, 2, 1), 1 / math.sqrt(16), 0.0, sinks=self.sinks)
-        heads = heads.transpose(1, 2).flatten(-2)
-        return self.o_proj(heads), k, v
+        k = torch.repeat_interleave(k, 2, 1)  # (batch, 4, cache_len + 1, 16)
+        heads = ops.flex_attend(q, k, torch.repeat_interleave(v, 2, 1), 1 / math.sqrt(16), 0.0, sinks=self.sinks)
+        heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 64)
+        return self.o_proj(heads), kept_k, kept_v
 
     def empty_cache(self, like, batch):
         k = like.new_zeros((batch, 2, 0, 16))  # (batch, 2, 0, 16)
@@ -291,8 +292,9 @@ class Decoder(nn.Module):
         return self.norm(x)
 
     def step(self, x, caches, start):
-        end = start + x.size(1)
-        rope = ops.rope_table(torch.arange(start, end, device=x.device), 16, 150000.0, x.dtype)  # (2, 1, 16)
+        positions = torch.arange(0, x.size(1), device=x.device)  # (1,)
+        positions = positions + start  # (1,)
+        rope = ops.rope_table(positions, 16, 150000.0, x.dtype)  # (2, 1, 16)
         stepped = []
         for layer, cache in zip(self.layers, caches):
             x, cache = layer.step(x, cache, rope)
@@ -323,11 +325,12 @@ class Model(nn.Module):
 
     def init_cache(self, tokens):
         caches = self.decoder.init_cache(self.tgt_embed.weight, tokens.size(0))
-        return DecodingCache(None, caches)
+        position = tokens.new_zeros((tokens.size(0),))  # (batch,)
+        return DecodingCache(None, caches, position)
 
     def decode_step(self, tokens, cache):
-        cache_len = cache.layers[0].self_attn.k.size(2)
-        x, caches = self.decoder.step(self.tgt_embed(tokens), cache.layers, cache_len)
+        x, caches = self.decoder.step(self.tgt_embed(tokens), cache.layers, cache.position[0])
         logits = self.output(torch.select(x, 1, -1))  # (batch, 256)
-        return logits, DecodingCache(None, caches)
+        position = cache.position + 1  # (batch,)
+        return logits, DecodingCache(None, caches, position)
 

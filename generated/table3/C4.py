@@ -22,7 +22,8 @@ from torch import Tensor, nn
 
 KV = NamedTuple("KV", [("k", Tensor), ("v", Tensor)])
 LayerCache = NamedTuple("LayerCache", [("self_attn", KV), ("cross_attn", Optional[KV])])
-DecodingCache = NamedTuple("DecodingCache", [("padding_mask", Optional[Tensor]), ("layers", tuple)])
+DecodingCache = NamedTuple("DecodingCache", [("padding_mask", Optional[Tensor]), ("layers", tuple),
+                                             ("position", Tensor)])
 
 
 class ops:
@@ -245,9 +246,9 @@ class Decoder(nn.Module):
 
     def step(self, x, caches, padding_mask, start):
         x = x * math.sqrt(256)  # (batch, 1, 256)
-        end = start + x.size(1)
-        pe = ops.sinusoidal(torch.arange(start, end, device=x.device), 256, x.dtype)  # (1, 256)
-        x = x + pe  # (batch, 1, 256)
+        positions = torch.arange(0, x.size(1), device=x.device)  # (1,)
+        positions = positions + start  # (1,)
+        x = x + ops.sinusoidal(positions, 256, x.dtype)  # (batch, 1, 256)
         x = F.dropout(x, p=0.1, training=self.training)  # (batch, 1, 256)
         stepped = []
         for layer, cache in zip(self.layers, caches):
@@ -290,11 +291,12 @@ class Model(nn.Module):
 
     def init_cache(self, src, memory):
         caches = self.decoder.init_cache(memory)
-        return DecodingCache(ops.padding_mask(src, 0), caches)
+        position = src.new_zeros((src.size(0),))  # (batch,)
+        return DecodingCache(ops.padding_mask(src, 0), caches, position)
 
     def decode_step(self, tokens, cache):
-        cache_len = cache.layers[0].self_attn.k.size(2)
-        x, caches = self.decoder.step(self.embed(tokens), cache.layers, cache.padding_mask, cache_len)
+        x, caches = self.decoder.step(self.embed(tokens), cache.layers, cache.padding_mask, cache.position[0])
         logits = F.linear(torch.select(x, 1, -1), self.embed.weight)  # (batch, 37000)
-        return logits, DecodingCache(cache.padding_mask, caches)
+        position = cache.position + 1  # (batch,)
+        return logits, DecodingCache(cache.padding_mask, caches, position)
 

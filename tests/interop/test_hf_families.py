@@ -158,7 +158,8 @@ def test_docs_interop_lists_every_family_imported_and_refused():
 @pytest.mark.parametrize("length", [5, 13])  # just past Mistral's window of 4, and three windows past it
 def test_mistral_past_its_sliding_window_equals_transformers(length, tmp_path, monkeypatch):
     """Mistral's sliding window (4 in hf_models) at lengths beyond it: full forward and cached decoding step
-    by step; without the window transformers' logits differ, so the window is what is compared."""
+    by step, the cache bounded by the window; without the window transformers' logits differ, so the window
+    is what is compared."""
     hf, imported, ours = _imported("mistral", tmp_path, monkeypatch)
     assert "local(window = 3)" in imported.spec_text
     tokens = _tokens(2, length)
@@ -169,6 +170,7 @@ def test_mistral_past_its_sliding_window_equals_transformers(length, tmp_path, m
         for t in range(length):
             step, cache = ours.decode_step(tokens[:, t : t + 1], cache)
             assert (step - expected[:, t]).abs().max() < TOLERANCE, t
+        assert {layer.self_attn.k.shape[2] for layer in cache.layers} == {min(length, 3)}  # the window's keys only
         unwindowed = hf_models.model("mistral", sliding_window=None)
         hf_models.float64_exact(monkeypatch, unwindowed)
         assert (unwindowed(tokens).logits[:, -1] - expected[:, -1]).abs().max() > 1e-6

@@ -183,6 +183,19 @@ def _repair(data: dict, stack: dict) -> dict:
     for s in (model["encoder"], decoder):  # verify._relative_scores: relative positions need dot-product scores
         if s is not None and positions["kind"] == "relative" and s["attention"]["kind"] == "additive":
             s["attention"] = {"kind": "scaled_dot"}
+    for s in (model["encoder"], decoder):  # verify._latent: latent self-attention over rotary positions
+        if s is None:
+            continue
+        if s is decoder and s["cross_attention"]["kind"] == "latent":
+            s["cross_attention"] = {"kind": "scaled_dot"}
+        if s["attention"]["kind"] == "latent" and positions["kind"] != "rope":
+            s["attention"] = {"kind": "scaled_dot"}
+        elif s["attention"]["kind"] == "latent":  # an even rope_dims below d_k; no kv_heads, no qk_norm
+            s["d_k"] = max(s["d_k"], 4)
+            s["attention"]["rope_dims"] = max(2, min(s["attention"]["rope_dims"] // 2 * 2, s["d_k"] - 2))
+            s["kv_heads"], s["qk_norm"] = None, "none"
+            for k in s["layer"]:
+                k["qk_norm"] = None
     validation = train.get("validation")
     if validation is not None:
         if decoder is None:  # verify._validation: an encoder-only model generates no text to score

@@ -352,7 +352,8 @@ def _example(name: str):
 
 @pytest.mark.parametrize("name", PART_EXAMPLES)
 def test_examples_fused_equal_explicit_and_decode_step_equals_forward(name):
-    """Sequences longer than the examples' windows (16 and 8), so the cache outgrows them."""
+    """Sequences longer than the examples' windows (16 and 8), so the cache would outgrow them: a windowed
+    layer's cache keeps its window's keys."""
     spec, plain, fused = _example(name)
     src, tgt = batch(spec, b=2, s=11, t=21)
     tgt[:] = tgt[:1]  # no target padding: every position's logits are compared
@@ -366,6 +367,9 @@ def test_examples_fused_equal_explicit_and_decode_step_equals_forward(name):
         for t in range(tgt.shape[1]):
             step, cache = fused.decode_step(tgt[:, t:t + 1], cache)
             assert (step - b[:, t]).abs().max() < 1e-9, t
+    for layer, (_, seen) in zip(cache.layers, spec.model.decoder.layer_plan()):  # a window's cache is bounded
+        window = seen.attention.window if isinstance(seen.attention, nodes.Local) else None
+        assert layer.self_attn.k.shape[2] == (tgt.shape[1] if window is None else min(window, tgt.shape[1]))
 
 
 @pytest.mark.parametrize("name", PART_EXAMPLES)
