@@ -12,6 +12,8 @@ def require(module: str, for_what: str):
     """Import a third-party library of the `interop` extra, or fail with one line saying how to get it."""
     try:
         return importlib.import_module(module)
-    except ImportError:
+    except ImportError as err:
+        if isinstance(err.__cause__, KeyboardInterrupt) or isinstance(err.__context__, KeyboardInterrupt):
+            raise KeyboardInterrupt from None  # Ctrl-C while a compiled extension loaded, not a missing library
         raise UsageError(f"{for_what} needs the Python package '{module}': "
                          "pip install 'attncomp[interop]'") from None

@@ -322,6 +322,7 @@ def _interrupted_outputs(root: Path, g: Files) -> list[Case]:
         out.parent.mkdir(parents=True)
         cases.append(Case("interrupts", ["export", str(g["ckpt"]), "--format", fmt, "--out", str(out)], "cli", timeout=120,
                           poke=Poke(delay, signal.SIGINT, worker=None, when=out.parent / ".tiny.tmp-*"),
+                          expect=r"^interrupted$",
                           note=f"Ctrl-C once export --format {fmt} builds its directory, {delay} s in at the earliest"))
     text = root / "interrupts" / "big"
     for side in ("src", "tgt"):  # 40,000 pairs: seconds of reading, sentencepiece and encoding
@@ -332,6 +333,7 @@ def _interrupted_outputs(root: Path, g: Files) -> list[Case]:
         out.parent.mkdir(parents=True)
         cases.append(Case("interrupts", ["data", "prepare", "--train", str(text), "--out", str(out), "--vocab-size", "256"],
                           "cli", timeout=120, poke=Poke(delay, signal.SIGINT, worker=None, when=out.parent / ".data.tmp-*"),
+                          expect=r"^interrupted$",
                           note=f"Ctrl-C once data prepare builds its directory, {delay} s in at the earliest"))
     return cases
 

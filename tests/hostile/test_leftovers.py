@@ -132,3 +132,26 @@ def test_a_corpus_case_runs_torch_on_one_thread(tmp_path):
     spec.write_text("import torch\nprint(torch.get_num_threads())\n")
     outcome = Sandbox(tmp_path).run(["--version"], after=["threads.py"], cwd=tmp_path, timeout=60)
     assert outcome.stdout.strip().splitlines()[-1] == "1"
+
+
+def test_ctrl_c_while_an_optional_library_loads_is_an_interrupt_not_a_missing_package(monkeypatch):
+    """A SIGINT that lands while a compiled extension initialises reaches Python as ImportError('initialization
+    failed') caused by the KeyboardInterrupt (seen with ctranslate2 by bench/hostile.py): it is Ctrl-C (exit 130),
+    not 'pip install attncomp[interop]'."""
+    import importlib
+
+    from attncomp import optional
+    from attncomp.errors import UsageError
+
+    def interrupted(name):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as err:
+            raise ImportError("initialization failed") from err
+
+    monkeypatch.setattr(importlib, "import_module", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        optional.require("ctranslate2.specs", "--format ctranslate2")
+    monkeypatch.setattr(importlib, "import_module", lambda name: (_ for _ in ()).throw(ImportError(name)))
+    with pytest.raises(UsageError, match="needs the Python package 'ctranslate2.specs'"):
+        optional.require("ctranslate2.specs", "--format ctranslate2")
