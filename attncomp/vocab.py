@@ -1,11 +1,15 @@
-"""Special token ids: attncomp's own (every vocabulary it trains: sentencepiece is trained with them), and
-`Specials`, the roles a tokenizer declares, which every stage that needs one of them reads.
+"""Special token ids: attncomp's own defaults (every vocabulary it trains: sentencepiece is trained with
+them), and `Specials`, the roles a vocabulary declares.
 
-A checkpoint imported from Hugging Face keeps its model's ids (GPT-2 has one token for begin, end and
-unknown, and no pad; Llama's <s> is 1 and </s> 2): its stored tokenizer declares them (attncomp.data.
-hf_tokenizer), and batching, decoding and data preparation take them from the tokenizer. The spec's
-vocabulary declares no special ids: padding is id 0 in every compiled model (its masks and the loss),
-which an import keeps by exchanging rows 0 and pad where the family has a pad other than 0.
+The spec's vocabulary declares them (`vocab = shared(50257, pad = none, bos = 50256, ...)`, attncomp.ir.
+nodes; `ModelSpec.specials`), and every stage reads them from there: the padding mask of the compiled
+model, batching, the loss, masked-LM corruption, decoding. A checkpoint imported from Hugging Face keeps
+its model's ids (GPT-2 has one token for begin, end and unknown, and no pad; Llama's <s> is 1 and </s> 2;
+BART's <pad> is 1), so no vocabulary rows move; its stored tokenizer declares the same ids (attncomp.data.
+hf_tokenizer) and is refused where they disagree (`agree`).
+
+Targets are padded with IGNORE, never with a token id, so a vocabulary without <pad> (GPT-2) keeps every
+token in the loss.
 """
 
 from __future__ import annotations
@@ -24,17 +28,51 @@ class Specials:
     the tokens every target begins with after it (BART's <s>: forced_bos_token_id), `sep` what joins a
     decoder-only model's source and target (attncomp's <sep>; None: a plain continuation)."""
 
-    pad: int | None = PAD  # None: the vocabulary has none (batches still pad with id 0, which is masked)
+    pad: int | None = PAD  # None: the vocabulary has none (a decoder-only model's inputs pad with `filler`)
     unk: int | None = UNK
     bos: int | None = BOS
     eos: int | None = EOS  # None: the model declares no end (it cannot generate)
     sep: int | None = SEP
-    start: int = BOS
+    mask: int | None = SEP  # masked-LM's <mask> (attncomp's vocabularies use <sep>'s id: attncomp.data.masking)
+    start: int | None = BOS
     forced: tuple[int, ...] = ()
+
+    @property
+    def filler(self) -> int:
+        """What pads a batch's inputs: <pad>, or (a vocabulary without one) id 0, which only a causal
+        model's positions after the end read."""
+        return 0 if self.pad is None else self.pad
+
+    def ids(self) -> list[int]:
+        """Every declared special id (masked-LM never chooses or draws them)."""
+        return sorted({t for t in (self.pad, self.unk, self.bos, self.eos, self.sep, self.mask, self.start)
+                       if t is not None})
 
     def never_generated(self) -> list[int]:
         """Tokens decoding never emits: padding, <s> and <sep> (none of them when it is also </s>)."""
         return sorted({t for t in (self.pad, self.bos, self.sep) if t is not None and t != self.eos})
+
+    def roles(self) -> dict[str, int | None]:
+        """The ids a tokenizer also declares, by role (what `agree` compares; <mask> is the spec's alone)."""
+        return {k: getattr(self, k) for k in ("pad", "unk", "bos", "eos", "sep", "start")}
+
+
+def agree(declared: Specials, tokenizer: Specials, what: str) -> None:
+    """Refuse a tokenizer whose special ids differ from those the spec's vocabulary declares (data
+    prepared for another model): ValueError naming the first role that differs."""
+    for role, value in declared.roles().items():
+        theirs = tokenizer.roles()[role]
+        if theirs != value:
+            raise ValueError(f"{what} has {role} = {_id(theirs)}, but the spec's vocabulary declares {role} = "
+                             f"{_id(value)}: write the tokenizer's ids into the spec's vocab, or prepare the data "
+                             "with this model's tokenizer")
+
+
+def _id(value: int | None) -> str:
+    return "none" if value is None else str(value)
+
+
+IGNORE = -1  # a padded target: the loss reads none of them
 
 
 DEFAULT = Specials()

@@ -9,7 +9,7 @@ import torch
 from attncomp import ir
 from attncomp.ir import nodes
 from attncomp.lower import lower
-from attncomp.lower.ops import PAD
+from attncomp.vocab import PAD
 from attncomp.passes import optimise
 
 

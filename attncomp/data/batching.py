@@ -22,7 +22,7 @@ import torch
 
 from attncomp.data import masking
 from attncomp.data.dataset import Side, Split
-from attncomp.vocab import BOS, DEFAULT, PAD, Specials
+from attncomp.vocab import DEFAULT, IGNORE, Specials
 
 
 @dataclass
@@ -115,25 +115,26 @@ def _place(side: Side, indices: np.ndarray, cols: np.ndarray, first: np.ndarray,
     return side.tokens[positions].astype(np.int64), inside
 
 
-def _padded(side: Side, indices: np.ndarray) -> np.ndarray:
+def _padded(side: Side, indices: np.ndarray, fill: int) -> np.ndarray:
     lengths = side.lengths[indices]
     tokens, inside = _place(side, indices, np.arange(int(lengths.max(initial=0))), np.zeros_like(lengths), lengths)
-    return np.where(inside, tokens, PAD)
+    return np.where(inside, tokens, fill)
 
 
-def _shifted(rows: np.ndarray, lengths: np.ndarray, start: int = BOS) -> np.ndarray:
-    """<s> (the vocabulary's start: attncomp's <s>, an imported model's decoder start) + each row without
-    its last token: the decoder's input for the targets `rows`."""
-    out = np.concatenate((np.full((len(rows), 1), start, dtype=np.int64), rows[:, :-1]), axis=1)
-    out[np.arange(rows.shape[1]) >= lengths[:, None]] = PAD
+def _shifted(rows: np.ndarray, lengths: np.ndarray, specials: Specials) -> np.ndarray:
+    """The vocabulary's start (attncomp's <s>, an imported model's decoder start) + each row without its
+    last token, padded with <pad>: the decoder's input for the targets `rows`."""
+    out = np.concatenate((np.full((len(rows), 1), specials.start, dtype=np.int64), rows[:, :-1]), axis=1)
+    out[np.arange(rows.shape[1]) >= lengths[:, None]] = specials.filler
     return out
 
 
 def translation_batch(split: Split, indices: np.ndarray, specials: Specials = DEFAULT) -> dict[str, torch.Tensor]:
-    """src (ends in </s>), tgt_in (<s> + target without its last token), tgt_out (target + </s>)."""
-    tgt = _padded(split.tgt, indices)
-    return {"src": torch.from_numpy(_padded(split.src, indices)),
-            "tgt_in": torch.from_numpy(_shifted(tgt, split.tgt.lengths[indices], specials.start)),
+    """src (ends in </s>, padded with <pad>), tgt_in (<s> + target without its last token), tgt_out (target
+    + </s>, padded with IGNORE: attncomp.vocab)."""
+    tgt = _padded(split.tgt, indices, IGNORE)
+    return {"src": torch.from_numpy(_padded(split.src, indices, specials.filler)),
+            "tgt_in": torch.from_numpy(_shifted(tgt, split.tgt.lengths[indices], specials)),
             "tgt_out": torch.from_numpy(tgt)}
 
 
@@ -148,38 +149,38 @@ def lm_batch(split: Split, indices: np.ndarray, specials: Specials = DEFAULT) ->
     sep = specials.sep
     if sep is None:
         raise ValueError("a decoder-only model whose vocabulary has no <sep> reads monolingual text, not pairs")
-    seq = np.select([from_src, cols == src_lengths[:, None] - 1, from_tgt], [src, sep, tgt], PAD)
-    return {"tokens": torch.from_numpy(_shifted(seq, lengths, specials.start)), "tgt_out": torch.from_numpy(seq)}
+    seq = np.select([from_src, cols == src_lengths[:, None] - 1, from_tgt], [src, sep, tgt], IGNORE)
+    return {"tokens": torch.from_numpy(_shifted(seq, lengths, specials)), "tgt_out": torch.from_numpy(seq)}
 
 
 def mono_batch(split: Split, indices: np.ndarray, specials: Specials = DEFAULT) -> dict[str, torch.Tensor]:
     """A decoder-only model on monolingual data reads `text </s>` (the target side): tokens (<s> + text)
     and tgt_out (text </s>)."""
-    seq = _padded(split.tgt, indices)
-    return {"tokens": torch.from_numpy(_shifted(seq, split.tgt.lengths[indices], specials.start)),
+    seq = _padded(split.tgt, indices, IGNORE)
+    return {"tokens": torch.from_numpy(_shifted(seq, split.tgt.lengths[indices], specials)),
             "tgt_out": torch.from_numpy(seq)}
 
 
 def pair_mlm_batch(split: Split, indices: np.ndarray, *, seed: int, rate: float, mask: float, random: float,
-                   vocab: int) -> dict[str, torch.Tensor]:
+                   vocab: int, specials: Specials = DEFAULT) -> dict[str, torch.Tensor]:
     """An encoder-only model with segments (`segments = N`, N >= 2) reads each pair `source </s> target </s>`
     as BERT reads two sentences (XLM's translation language modelling, Lample & Conneau 2019): src (the
     pair, corrupted as attncomp.data.masking says), segments (0 on the source, 1 on the target, 0 on
-    padding) and tgt_out (the original token where chosen, <pad> elsewhere)."""
+    padding) and tgt_out (the original token where chosen, IGNORE elsewhere)."""
     src_lengths, tgt_lengths = split.src.lengths[indices], split.tgt.lengths[indices]
     cols = np.arange(int((src_lengths + tgt_lengths).max(initial=0)))
     src, from_src = _place(split.src, indices, cols, np.zeros_like(src_lengths), src_lengths)
     tgt, from_tgt = _place(split.tgt, indices, cols, src_lengths, tgt_lengths)
-    tokens = np.select([from_src, from_tgt], [src, tgt], PAD)
-    inputs, target = masking.corrupt(seed, rate, mask, random, vocab, np.asarray(indices), tokens)
+    tokens = np.select([from_src, from_tgt], [src, tgt], specials.filler)
+    inputs, target = masking.corrupt(seed, rate, mask, random, vocab, np.asarray(indices), tokens, specials)
     return {"src": torch.from_numpy(inputs), "segments": torch.from_numpy(from_tgt.astype(np.int64)),
             "tgt_out": torch.from_numpy(target)}
 
 
 def mlm_batch(split: Split, indices: np.ndarray, *, seed: int, rate: float, mask: float, random: float,
-              vocab: int) -> dict[str, torch.Tensor]:
+              vocab: int, specials: Specials = DEFAULT) -> dict[str, torch.Tensor]:
     """An encoder-only model reads the source side `text </s>`, corrupted as attncomp.data.masking says:
-    src (the corrupted text) and tgt_out (the original token where chosen, <pad> elsewhere)."""
-    tokens = _padded(split.src, indices)
-    src, target = masking.corrupt(seed, rate, mask, random, vocab, np.asarray(indices), tokens)
+    src (the corrupted text) and tgt_out (the original token where chosen, IGNORE elsewhere)."""
+    tokens = _padded(split.src, indices, specials.filler)
+    src, target = masking.corrupt(seed, rate, mask, random, vocab, np.asarray(indices), tokens, specials)
     return {"src": torch.from_numpy(src), "tgt_out": torch.from_numpy(target)}

@@ -5,10 +5,11 @@ An imported checkpoint's tokenizer is this JSON object (UTF-8), where a sentence
 
     {"format": "attncomp/hf-tokenizer", "version": 1,
      "tokenizer": "<tokenizer.json's text, as the model directory had it>",
-     "exchanged": P | null,          ids 0 and P exchange places (the model's pad P moved to 0)
-     "specials": {"pad", "unk", "bos", "eos", "sep", "start", "forced"},   in attncomp's ids
+     "exchanged": null | P,          null; P: ids 0 and P exchange places (checkpoints imported before the
+                                     spec's vocabulary declared the model's ids, which moved its pad P to 0)
+     "specials": {"pad", "unk", "bos", "eos", "sep", "start", "forced"},   as the spec's vocab declares them
      "source": [...],                the source frame: ids and "text" (and "lang", a language token)
-     "languages": {"en_XX": id, ...},   language tokens (mBART, M2M100, NLLB), attncomp's ids
+     "languages": {"en_XX": id, ...},   language tokens (mBART, M2M100, NLLB)
      "source_lang": "en_XX" | null,  the source language of the stored tokenizer's template
      "target_lang": "forced" | "start" | null,   where --tgt-lang goes: the forced token, or the start
      "size": N}                      the model's vocabulary (its embedding rows; at least the tokenizer's)
@@ -17,8 +18,8 @@ M2M100's own checkpoints have no tokenizer.json (transformers has no fast M2M100
 "tokenizer": null and "sentencepiece": {"model": base64 of sentencepiece.bpe.model, "vocab": vocab.json's text,
 "language_codes": "m2m100" | "wmt21"}, read as transformers' M2M100Tokenizer reads them (`SentencePieceVocab`).
 
-Ids are the model's own (attncomp.vocab.Specials): GPT-2's <|endoftext|> is its begin and end; only
-where the model's pad is not 0 do 0 and pad exchange places (attncomp's masks pad with id 0).
+Ids are the model's own (attncomp.vocab.Specials): GPT-2's <|endoftext|> is its begin and end, and the
+imported spec's vocabulary declares the same ids (the runner refuses a tokenizer whose ids differ).
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ def is_hf(model_bytes: bytes) -> bool:
     return bytes(model_bytes[:1]) == b"{"
 
 
-def envelope(tokenizer_json: str | None, exchanged: int | None, specials: Specials, source: list, languages: dict,
-             source_lang: str | None, target_lang: str | None, size: int, sentencepiece: dict | None = None) -> bytes:
-    record = {"format": FORMAT, "version": 1, "tokenizer": tokenizer_json, "exchanged": exchanged,
+def envelope(tokenizer_json: str | None, specials: Specials, source: list, languages: dict, source_lang: str | None,
+             target_lang: str | None, size: int, sentencepiece: dict | None = None) -> bytes:
+    record = {"format": FORMAT, "version": 1, "tokenizer": tokenizer_json, "exchanged": None,
               "specials": {**{k: getattr(specials, k) for k in ("pad", "unk", "bos", "eos", "sep", "start")},
                            "forced": list(specials.forced)},
               "source": source, "languages": languages, "source_lang": source_lang, "target_lang": target_lang,

@@ -28,6 +28,7 @@ from attncomp.data.batching import lm_batch, mlm_batch, mono_batch, pair_mlm_bat
 from attncomp.errors import DataError
 from attncomp.ir import nodes
 from attncomp.lower.family import family_of
+from attncomp.vocab import DEFAULT, Specials, agree
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,9 @@ class Objective:
     collate: Callable  # collate(split, indices, **what it takes) -> a batch (attncomp.data.batching)
     loss: Callable  # (split, seed, rate) -> the tokens the loss reads per sentence
 
-    def lengths(self, split, seed: int, rate: float) -> tuple[np.ndarray, np.ndarray]:
+    def lengths(self, split, seed: int, rate: float, specials: Specials = DEFAULT) -> tuple[np.ndarray, np.ndarray]:
         """(input, loss) tokens per sentence of `split`: what an update's token caps count."""
-        return self.inputs(split.src.lengths, split.tgt.lengths), self.loss(split, seed, rate)
+        return self.inputs(split.src.lengths, split.tgt.lengths), self.loss(split, seed, rate, specials)
 
     def fits(self, split, arch: nodes.ModelSpec) -> np.ndarray:
         """Which sentences of `split` the model's learned position table can hold (all, with other positions)."""
@@ -52,34 +53,42 @@ class Objective:
         return self.longest(src, tgt) <= arch.positions.max_len
 
     def batcher_collate(self, spec, specials: Callable, path: str) -> Callable:
-        """collate(split, indices) for this spec; `specials()` gives the data's special tokens (an imported
-        model's own ids: attncomp.vocab), `path` names the data in errors."""
+        """collate(split, indices) for this spec, with the special ids its vocabulary declares; `specials()`
+        gives the data's (its tokenizer's), refused where they differ; `path` names the data in errors."""
+        declared = spec.model.specials
+        try:
+            agree(declared, specials(), f"{path}'s tokenizer")
+        except ValueError as e:
+            raise DataError(str(e)) from None
         if self.masked:
+            if declared.mask is None:
+                raise DataError("masked-LM training replaces tokens with <mask>, but the spec's vocabulary declares "
+                                "no mask (nor sep): declare mask = ID in its vocab")
             mlm = spec.train.mlm
             return partial(self.collate, seed=spec.train.seed, rate=mlm.rate, mask=mlm.mask, random=mlm.random,
-                           vocab=spec.model.src_vocab)
-        specials = specials()
-        if self.name == "language_model" and specials.sep is None:
+                           vocab=spec.model.src_vocab, specials=declared)
+        if self.name == "language_model" and declared.sep is None:
             raise DataError(f"{path} holds pairs, but this decoder-only model's vocabulary has no <sep> to join "
                             "them: prepare monolingual text (data prepare --lang)")
-        return partial(self.collate, specials=specials)
+        return partial(self.collate, specials=declared)
 
 
-def _chosen(split, seed: int, rate: float) -> np.ndarray:
-    return masking.chosen_counts(seed, rate, split.src)
+def _chosen(split, seed: int, rate: float, specials: Specials) -> np.ndarray:
+    return masking.chosen_counts(seed, rate, split.src, specials=specials)
 
 
-def _chosen_in_pairs(split, seed: int, rate: float) -> np.ndarray:
-    return _chosen(split, seed, rate) + masking.chosen_counts(seed, rate, split.tgt, after=split.src.lengths)
+def _chosen_in_pairs(split, seed: int, rate: float, specials: Specials) -> np.ndarray:
+    return _chosen(split, seed, rate, specials) + masking.chosen_counts(seed, rate, split.tgt,
+                                                                          after=split.src.lengths, specials=specials)
 
 
 OBJECTIVES = {o.name: o for o in (
     Objective("translation", lambda src, tgt: src, np.maximum, True, False, translation_batch,
-              lambda split, seed, rate: split.tgt.lengths),
+              lambda split, seed, rate, specials: split.tgt.lengths),
     Objective("language_model", lambda src, tgt: src, lambda src, tgt: src + tgt, False, False, lm_batch,
-              lambda split, seed, rate: split.src.lengths + split.tgt.lengths),
+              lambda split, seed, rate, specials: split.src.lengths + split.tgt.lengths),
     Objective("text", lambda src, tgt: tgt, lambda src, tgt: tgt, False, False, mono_batch,
-              lambda split, seed, rate: split.tgt.lengths),
+              lambda split, seed, rate, specials: split.tgt.lengths),
     Objective("masked_lm", lambda src, tgt: src, lambda src, tgt: src, True, True, mlm_batch, _chosen),
     Objective("masked_pairs", lambda src, tgt: src + tgt, lambda src, tgt: src + tgt, True, True, pair_mlm_batch,
               _chosen_in_pairs),

@@ -32,7 +32,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from attncomp.lower import family_of
-from attncomp.vocab import DEFAULT, UNK, Specials
+from attncomp.vocab import DEFAULT, Specials
 
 
 @dataclass

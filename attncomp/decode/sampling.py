@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from attncomp.decode.beam import Hypothesis, Stepper, blocked_tokens, length_penalty, start_tokens
-from attncomp.vocab import DEFAULT, PAD, Specials
+from attncomp.vocab import DEFAULT, Specials
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def sample(stepper: Stepper, batch: int, max_lens: list[int], count: int, alpha:
             logp = logp.masked_fill(at_end, -math.inf)
             probs = filter_logits(logp, sampling).softmax(-1)
             drawn = torch.multinomial(probs, 1, generator=generator).squeeze(1)
-            drawn = drawn.masked_fill(done, PAD)
+            drawn = drawn.masked_fill(done, specials.filler)
             logprob += torch.where(done, 0.0, logp.gather(1, drawn.clamp(min=0).unsqueeze(1)).squeeze(1).double())
             length += (~done).long()
             done |= drawn == eos

@@ -8,7 +8,7 @@ line still gets one output line; the output is at most `max_len` of the spec and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 import torch
@@ -19,7 +19,8 @@ from attncomp.decode.sampling import Sampling, sample
 from attncomp.ir import nodes
 from attncomp.lower import family_of
 from attncomp.progress import Progress
-from attncomp.vocab import PAD
+from attncomp.errors import DataError
+from attncomp.vocab import Specials, agree
 
 SINUSOIDAL_SOURCE_LIMIT = 1024  # tokens; sinusoids have no limit, but nothing sensible is this long
 
@@ -49,6 +50,12 @@ class Translator:
     max_source_tokens: int | None = None  # source tokens read at most (</s> included); None: the model's limit
     sampling: Sampling | None = None  # sample `nbest` translations instead of beam search
     cut_lines: list[int] = field(default_factory=list, init=False)  # 1-based numbers of the lines cut
+
+    def __post_init__(self):
+        try:
+            agree(self.spec.model.specials, self.tgt_tokenizer.specials, "the target tokenizer")
+        except ValueError as e:
+            raise DataError(str(e)) from None
 
     @property
     def truncated(self) -> int:
@@ -81,9 +88,10 @@ class Translator:
         return max(1, min(wanted, 2 * self.source_limit()))  # a spec's max_len of a million stays bounded
 
     @property
-    def specials(self):
-        """The target vocabulary's special ids: attncomp's, or an imported model's own (attncomp.vocab)."""
-        return self.tgt_tokenizer.specials
+    def specials(self) -> Specials:
+        """The special ids the spec's vocabulary declares (attncomp's, or an imported model's own), and the
+        tokens the target tokenizer forces after the start (a chosen target language: attncomp.vocab)."""
+        return replace(self.spec.model.specials, forced=self.tgt_tokenizer.specials.forced)
 
     def _encode(self, lines: list[str]) -> tuple[list[list[int]], list[int]]:
         """Token ids in the source's frame (text and </s>; an imported model's template, e.g. a language
@@ -115,7 +123,7 @@ class Translator:
 
     def _decode_batch(self, ids: list[list[int]]) -> list[list[Hypothesis]]:
         width = max(len(s) for s in ids)
-        src = torch.full((len(ids), width), PAD, dtype=torch.long)
+        src = torch.full((len(ids), width), self.specials.filler, dtype=torch.long)
         for row, seq in enumerate(ids):
             src[row, : len(seq)] = torch.tensor(seq)
         src = src.to(self.device)

@@ -43,16 +43,15 @@ def _imported(found) -> dict | None:
     if manifest["family"] == "marian" and not isinstance(manifest.get("rows"), dict):
         raise UsageError("this Marian checkpoint was imported before its vocabulary rows were recorded: "
                          "import it again to export it")
+    if "exchanged" in str(manifest.get("ids", "")):
+        raise UsageError(f"this checkpoint was imported before its spec declared the model's special ids (its "
+                         f"{manifest['ids']}): import it again to export it")
     return manifest
 
 
 def hf_state(family: mapping.FamilyEntry, config, weights: dict[str, torch.Tensor], hf_names: list[str]) -> dict:
     """attncomp's weights under the HF names of `hf_names` (tied names sharing one tensor)."""
-    state = dict(weights)
-    rows = mapping.pad_rows(config) if family.pad_first else None
-    if rows is not None:  # the exchange of ids 0 and pad is its own inverse
-        state = mapping.regather(state, rows)
-    state = mapping.revert(family, config, state)
+    state = mapping.revert(family, config, dict(weights))
     out = {}
     for ours, theirs in mapping.origins(family, config, hf_names).items():
         if ours not in state:
@@ -63,8 +62,12 @@ def hf_state(family: mapping.FamilyEntry, config, weights: dict[str, torch.Tenso
 
 
 def _differences(model, expected) -> list[str]:
-    """The resolved keys where a spec's model differs from a family's (its name and dropout aside)."""
+    """The resolved keys where a spec's model differs from a family's (its name and dropout aside, and the
+    special ids of a vocabulary of the same size: the model's own, which its config carries)."""
     from attncomp.ir.canonical import flatten
+
+    if (model.src_vocab, model.tgt_vocab) == (expected.src_vocab, expected.tgt_vocab):
+        expected = expected.model_copy(update={"vocab": model.vocab})
 
     ours, theirs = (flatten(m.model_copy(update={"name": "model", "dropout": expected.dropout}).model_dump(mode="json"))
                     for m in (model, expected))

@@ -168,35 +168,27 @@ def check_weights(spec, weights: dict[str, torch.Tensor], what: str) -> None:
 # --- the import --------------------------------------------------------------------------------------
 
 
-def convert(family: mapping.FamilyEntry, config, state: dict[str, torch.Tensor]) -> tuple[dict, list[int] | None]:
-    """The state dict in attncomp's names, rows in attncomp's id order where the family needs it."""
-    weights = mapping.convert(family, config, state)
-    rows = mapping.pad_rows(config) if family.pad_first else None
-    if rows is not None:
-        weights = mapping.regather(weights, rows)
-    return weights, rows
-
-
 def import_directory(directory: str | Path, allow_pickle: bool = False) -> Imported:
     """Read DIR and map it onto attncomp: every family but Marian, which attncomp.interop.importing
-    sends to attncomp.interop.marian_import (it reads Marian's own tokenizers)."""
+    sends to attncomp.interop.marian_import (it reads Marian's own tokenizers). The spec's vocabulary
+    declares the model's own special ids, so no vocabulary rows move."""
     directory = Path(directory)
     family, config = read_config(directory)
     if family is families.MARIAN:
         raise UsageError(f"{directory}: a Marian model is imported by attncomp.interop.importing")
-    text, spec = spec_of(family, config, directory)
-    rows = mapping.pad_rows(config) if family.pad_first else None
-    tokenizer = hf_tokens.tokenizer_record(directory, family, config, None if rows is None else rows[0],
-                                           spec.model.encoder is None, family.label)
-    weights, rows = convert(family, config, read_weights(directory, allow_pickle))
+    _, plain = spec_of(family, config, directory)  # which stacks it has
+    tokenizer, specials = hf_tokens.tokenizer_record(directory, family, config, plain.model.encoder is None,
+                                                     family.label)
+    text, spec = spec_of(family, config, directory, extra={"vocab": mapping.vocabulary(config.vocab_size, specials)})
+    weights = mapping.convert(family, config, read_weights(directory, allow_pickle))
     check_weights(spec, weights, family.label)
     manifest = {"family": family.model_type, "tokenizer": hf_tokens.tokenizer_name(directory, family),
-                "ids": "Hugging Face's" if rows is None else f"Hugging Face's, with 0 and {rows[0]} exchanged",
-                "config": read_json(directory / "config.json", what="JSON file", error=UsageError)}
+                "ids": "Hugging Face's", "config": read_json(directory / "config.json", what="JSON file",
+                                                             error=UsageError)}
     generation = hf_tokens.generation_config(directory)
     if generation is not None:  # export writes it back
         manifest["generation"] = generation
-    return Imported(text, spec, weights, {"src": tokenizer, "tgt": tokenizer}, rows, family.model_type, manifest)
+    return Imported(text, spec, weights, {"src": tokenizer, "tgt": tokenizer}, None, family.model_type, manifest)
 
 
 def write(imported: Imported, out: Path, source: Path) -> list[Path]:

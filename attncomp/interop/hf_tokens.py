@@ -101,7 +101,7 @@ def generation_values(directory: Path, config) -> dict:
     return values
 
 
-def _frame(tok, swap, languages: dict) -> tuple[list, str | None]:
+def _frame(tok, languages: dict) -> tuple[list, str | None]:
     """The source template of the tokenizer's post-processor, found by encoding a probe with and without
     its special tokens: ids around "text" (a language token as "lang"); and the language it names."""
     plain = tok.encode(PROBE, add_special_tokens=False).ids
@@ -112,11 +112,11 @@ def _frame(tok, swap, languages: dict) -> tuple[list, str | None]:
     frame, lang = [], None
     by_id = {i: code for code, i in languages.items()}
     for token in (*full[:at], "text", *full[at + len(plain):]):
-        if token != "text" and swap(token) in by_id:
-            lang = by_id[swap(token)]
+        if token != "text" and token in by_id:
+            lang = by_id[token]
             frame.append("lang")
         else:
-            frame.append(token if token == "text" else swap(token))
+            frame.append(token)
     return frame, lang
 
 
@@ -129,15 +129,21 @@ def _unk(text: str, tok) -> int | None:
     return tok.token_to_id(unk) if isinstance(unk, str) else None
 
 
-def _seq2seq_specials(values: dict, swap, unk: int | None) -> Specials:
-    """An encoder-decoder's: the decoder starts with decoder_start_token_id (else bos, else 0), then the
-    forced token (forced_bos_token_id)."""
-    pad, bos, eos = (swap(values[k]) for k in ("pad_token_id", "bos_token_id", "eos_token_id"))
-    start = swap(values["decoder_start_token_id"])
+def _seq2seq_specials(values: dict, unk: int | None, mask: int | None = None) -> Specials:
+    """An encoder-decoder's (or an encoder's): the decoder starts with decoder_start_token_id (else bos, else
+    0), then the forced token (forced_bos_token_id); `mask`: masked-LM's (an encoder-only model's)."""
+    pad, bos, eos = (values[k] for k in ("pad_token_id", "bos_token_id", "eos_token_id"))
+    start = values["decoder_start_token_id"]
     start = start if start is not None else (bos if bos is not None else 0)
-    forced = swap(values["forced_bos_token_id"])
-    return Specials(pad=pad, unk=unk, bos=bos, eos=eos, sep=None, start=start,
+    forced = values["forced_bos_token_id"]
+    return Specials(pad=pad, unk=unk, bos=bos, eos=eos, sep=None, mask=mask, start=start,
                     forced=() if forced is None else (forced,))
+
+
+def _mask(tok) -> int | None:
+    """The tokenizer's mask token ([MASK], <mask>): a special added token, for masked-LM."""
+    return next((i for i, t in sorted(tok.get_added_tokens_decoder().items())
+                 if t.special and t.content in ("[MASK]", "<mask>")), None)
 
 
 def _target_lang(specials: Specials, languages: dict) -> str | None:
@@ -154,34 +160,29 @@ def tokenizer_name(directory: Path, family) -> str:
     return TOKENIZER
 
 
-def tokenizer_record(directory: Path, family, config, exchanged: int | None, decoder_only: bool,
-                     label: str) -> bytes:
-    """The envelope the checkpoint stores for the tokenizer of DIR (attncomp.data.hf_tokenizer)."""
-
-    def swap(i):
-        if i is None or exchanged is None:
-            return i
-        return exchanged if i == 0 else 0 if i == exchanged else i
-
+def tokenizer_record(directory: Path, family, config, decoder_only: bool, label: str) -> tuple[bytes, Specials]:
+    """The envelope the checkpoint stores for the tokenizer of DIR (attncomp.data.hf_tokenizer), and the
+    special ids it declares (the model's own: the imported spec's vocabulary declares the same)."""
     if tokenizer_name(directory, family) != TOKENIZER:
-        return m2m100_record(directory, config, exchanged, swap)
+        return m2m100_record(directory, config)
     text, tok = read_tokenizer(directory, label)
     values = generation_values(directory, config)
-    languages = {t.content: swap(i) for i, t in sorted(tok.get_added_tokens_decoder().items())
+    languages = {t.content: i for i, t in sorted(tok.get_added_tokens_decoder().items())
                  if LANGUAGE.match(t.content)}
-    pad, bos, eos = (swap(values[k]) for k in ("pad_token_id", "bos_token_id", "eos_token_id"))
+    pad, bos, eos = (values[k] for k in ("pad_token_id", "bos_token_id", "eos_token_id"))
     if decoder_only:
         start = bos if bos is not None else eos
-        specials = Specials(pad=pad, unk=swap(_unk(text, tok)), bos=bos, eos=eos, sep=None,
+        specials = Specials(pad=pad, unk=_unk(text, tok), bos=bos, eos=eos, sep=None, mask=None,
                             start=0 if start is None else start)
         source, source_lang, target_lang = ["text", *([] if eos is None else [eos])], None, None
     else:
-        specials = _seq2seq_specials(values, swap, swap(_unk(text, tok)))
-        source, source_lang = _frame(tok, swap, languages)
+        specials = _seq2seq_specials(values, _unk(text, tok), _mask(tok))
+        source, source_lang = _frame(tok, languages)
         if source == ["text"] and eos is not None:
             source = ["text", eos]
         target_lang = _target_lang(specials, languages)
-    return envelope(text, exchanged, specials, source, languages, source_lang, target_lang, config.vocab_size)
+    return (envelope(text, specials, source, languages, source_lang, target_lang, config.vocab_size),
+            specials)
 
 
 # --- M2M100Tokenizer: sentencepiece.bpe.model, vocab.json (and tokenizer_config.json) -----------------------
@@ -230,7 +231,7 @@ def _m2m100_languages(directory: Path) -> tuple[str, list[str], str]:
     return kind, list(codes[kind]), src
 
 
-def m2m100_record(directory: Path, config, exchanged: int | None, swap) -> bytes:
+def m2m100_record(directory: Path, config) -> tuple[bytes, Specials]:
     """The envelope of M2M100Tokenizer's files: sentencepiece pieces looked up in vocab.json, the language
     tokens __xx__ after it (vocab.json's size + their place in transformers' list), `__src__ text </s>`."""
     model, vocab_text, vocab = _m2m100_files(directory)
@@ -238,13 +239,13 @@ def m2m100_record(directory: Path, config, exchanged: int | None, swap) -> bytes
     if len(vocab) + len(codes) > config.vocab_size or max(vocab.values()) >= config.vocab_size:
         raise UsageError(f"{directory}: vocab.json's {len(vocab)} tokens and {len(codes)} language tokens do not fit "
                          f"the model's {config.vocab_size}-token vocabulary")
-    languages = {f"__{code}__": swap(len(vocab) + i) for i, code in enumerate(codes)}
+    languages = {f"__{code}__": len(vocab) + i for i, code in enumerate(codes)}
     try:
-        SentencePieceVocab(model, vocab, {f"__{code}__": len(vocab) + i for i, code in enumerate(codes)})
+        SentencePieceVocab(model, vocab, languages)
     except DataError as err:
         raise UsageError(f"{directory / M2M100_FILES[0]}: {err}") from None
-    specials = _seq2seq_specials(generation_values(directory, config), swap, swap(vocab["<unk>"]))
-    source = ["lang", "text", swap(vocab["</s>"])]
+    specials = _seq2seq_specials(generation_values(directory, config), vocab["<unk>"])
+    source = ["lang", "text", vocab["</s>"]]
     pieces = {"model": base64.b64encode(model).decode("ascii"), "vocab": vocab_text, "language_codes": kind}
-    return envelope(None, exchanged, specials, source, languages, f"__{src}__", _target_lang(specials, languages),
-                    config.vocab_size, sentencepiece=pieces)
+    return (envelope(None, specials, source, languages, f"__{src}__", _target_lang(specials, languages),
+                     config.vocab_size, sentencepiece=pieces), specials)

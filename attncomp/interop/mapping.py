@@ -29,6 +29,7 @@ from typing import Any, Callable, Union
 import torch
 
 from attncomp.errors import UsageError
+from attncomp.ir import nodes
 
 State = dict[str, torch.Tensor]
 
@@ -71,7 +72,6 @@ class FamilyEntry:
     dropped: tuple[str, ...] = ()
     transforms: tuple[Transform, ...] = ()
     refuse: tuple[tuple[Callable[[Any], bool], str], ...] = ()
-    pad_first: bool = False  # attncomp masks id 0 as padding: move the pad row there (see `pad_rows`)
     prefix: str = ""  # transformers' base_model_prefix: a checkpoint of the bare model leaves it out
     folded: str = ""  # what import folds into other weights, for docs/interop.md
     slow_tokenizer: str | None = None  # transformers' tokenizer class read where DIR has no tokenizer.json
@@ -437,27 +437,17 @@ def fill(names: Callable[[Any], dict[str, tuple[float, int]]]) -> Transform:
     return Transform("fold constants", apply, invert)
 
 
-def pad_rows(config) -> list[int] | None:
-    """attncomp id -> HF id for families whose padding id is not 0: ids 0 and pad exchange places (attncomp
-    masks id 0 as padding in every encoder). None where pad is already 0 or unset."""
-    pad = getattr(config, "pad_token_id", None)
-    if not isinstance(pad, int) or pad == 0 or pad >= config.vocab_size:
-        return None
-    rows = list(range(config.vocab_size))
-    rows[0], rows[pad] = pad, 0
-    return rows
-
-
-BY_VOCABULARY = ("embed.weight", "src_embed.weight", "tgt_embed.weight", "output.weight", "output_bias")
-
-
-def regather(state: State, rows: list[int], names: tuple[str, ...] = BY_VOCABULARY) -> State:
-    """Each tensor with a row per token, its rows in attncomp's order (`rows`: attncomp id -> HF id)."""
-    index = torch.tensor(rows)
-    for name in names:
-        if name in state and state[name].shape[0] == len(rows):
-            state[name] = state[name].index_select(0, index)
-    return state
+def vocabulary(size: int, specials) -> str:
+    """`shared(size, pad = ..., ...)`: a shared vocabulary declaring the model's own special ids (attncomp.
+    vocab.Specials), each role written only where it is not the spec's default."""
+    roles = []
+    for role in nodes.ROLES:
+        value = getattr(specials, role)
+        derived = {"mask": specials.sep, "start": specials.bos}  # what an unset mask and start mean
+        default = derived[role] if role in derived else nodes.Shared.model_fields[role].default
+        if value != default:
+            roles.append(f"{role} = {'none' if value is None else value}")
+    return f"shared({', '.join([str(size), *roles])})"
 
 
 # --- the way back (export) ---------------------------------------------------------------------------

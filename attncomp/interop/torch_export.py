@@ -44,7 +44,6 @@ from attncomp.ir import nodes
 from attncomp.lower import family_of
 from attncomp.lower.cache import KV, DecodingCache, LayerCache
 from attncomp.lower.size import load_stored
-from attncomp.vocab import BOS, EOS, PAD, SEP, SPECIAL_TOKENS, UNK
 
 EXPORT_VERSION = 1
 SPEC, META = "spec.attn", "attncomp.json"
@@ -128,9 +127,10 @@ def _examples(compiled) -> dict[str, tuple[tuple, tuple]]:
     family = family_of(model)
     vocab = model.vocab
     top = vocab.size if isinstance(vocab, nodes.Shared) else min(vocab.src, vocab.tgt)  # ids valid on both sides
-    ids = SPECIAL_TOKENS + torch.arange(EXAMPLE_BATCH * EXAMPLE_SOURCE) % max(1, top - SPECIAL_TOKENS)
-    src = ids.clamp(max=top - 1).view(EXAMPLE_BATCH, EXAMPLE_SOURCE)
-    src[0, -2:] = PAD  # padding, so the masks are not all-False constants
+    specials = model.specials
+    ids = torch.arange(EXAMPLE_BATCH * EXAMPLE_SOURCE) % top
+    src = torch.where(torch.isin(ids, torch.tensor(specials.ids())), top - 1, ids).view(EXAMPLE_BATCH, EXAMPLE_SOURCE)
+    src[0, -2:] = specials.filler  # padding, so the masks are not all-False constants
     seq = {0: dims["batch"], 1: dims["source"]}
     out = {}
     with torch.no_grad():
@@ -202,7 +202,7 @@ def write(found: Checkpoint, out: Path) -> list[Path]:
             "torch": torch.__version__, "spec_hash": header.spec_hash, "step": header.step,
             "metrics": dict(header.metrics), "programs": {name: f"{name}.pt2" for name in exported},
             "cache": _cache_layout(compiled.spec.model),
-            "special_ids": {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "sep": SEP}}
+            "special_ids": compiled.spec.model.specials.roles()}
     write_atomically(out / META, json.dumps(meta, indent=2) + "\n")
     return written + [out / SPEC, *(out / n for n in TOKENIZER_FILES.values()), out / META]
 

@@ -216,14 +216,15 @@ class _Builder:
     def call(self, cls, raw: ast.Call, path: Path_) -> dict:
         params = fields_of(cls)
         names = list(params)
+        positional = [n for n in names if not nodes.by_name(cls.model_fields[n])]
         out: dict = {"kind": raw.name}
         listed = next((n for n, k in params.items() if k.what == "list"), None)
         if listed is not None:  # positional arguments are the list's items: sequential(attention, ffn)
             out[listed] = self.items(params[listed], raw, path + (listed,), listed)
-        elif len(raw.args) > len(names):
-            raise SpecError(f"{raw.name}() takes at most {len(names)} argument(s), got {len(raw.args)}",
-                            raw.args[len(names)].span)
-        for name, arg in zip(names, raw.args if listed is None else ()):
+        elif len(raw.args) > len(positional):
+            raise SpecError(f"{raw.name}() takes at most {len(positional)} argument(s), got {len(raw.args)}",
+                            raw.args[len(positional)].span)
+        for name, arg in zip(positional, raw.args if listed is None else ()):
             self.doc.spans[path + (name,)] = arg.span
             out[name] = self.value(params[name], arg, path + (name,), name)
         for kw in raw.kwargs:

@@ -65,6 +65,8 @@ def _value(value: Any) -> str:
         return f"{value.kind}(" + ", ".join(listed + named) + ")"
     if isinstance(value, str):
         return value
+    if value is None:  # a key whose default is a value, set to none (a vocabulary without <pad>)
+        return "none"
     return _number(value)
 
 

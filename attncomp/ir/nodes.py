@@ -13,17 +13,21 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from attncomp.vocab import BOS, EOS, PAD, SEP, UNK, Specials
+
 
 class Node(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     def written(self) -> list[tuple[str, object]]:
         """The keys and values the canonical text writes, in field order: every field but `kind`, except
-        an unset one (None) and a key marked LATER at its default (the one rule for new keys)."""
+        an unset one (None where that is the default: `none` is written where it is not) and a key marked
+        LATER at its default (the one rule for new keys)."""
         out = []
         for key, field in type(self).model_fields.items():
             value = getattr(self, key)
-            if key == "kind" or value is None or (field.json_schema_extra == LATER and value == field.default):
+            if key == "kind" or (value is None and field.default is None) \
+                    or (later(field) and value == field.default):
                 continue
             out.append((key, value))
         return out
@@ -34,6 +38,16 @@ Dim = Annotated[int, Field(ge=1, le=1 << 16)]
 # the canonical text leaves it out at its default, so specs that do not use it keep their text and hash.
 # The rule is `Node.written`; every new key of the language is declared this way.
 LATER = {"written": "only away from its default"}
+# A LATER key that a call takes by name only (`shared(50257, pad = none)`): never one of its positional arguments.
+BY_NAME = {**LATER, "argument": "by name only"}
+
+
+def later(field) -> bool:
+    return isinstance(field.json_schema_extra, dict) and "written" in field.json_schema_extra
+
+
+def by_name(field) -> bool:
+    return field.json_schema_extra == BY_NAME
 Count = Annotated[int, Field(ge=1, le=1 << 20)]
 Prob = Annotated[float, Field(ge=0.0, lt=1.0)]
 VocabSize = Annotated[int, Field(ge=1, le=1 << 24)]
@@ -434,19 +448,44 @@ class DecoderSpec(Stack):
 # --- vocabulary, positions, dropout -----------------------------------------------------------
 
 
+# The special tokens' ids, declared by the vocabulary (attncomp.vocab: every stage reads them from here, through
+# `ModelSpec.specials`). The defaults are attncomp's own (<pad> 0, <unk> 1, <s> 2, </s> 3, <sep> 4); an imported
+# model declares its family's (GPT-2: bos = eos = unk = 50256, pad = none), so no vocabulary rows move.
+TokenId = Annotated[int, Field(ge=0, lt=1 << 24)] | None
+ROLES = ("pad", "unk", "bos", "eos", "sep", "mask", "start")
+
+
+def _role(default: int | None, what: str):
+    return Field(default, json_schema_extra=BY_NAME, description=what)
+
+
 class Shared(Node):
-    """One vocabulary for source and target (the paper's shared BPE)."""
+    """One vocabulary for source and target (the paper's shared BPE), and its special tokens' ids."""
 
     kind: Literal["shared"] = "shared"
     size: VocabSize = Field(description="number of tokens, special tokens included")
+    pad: TokenId = _role(PAD, "padding: masked in attention, never a target; none: the vocabulary has none")
+    unk: TokenId = _role(UNK, "the unknown token; none: the vocabulary has none")
+    bos: TokenId = _role(BOS, "<s>: what a sequence begins with; none: nothing")
+    eos: TokenId = _role(EOS, "</s>: what ends a sentence; none: the model cannot end one")
+    sep: TokenId = _role(SEP, "<sep>: joins a decoder-only model's source and target; none: it reads plain text")
+    mask: TokenId = _role(None, "masked-LM's <mask> (unset: sep's id)")
+    start: TokenId = _role(None, "the decoder's first input (unset: bos; BART: </s>)")
 
 
 class Separate(Node):
-    """Separate source and target vocabularies."""
+    """Separate source and target vocabularies, and their special tokens' ids (the same on both sides)."""
 
     kind: Literal["separate"] = "separate"
     src: VocabSize = Field(description="source vocabulary size")
     tgt: VocabSize = Field(description="target vocabulary size")
+    pad: TokenId = _role(PAD, "padding: masked in attention, never a target")
+    unk: TokenId = _role(UNK, "the unknown token; none: the vocabulary has none")
+    bos: TokenId = _role(BOS, "<s>: what a sequence begins with; none: nothing")
+    eos: TokenId = _role(EOS, "</s>: what ends a sentence")
+    sep: TokenId = _role(SEP, "<sep> (unused by an encoder-decoder)")
+    mask: TokenId = _role(None, "masked-LM's <mask> (unset: sep's id)")
+    start: TokenId = _role(None, "the decoder's first input (unset: bos; Marian: <pad>)")
 
 
 Vocab = Annotated[Union[Shared, Separate], Field(discriminator="kind")]
@@ -673,6 +712,13 @@ class ModelSpec(Node):
     @property
     def tgt_vocab(self) -> int:
         return self.vocab.size if isinstance(self.vocab, Shared) else self.vocab.tgt
+
+    @property
+    def specials(self) -> Specials:
+        """The special tokens' ids the vocabulary declares (defaults: attncomp's own)."""
+        v = self.vocab
+        return Specials(pad=v.pad, unk=v.unk, bos=v.bos, eos=v.eos, sep=v.sep,
+                        mask=v.sep if v.mask is None else v.mask, start=v.bos if v.start is None else v.start)
 
 
 # --- training ---------------------------------------------------------------------------------

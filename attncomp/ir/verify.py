@@ -9,8 +9,6 @@ from __future__ import annotations
 from attncomp.errors import SpecError
 from attncomp.ir import nodes
 
-from attncomp.vocab import SPECIAL_TOKENS
-
 
 def _stacks(spec: nodes.Spec) -> None:
     if not spec.model.stacks:
@@ -53,13 +51,24 @@ def _tie(spec: nodes.Spec) -> None:
 
 def _vocab(spec: nodes.Spec) -> None:
     m = spec.model
-    for size in {m.src_vocab, m.tgt_vocab}:
-        if size <= SPECIAL_TOKENS:
-            raise SpecError(f"a vocabulary of {size} leaves no room beside the {SPECIAL_TOKENS} special tokens",
-                            spec.span("model", "vocab"))
     if isinstance(m.vocab, nodes.Separate) and (m.encoder is None or m.decoder is None):
         raise SpecError("a model with one stack reads and writes one vocabulary; use vocab = shared(N)",
                         spec.span("model", "vocab"))
+    declared = {role: getattr(m.vocab, role) for role in nodes.ROLES if getattr(m.vocab, role) is not None}
+    size = min(m.src_vocab, m.tgt_vocab)  # the ids are the same on both sides
+    if size <= len(set(declared.values())):
+        raise SpecError(f"a vocabulary of {size} leaves no room beside the {len(set(declared.values()))} special "
+                        "tokens", spec.span("model", "vocab"))
+    for role, token in declared.items():
+        if token >= size:
+            raise SpecError(f"{role} = {token} is not an id of a vocabulary of {size} tokens",
+                            spec.span("model", "vocab", role))
+    if m.encoder is not None and m.vocab.pad is None:
+        raise SpecError("an encoder masks its padding, so its vocabulary needs a pad",
+                        spec.span("model", "vocab", "pad"), hint="declare pad = ID (a decoder-only model may lack one)")
+    if m.decoder is not None and m.specials.start is None:
+        raise SpecError("a decoder needs a first input, but the vocabulary declares neither bos nor start",
+                        spec.span("model", "vocab", "bos"), hint="declare bos = ID or start = ID")
 
 
 def _attention(spec: nodes.Spec) -> None:

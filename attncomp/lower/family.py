@@ -177,8 +177,9 @@ def _inputs(b: Builder, names: tuple[str, ...]) -> list[Node]:
     return [b.input(name, SHAPES[name]) for name in names]
 
 
-def _padding(b: Builder, src: Node) -> Node:
-    return b.call(ops.padding_mask, src, ops.PAD, name="padding_mask")
+def _padding(b: Builder, ctx, src: Node) -> Node:
+    """Where the source is the vocabulary's <pad> (its declared id: an encoder's vocabulary has one)."""
+    return b.call(ops.padding_mask, src, ctx.arch.vocab.pad, name="padding_mask")
 
 
 # --- the families -------------------------------------------------------------------------------------
@@ -191,7 +192,7 @@ def _encoder_decoder(ctx, unit: Unit) -> None:
         b = Builder(unit, name)
         src, tgt = _inputs(b, ("src", "tgt_in"))
         segments = _segments(b, ctx, name)
-        padding = _padding(b, src) if padded else None
+        padding = _padding(b, ctx, src) if padded else None
         memory = b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src, segments), padding, name="memory",
                        shape=("batch", "src_len", arch.encoder.d_model))
         x = b.sub("decoder", dec, "forward", _embed(b, ctx, "tgt", tgt), memory, padding, name="x",
@@ -201,15 +202,15 @@ def _encoder_decoder(ctx, unit: Unit) -> None:
     b = Builder(unit, "encode")
     (src,) = _inputs(b, ("src",))
     segments = _segments(b, ctx, "encode")
-    b.output(b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src, segments), _padding(b, src), name="memory",
-                   shape=("batch", "src_len", arch.encoder.d_model)))
+    b.output(b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src, segments), _padding(b, ctx, src),
+                   name="memory", shape=("batch", "src_len", arch.encoder.d_model)))
 
     b = Builder(unit, "init_cache", decoding=True)
     (src,) = _inputs(b, ("src",))
     memory = b.input("memory", ("batch", "src_len", arch.encoder.d_model))
     caches = b.sub("decoder", dec, "init_cache", memory, name="caches")
     position = _first_position(b, src)
-    b.output(b.call(DecodingCache, _padding(b, src), caches, position, name="cache"))
+    b.output(b.call(DecodingCache, _padding(b, ctx, src), caches, position, name="cache"))
 
     b = Builder(unit, "decode_step", decoding=True)
     tokens, cache = b.input("tokens", ("batch", 1)), b.input("cache")
@@ -268,7 +269,7 @@ def _encoder_only(ctx, unit: Unit) -> None:
         (src,) = _inputs(b, ("src",))
         segments = _segments(b, ctx, name)
         x = b.sub("encoder", enc, "forward", _embed(b, ctx, "src", src, segments),
-                  _padding(b, src) if padded else None, name="memory" if project is None else "x",
+                  _padding(b, ctx, src) if padded else None, name="memory" if project is None else "x",
                   shape=("batch", "src_len", arch.d_model))
         if project is None:
             b.output(x)

@@ -12,7 +12,6 @@ import math
 import torch
 from torch import Tensor
 
-from attncomp.vocab import BOS, EOS, PAD, SEP, UNK  # noqa: F401  (re-exported for graphs)
 
 
 def padding_mask(tokens: Tensor, pad: int) -> Tensor:

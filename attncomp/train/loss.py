@@ -9,7 +9,8 @@ gradient of the loss with respect to the logits (softmax - smoothed one-hot), wh
 the gradients of the hidden states and of the weight; backward only scales those. Same FLOPs (the
 two backward matmuls move into the forward pass), memory O(chunk x V) instead of O(N x V).
 
-Both return [smoothed loss, negative log-likelihood, target tokens], summed over non-padding targets.
+Both return [smoothed loss, negative log-likelihood, target tokens], summed over real targets: a padded
+target is attncomp.vocab.IGNORE, never a token id, so a vocabulary without <pad> loses no token.
 The model's own map of its logits (`logit_scale`, `logit_softcap`: `logit_map`) is part of the fused
 loss too, so training sees the logits the model's forward computes.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attncomp.vocab import PAD
+from attncomp.vocab import IGNORE
 
 
 def _wide(dtype: torch.dtype) -> torch.dtype:
@@ -36,8 +37,8 @@ def logit_map(logits: torch.Tensor, scale: float = 1.0, softcap: float | None = 
 
 def token_losses(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
     logp = F.log_softmax(logits.to(_wide(logits.dtype)), dim=-1)
-    real = target != PAD
-    nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    real = target != IGNORE
+    nll = -logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     loss = (1.0 - smoothing) * nll + smoothing * -logp.mean(dim=-1)  # the uniform part of the target
     zero = torch.zeros((), device=logits.device)
     return torch.stack([torch.where(real, loss, zero).sum(), torch.where(real, nll, zero).sum(),
@@ -96,7 +97,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
         mapped = scale != 1.0 or softcap is not None
         for start, end in _chunks(hidden.shape[0], chunk, pieces):
             h, t = hidden[start:end], target[start:end]
-            real = (t != PAD).unsqueeze(-1)
+            real = (t != IGNORE).unsqueeze(-1)
+            t = t.clamp(min=0)  # a padded target's row gathers some id and is multiplied by 0
             logits = h.to(mm) @ w.T  # (n, V): one chunk at a time
             if mapped:
                 logits = logit_map(logits.to(wide), scale, softcap)

@@ -17,7 +17,7 @@ import torch
 import attncomp
 from attncomp import ir
 from attncomp.codegen import output_path, render
-from attncomp.lower.ops import BOS
+from attncomp.vocab import BOS
 from tests.conftest import ROOT, SPECS, spec_id
 from tests.helpers import batch, small
 

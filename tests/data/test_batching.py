@@ -8,7 +8,7 @@ import torch
 
 from attncomp.data.batching import Batcher, lm_batch, translation_batch
 from attncomp.data.dataset import PreparedData
-from attncomp.vocab import BOS, EOS, PAD, SEP
+from attncomp.vocab import BOS, EOS, IGNORE, PAD, SEP, Specials
 
 
 def _lengths(n=500, seed=0):
@@ -96,16 +96,16 @@ def test_batches_are_right_padded_and_shifted(sample_data):
     batch = translation_batch(split, np.array([0, 1, 2]))
     assert (batch["tgt_in"][:, 0] == BOS).all()
     assert batch["tgt_in"].shape == batch["tgt_out"].shape
-    n = int((batch["tgt_out"][0] != PAD).sum())
+    n = int((batch["tgt_out"][0] != IGNORE).sum())
     assert batch["tgt_out"][0, n - 1] == EOS and (batch["tgt_in"][0, 1:n] == batch["tgt_out"][0, : n - 1]).all()
     lm = lm_batch(split, np.array([0]))
     seq = lm["tgt_out"][0]
     assert (seq == SEP).sum() == 1 and seq[-1] == EOS and lm["tokens"][0, 0] == BOS
 
 
-def _one_by_one(rows: list[np.ndarray]) -> torch.Tensor:
+def _one_by_one(rows: list[np.ndarray], fill: int = PAD) -> torch.Tensor:
     """The obvious way: pad each row in turn (what the vectorised collation must equal)."""
-    out = torch.full((len(rows), max(len(r) for r in rows)), PAD, dtype=torch.long)
+    out = torch.full((len(rows), max(len(r) for r in rows)), fill, dtype=torch.long)
     for i, r in enumerate(rows):
         out[i, : len(r)] = torch.from_numpy(np.asarray(r, dtype=np.int64))
     return out
@@ -118,9 +118,20 @@ def test_collation_equals_padding_each_sentence_in_turn(sample_data):
         indices = rng.choice(len(split), size, replace=False)
         src, tgt = [split.src[i] for i in indices], [split.tgt[i] for i in indices]
         batch = translation_batch(split, indices)
-        assert torch.equal(batch["src"], _one_by_one(src)) and torch.equal(batch["tgt_out"], _one_by_one(tgt))
+        assert torch.equal(batch["src"], _one_by_one(src))
+        assert torch.equal(batch["tgt_out"], _one_by_one(tgt, IGNORE))  # padded targets: no token id
         assert torch.equal(batch["tgt_in"], _one_by_one([np.concatenate(([BOS], t[:-1])) for t in tgt]))
         seqs = [np.concatenate((s[:-1], [SEP], t)) for s, t in zip(src, tgt)]  # source <sep> target </s>
         lm = lm_batch(split, indices)
-        assert torch.equal(lm["tgt_out"], _one_by_one(seqs))
+        assert torch.equal(lm["tgt_out"], _one_by_one(seqs, IGNORE))
         assert torch.equal(lm["tokens"], _one_by_one([np.concatenate(([BOS], q[:-1])) for q in seqs]))
+        # a vocabulary of its own ids (BART's: <pad> 1, decoder start </s> 2; GPT-2's: no <pad>, <s> 50)
+        bart = Specials(pad=1, unk=3, bos=0, eos=2, sep=None, start=2)
+        batch = translation_batch(split, indices, bart)
+        assert torch.equal(batch["src"], _one_by_one(src, 1))
+        assert torch.equal(batch["tgt_in"], _one_by_one([np.concatenate(([2], t[:-1])) for t in tgt], 1))
+        gpt2 = Specials(pad=None, unk=50, bos=50, eos=50, sep=7, start=50)
+        lm = lm_batch(split, indices, gpt2)
+        seqs = [np.concatenate((s[:-1], [7], t)) for s, t in zip(src, tgt)]
+        assert torch.equal(lm["tgt_out"], _one_by_one(seqs, IGNORE))
+        assert torch.equal(lm["tokens"], _one_by_one([np.concatenate(([50], q[:-1])) for q in seqs], 0))

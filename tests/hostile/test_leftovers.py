@@ -39,9 +39,12 @@ def test_decoding_steps_are_bounded_by_the_source_cap(tiny_artifacts):
     from attncomp.decode.translate import Translator
     from attncomp.ir import nodes
 
-    model, _ = load_checkpoint(tiny_artifacts["ckpt"], device=torch.device("cpu"))
+    from attncomp.data.tokenizer import tokenizer_of
+
+    model, found = load_checkpoint(tiny_artifacts["ckpt"], device=torch.device("cpu"))
+    src, tgt = (tokenizer_of(found.header.tokenizers[side].numpy().tobytes()) for side in ("src", "tgt"))
     for max_len in (nodes.Fixed(length=1 << 20), nodes.SrcPlus(offset=1 << 20)):
-        translator = Translator(model, None, None, beam=1, alpha=0.0, max_len=max_len, max_source_tokens=256)
+        translator = Translator(model, src, tgt, beam=1, alpha=0.0, max_len=max_len, max_source_tokens=256)
         assert translator.source_limit() == 256 and translator.output_limit(255) == 512
 
 

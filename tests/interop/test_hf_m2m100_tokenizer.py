@@ -14,9 +14,10 @@ import torch
 from attncomp.cli.main import run
 from attncomp.data.tokenizer import tokenizer_of
 from attncomp.errors import DataError
+from attncomp.vocab import IGNORE
 from tests.interop import hf_models, hf_tokenizers
 from tests.interop.test_hf_tokenizers import one_thread  # noqa: F401 (a fixture, used automatically)
-from tests.interop.test_hf_tokenizers import _generate, _import, _same_as_generate, _swap, _translator
+from tests.interop.test_hf_tokenizers import _generate, _import, _same_as_generate, _translator
 
 transformers = pytest.importorskip("transformers")
 
@@ -44,14 +45,13 @@ def _stored(checkpoint) -> bytes:
 def test_ids_are_m2m100_tokenizers_and_export_writes_its_files_back(tmp_path):
     hf, tok, checkpoint = _m2m100(tmp_path)
     ours = tokenizer_of(_stored(checkpoint))
-    swap = _swap(ours.exchanged)
-    assert ours.exchanged == 1
+    assert ours.exchanged is None and ours.specials.pad == 1  # the model's own ids: no rows moved
     assert ours.languages["__af__"] == tok.get_lang_id("af") == tok.vocab_size  # right after vocab.json
     assert ours.languages["__en__"] == tok.get_lang_id("en")
     for src in ("en", "de"):
         tok.src_lang = src
         mine = ours.with_source_language(f"__{src}__").encode_source(LINES)
-        assert [[swap(i) for i in ids] for ids in mine] == [tok(line).input_ids for line in LINES]
+        assert mine == [tok(line).input_ids for line in LINES]
     assert 3 in tok("snow ☃").input_ids  # a character sentencepiece has not seen: <unk>
     assert tok.get_lang_id("fr") in tok("a literal __fr__ token").input_ids  # a language token in the text
     assert ours.decode(ours.encode(LINES)) == [tok.decode(tok(line, add_special_tokens=False).input_ids,
@@ -76,14 +76,13 @@ def test_tgt_lang_is_forced_as_generate_forces_it(tmp_path, capsys):
     prompts = LINES[:3]
     for lang in ("fr",):
         translator, found = _translator(checkpoint, tgt_lang=f"__{lang}__")
-        swap = _swap(1)
-        assert translator.specials.forced == (swap(tok.get_lang_id(lang)),)
+        assert translator.specials.forced == (tok.get_lang_id(lang),)
         for line, result in zip(prompts, translator.translate(prompts)):
             ids = tok(line).input_ids
             theirs = _generate(hf, ids, len(result[0].tokens) + 2, forced_bos_token_id=tok.get_lang_id(lang),
                                suppress_tokens=[0, 1])  # attncomp never emits <s> or <pad>
             assert theirs[:2] == [2, tok.get_lang_id(lang)]
-            _same_as_generate([swap(i) for i in result[0].tokens], theirs[2:], 2)
+            _same_as_generate(result[0].tokens, theirs[2:], 2)
     (tmp_path / "in.txt").write_text("\n".join(prompts) + "\n")
     assert run(["translate", str(checkpoint), "--tgt-lang", "__fr__", "--beam", "1", "--input",
                 str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.txt"), "--device", "cpu"]) == 0
@@ -108,11 +107,12 @@ def test_prepared_data_is_transformers_input_and_labels(tmp_path):
     assert run(["data", "prepare", "--train", str(tmp_path / "par"), "--tokenizers", str(checkpoint),
                 "--out", str(data), "--workers", "1"]) == 0
     prepared = PreparedData(data)
-    swap = _swap(1)
-    batch = translation_batch(prepared.split("train"), torch.arange(2).numpy(), prepared.tokenizer("tgt").specials)
+    specials = prepared.tokenizer("tgt").specials
+    assert specials.pad == 1  # M2M100's own <pad>: no rows moved
+    batch = translation_batch(prepared.split("train"), torch.arange(2).numpy(), specials)
     for row in range(2):
-        src = [swap(t) for t in batch["src"][row].tolist() if t != 0]
-        labels = [swap(t) for t in batch["tgt_out"][row].tolist() if t != 0]
+        src = [t for t in batch["src"][row].tolist() if t != specials.pad]
+        labels = [t for t in batch["tgt_out"][row].tolist() if t != IGNORE]
         expected = tok(english[row], text_target=german[row])
         assert src == expected.input_ids  # __en__ text </s>
         assert labels == expected.labels  # __de__ text </s>

@@ -16,7 +16,7 @@ from attncomp.errors import UsageError
 from attncomp import ir
 from attncomp.interop import families, mapping
 from attncomp.lower import ops
-from attncomp.lower.ops import BOS, PAD
+from attncomp.vocab import BOS, PAD
 from tests.helpers import batch
 
 transformers = pytest.importorskip("transformers")

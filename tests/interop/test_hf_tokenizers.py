@@ -16,6 +16,7 @@ from attncomp.cli.main import run
 from attncomp.data.tokenizer import tokenizer_of
 from attncomp.decode.translate import Translator
 from attncomp.loading import load_checkpoint
+from attncomp.vocab import IGNORE
 from tests.interop import hf_models, hf_tokenizers
 
 transformers = pytest.importorskip("transformers")
@@ -44,9 +45,6 @@ def _translator(checkpoint, tgt_lang=None, src_lang=None):
     decode = model.spec.decode
     return Translator(model, src, tgt, beam=1, alpha=0.0, max_len=decode.max_len, progress=False), found
 
-
-def _swap(exchanged):
-    return lambda i: i if exchanged is None else exchanged if i == 0 else 0 if i == exchanged else i
 
 
 def _same_as_generate(ours: list[int], theirs: list[int], eos: int) -> None:
@@ -109,16 +107,15 @@ def test_m2m100_target_language_is_forced_as_generate_forces_it(tmp_path, capsys
     hf, tok, checkpoint = _seq2seq("m2m_100", tmp_path, "__en__ $A </s>", ("__en__", "__de__", "__fr__"))
     for lang in ("__de__", "__fr__"):
         translator, found = _translator(checkpoint, tgt_lang=lang)
-        swap = _swap(tokenizer_of(found.header.tokenizers["tgt"].numpy().tobytes()).exchanged)
-        assert translator.specials.forced == (swap(tok.token_to_id(lang)),)
+        assert translator.specials.forced == (tok.token_to_id(lang),)
         for line, result in zip(PROMPTS, translator.translate(PROMPTS)):
             ids = tok.encode(line).ids
             assert ids[0] == tok.token_to_id("__en__") and ids[-1] == 2
-            assert translator._encode([line])[0][0] == [swap(i) for i in ids]  # the source template
+            assert translator._encode([line])[0][0] == ids  # the source template
             theirs = _generate(hf, ids, len(result[0].tokens) + 2, forced_bos_token_id=tok.token_to_id(lang),
                                suppress_tokens=[0, 1])  # attncomp never emits <s> or <pad>
             assert theirs[:2] == [2, tok.token_to_id(lang)]  # decoder start </s>, then the language
-            _same_as_generate([swap(i) for i in result[0].tokens], theirs[2:], 2)
+            _same_as_generate(result[0].tokens, theirs[2:], 2)
     # eval reads the same tokenizer and language
     (tmp_path / "src.txt").write_text("\n".join(PROMPTS) + "\n")
     (tmp_path / "ref.txt").write_text("\n".join(PROMPTS) + "\n")
@@ -141,14 +138,13 @@ def test_mbart50_generation_config_forces_its_language(tmp_path):
                                                                            "forced_bos_token_id": ro}), tmp_path)
     translator, found = _translator(checkpoint)  # no --tgt-lang: generation_config.json's
     stored = tokenizer_of(found.header.tokenizers["tgt"].numpy().tobytes())
-    swap = _swap(stored.exchanged)
     assert stored.source_lang == "en_XX" and stored.target_lang == "forced"
-    assert translator.specials.forced == (swap(ro),) and translator.specials.start == swap(2)
+    assert translator.specials.forced == (ro,) and translator.specials.start == 2
     for line, result in zip(PROMPTS, translator.translate(PROMPTS)):
         ids = tok.encode(line).ids
         theirs = _generate(hf, ids, len(result[0].tokens) + 2, forced_bos_token_id=ro, suppress_tokens=[0, 1])
         assert theirs[:2] == [2, ro]
-        _same_as_generate([swap(i) for i in result[0].tokens], theirs[2:], 2)
+        _same_as_generate(result[0].tokens, theirs[2:], 2)
     # export writes generation_config.json back: transformers' generate forces the same language
     assert run(["export", str(checkpoint), "--format", "hf", "-o", str(tmp_path / "back")]) == 0
     back = transformers.GenerationConfig.from_pretrained(tmp_path / "back")
@@ -174,6 +170,37 @@ def test_export_gives_back_the_original_tokenizer_json(tmp_path):
     checkpoint = _import(source, tmp_path)
     assert run(["export", str(checkpoint), "--format", "hf", "-o", str(tmp_path / "again")]) == 0
     assert (tmp_path / "again" / "tokenizer.json").read_bytes() == (source / "tokenizer.json").read_bytes()
+
+
+def test_gpt2s_own_ids_are_declared_and_its_token_0_is_a_target_like_any_other(tmp_path):
+    """GPT-2 has no <pad> and its id 0 is "!": the imported spec declares its ids (no rows moved), and a
+    batch of data prepared with its tokenizer keeps every "!" in the loss."""
+    import numpy as np
+
+    from attncomp import ir
+    from attncomp.data.dataset import PreparedData
+    from attncomp.data.objective import objective_of
+
+    tok = hf_tokenizers.byte_level_bpe()
+    end = tok.token_to_id("<|endoftext|>")
+    hf = hf_models.model("gpt2", torch.float32, vocab_size=tok.get_vocab_size(), bos_token_id=end, eos_token_id=end)
+    checkpoint = _import(hf_tokenizers.save(hf, tok, tmp_path / "gpt2"), tmp_path)
+    spec = ir.load(checkpoint.parent / "model.attn")
+    assert f"vocab = shared({tok.get_vocab_size()}, pad = none, unk = none, bos = {end}, eos = {end}, sep = none)" \
+        in (checkpoint.parent / "model.attn").read_text()
+    assert spec.model.specials.pad is None and spec.model.specials.start == end
+    (tmp_path / "mono.xx").write_text("\n".join(hf_tokenizers.TEXT) + "\n")
+    data = tmp_path / "data"
+    assert run(["data", "prepare", "--train", str(tmp_path / "mono"), "--lang", "xx", "--tokenizers",
+                str(checkpoint), "--out", str(data), "--workers", "1"]) == 0
+    prepared = PreparedData(data)
+    split = prepared.split("train")
+    collate = objective_of(spec.model, True).batcher_collate(spec, lambda: prepared.tokenizer("tgt").specials,
+                                                             str(data))
+    batch = collate(split, np.arange(len(split)))
+    assert int((batch["tgt_out"] == 0).sum()) == sum(tok.encode(line).ids.count(0) for line in hf_tokenizers.TEXT) > 0
+    assert int((batch["tgt_out"] != IGNORE).sum()) == int(split.tgt.lengths.sum())  # every target counts
+    assert (batch["tokens"][:, 0] == end).all()
 
 
 @pytest.mark.slow
@@ -252,24 +279,21 @@ def test_an_imported_encoder_decoder_fine_tunes_on_parallel_text_as_transformers
                 "--out", str(data), "--workers", "1"]) == 0
     prepared = PreparedData(data)
     specials = prepared.tokenizer("tgt").specials
-    swap = _swap(prepared.tokenizer("tgt").exchanged)
     split = prepared.split("train")
     batch = translation_batch(split, torch.arange(3).numpy(), specials)
     model, _ = load_checkpoint(checkpoint)
     model.eval()
     for row in range(3):
-        src = [t for t in batch["src"][row].tolist() if t != 0]
-        labels = [t for t in batch["tgt_out"][row].tolist() if t != 0]
-        text = tok.decode([swap(i) for i in src], skip_special_tokens=True)
-        assert [swap(i) for i in src] == tok.encode(text).ids  # the source: BART's template
-        target = tok.decode([swap(i) for i in labels], skip_special_tokens=True)
-        assert [swap(i) for i in labels] == tok.encode(target).ids  # the labels: <s> text </s>
+        src = [t for t in batch["src"][row].tolist() if t != specials.pad]  # BART's <pad>: 1, the model's own
+        labels = [t for t in batch["tgt_out"][row].tolist() if t != IGNORE]
+        text = tok.decode(src, skip_special_tokens=True)
+        assert src == tok.encode(text).ids  # the source: BART's template
+        target = tok.decode(labels, skip_special_tokens=True)
+        assert labels == tok.encode(target).ids  # the labels: <s> text </s>
         with torch.no_grad():
-            theirs = hf(input_ids=torch.tensor([[swap(i) for i in src]]),
-                        labels=torch.tensor([[swap(i) for i in labels]])).logits[0]
+            theirs = hf(input_ids=torch.tensor([src]), labels=torch.tensor([labels])).logits[0]
             ours = model(torch.tensor([src]), batch["tgt_in"][row : row + 1, : len(labels)])[0]
-        order = [swap(i) for i in range(ours.shape[-1])]
-        torch.testing.assert_close(ours[:, order].double(), theirs.double(), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(ours.double(), theirs.double(), rtol=1e-4, atol=1e-4)
     assert run(["train", str(checkpoint.parent / "model.attn"), "--init", str(checkpoint), "--data", str(data),
                 "--out", str(tmp_path / "run"), "--procs", "1", "--set", "train.steps=4",
                 "--set", "train.checkpoint.every=4", "--set", "train.batch=tokens(300)"]) == 0

@@ -114,7 +114,8 @@ def _repair(data: dict, stack: dict) -> dict:
         decoder["cross_attention"] = {"kind": "scaled_dot"}
     both = model["encoder"] is not None and decoder is not None
     if not both:
-        model["vocab"] = {"kind": "shared", "size": max(6, model["vocab"].get("size", 6))}
+        roles = {k: v for k, v in model["vocab"].items() if k in nodes.ROLES}
+        model["vocab"] = {"kind": "shared", "size": max(6, model["vocab"].get("size", 6)), **roles}
     if model["tie"] in ("all", "inputs") and not (both and model["vocab"]["kind"] == "shared" and (
             model["encoder"]["d_model"] == decoder["d_model"] or model["d_embed"] is not None)):
         model["tie"] = "none"
@@ -126,7 +127,17 @@ def _repair(data: dict, stack: dict) -> dict:
         model["segments"] = 0
     for key in ("size", "src", "tgt"):
         if key in model["vocab"]:
-            model["vocab"][key] = max(6, model["vocab"][key])
+            model["vocab"][key] = max(8, model["vocab"][key])  # room beside its 7 special roles
+    vocab = model["vocab"]
+    for role in nodes.ROLES:  # special ids inside the vocabulary, and the ones the stacks need declared
+        if vocab.get(role) is not None:
+            vocab[role] %= 8
+    if model["encoder"] is not None and vocab.get("pad", 0) is None:
+        vocab["pad"] = 0
+    if decoder is not None and vocab.get("bos", 2) is None and vocab.get("start") is None:
+        vocab["start"] = 2
+    if decoder is None and vocab.get("mask") is None and vocab.get("sep", 4) is None:
+        vocab["mask"] = 4
     positions = model["positions"]
     if positions["kind"] == "sinusoidal" and positions["timescales"] == "tensor2tensor":
         positions["layout"] = "halves"  # with d_model >= 4, below

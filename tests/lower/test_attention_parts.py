@@ -14,7 +14,7 @@ from attncomp import ir
 from attncomp.errors import SpecError
 from attncomp.ir import nodes
 from attncomp.lower import ops
-from attncomp.lower.ops import BOS
+from attncomp.vocab import BOS
 from attncomp.passes.fuse_attention import count_flex, count_fused
 from attncomp.report import attention_report
 from tests.helpers import batch, pair, real_positions, run_forward

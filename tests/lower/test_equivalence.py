@@ -17,7 +17,7 @@ import torch
 
 from attncomp import ir
 from attncomp.compiler import compile_spec
-from attncomp.lower.ops import PAD
+from attncomp.vocab import PAD
 from attncomp.passes import DEFAULT_PASSES
 from tests.conftest import ROOT, SPECS, UPDATE, spec_id
 from tests.helpers import batch, small

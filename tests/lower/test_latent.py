@@ -13,7 +13,7 @@ from attncomp import ir
 from attncomp.compiler import compile_spec
 from attncomp.errors import SpecError
 from attncomp.ir.flops import training_flops
-from attncomp.lower.ops import BOS
+from attncomp.vocab import BOS
 from attncomp.passes.fuse_attention import count_fused
 from attncomp.report import count_flops
 from tests.helpers import batch, pair

@@ -12,7 +12,7 @@ from torch import nn
 import attncomp
 from attncomp import ir
 from attncomp.lower import lower
-from attncomp.lower.ops import BOS, PAD
+from attncomp.vocab import BOS, PAD
 from tests.conftest import ROOT, SPECS, check_golden, spec_id
 from tests.helpers import batch, pair, small
 

@@ -12,7 +12,7 @@ import torch
 
 import attncomp
 from attncomp import ir
-from attncomp.lower.ops import BOS, PAD
+from attncomp.vocab import BOS, PAD
 from attncomp.train.loss import token_losses
 from attncomp.train.step import TrainStep
 from tests.codegen.test_generated import rendered_module

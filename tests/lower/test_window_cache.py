@@ -11,7 +11,7 @@ import torch
 from attncomp import ir
 from attncomp.decode.beam import CachedStepper, FullStepper, beam_search
 from attncomp.ir import nodes
-from attncomp.lower.ops import EOS
+from attncomp.vocab import EOS
 from tests.helpers import batch, pair
 
 WINDOW = 3

@@ -9,7 +9,7 @@ from attncomp import ir
 from attncomp.compiler import compile_spec
 from attncomp.train.loss import linear_cross_entropy, token_losses
 from attncomp.train.step import TrainStep
-from attncomp.vocab import PAD
+from attncomp.vocab import IGNORE
 from tests.conftest import ROOT
 from tests.helpers import batch, small
 
@@ -19,11 +19,13 @@ def test_fused_loss_matches_the_plain_loss(smoothing, chunk):
     g = torch.Generator().manual_seed(0)
     hidden = torch.randn(23, 16, dtype=torch.float64, generator=g, requires_grad=True)
     weight = torch.randn(40, 16, dtype=torch.float64, generator=g, requires_grad=True)
-    target = torch.randint(5, 40, (23,), generator=g)
-    target[[3, 9, 10]] = PAD
+    target = torch.randint(0, 40, (23,), generator=g)
+    target[[0, 1]] = 0  # id 0 is a token like any other (a vocabulary without <pad>: GPT-2's "!")
+    target[[3, 9, 10]] = IGNORE  # padding
     fused = linear_cross_entropy(hidden, weight, target, smoothing, chunk)
     plain = token_losses(hidden @ weight.T, target, smoothing)
     assert torch.allclose(fused, plain, atol=1e-10)
+    assert fused[2].item() == plain[2].item() == 20  # every target but the 3 padded ones
     (g_h, g_w) = torch.autograd.grad(fused[0] * 0.37, (hidden, weight))
     (e_h, e_w) = torch.autograd.grad(plain[0] * 0.37, (hidden, weight))
     assert (g_h - e_h).abs().max() < 1e-10 and (g_w - e_w).abs().max() < 1e-10
@@ -39,7 +41,7 @@ def test_fused_loss_with_a_logit_scale_and_soft_cap_matches_the_explicit_form(sc
     hidden = torch.randn(23, 16, dtype=torch.float64, generator=g, requires_grad=True)
     weight = torch.randn(40, 16, dtype=torch.float64, generator=g, requires_grad=True)
     target = torch.randint(5, 40, (23,), generator=g)
-    target[[3, 9, 10]] = PAD
+    target[[3, 9, 10]] = IGNORE
     fused = linear_cross_entropy(hidden, weight, target, smoothing, chunk, scale=scale, softcap=softcap)
     logits = hidden @ weight.T * scale
     explicit = token_losses(logits if softcap is None else softcap * torch.tanh(logits / softcap), target, smoothing)

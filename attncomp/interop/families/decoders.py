@@ -61,8 +61,6 @@ _SILU = (lambda c: c.hidden_act != "silu", lambda c: f"hidden_act {c.hidden_act!
 
 def _llama_config(model) -> dict:
     """The config values of a LLaMA-like decoder spec (the family's spec of them is compared with it)."""
-    from attncomp.vocab import BOS, EOS, PAD
-
     dec = model.decoder
     if model.encoder is not None or dec is None or getattr(model.positions, "kind", None) != "rope":
         raise UsageError("not a decoder-only model with rotary positions")
@@ -73,7 +71,7 @@ def _llama_config(model) -> dict:
                 rope_parameters=rope_parameters,
                 attention_bias=model.bias.of("q"), mlp_bias=model.bias.of("fc1"),
                 tie_word_embeddings=model.tie == "decoder", attention_dropout=model.dropout.attention,
-                bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
+                bos_token_id=model.vocab.bos, eos_token_id=model.vocab.eos, pad_token_id=model.vocab.pad)
 
 
 def _without(*keys: str, window: bool = False):

@@ -62,7 +62,6 @@ def _encoder_config(factorised: bool):
     with it, so anything else the spec chose is refused there); `factorised`: ELECTRA's embedding_size."""
     def config_of(model) -> dict:
         from attncomp.errors import UsageError
-        from attncomp.vocab import PAD
 
         enc = model.encoder
         if model.decoder is not None or enc is None or getattr(model.positions, "kind", None) != "learned":
@@ -74,7 +73,7 @@ def _encoder_config(factorised: bool):
                       max_position_embeddings=model.positions.max_len, type_vocab_size=model.segments,
                       layer_norm_eps=model.norm_eps, hidden_dropout_prob=model.dropout.residual,
                       attention_probs_dropout_prob=model.dropout.attention, tie_word_embeddings=model.tie == "encoder",
-                      pad_token_id=PAD)
+                      pad_token_id=model.vocab.pad)
         if factorised:
             values["embedding_size"] = model.d_embed or enc.d_model
         return values
@@ -95,7 +94,7 @@ BERT = FamilyEntry(
     _masked_lm_embeddings("bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight",
                           ("cls.predictions.bias", "cls.predictions.decoder.bias")),
     _BERT_DROPPED + (r"cls\.seq_relationship\..*",), (),
-    refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="bert", config_of=_encoder_config(False))
+    refuse=(_HEAD_ACTIVATION, _ABSOLUTE), prefix="bert", config_of=_encoder_config(False))
 
 
 def _roberta(model_type: str, config: str, model: str) -> FamilyEntry:
@@ -109,7 +108,7 @@ def _roberta(model_type: str, config: str, model: str) -> FamilyEntry:
                               ("lm_head.bias", "lm_head.decoder.bias")),
         _BERT_DROPPED, (add_row("encoder.pos.weight", "token_type.weight", _type_rows),
                         slice_rows("encoder.pos.weight", _roberta_offset)),
-        refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="roberta",
+        refuse=(_HEAD_ACTIVATION, _ABSOLUTE), prefix="roberta",
         folded="token type 0's embedding added to every position's; the position table starts at padding_idx + 1")
 
 
@@ -137,7 +136,7 @@ ELECTRA = FamilyEntry(
                               (r"generator_predictions\.LayerNorm\.(weight|bias)", r"head.norm.\1")),
     _masked_lm_embeddings("electra.embeddings.word_embeddings.weight", "generator_lm_head.weight",
                           ("generator_lm_head.bias",)),
-    _BERT_DROPPED, (), refuse=(_HEAD_ACTIVATION, _ABSOLUTE), pad_first=True, prefix="electra",
+    _BERT_DROPPED, (), refuse=(_HEAD_ACTIVATION, _ABSOLUTE), prefix="electra",
     config_of=_encoder_config(True))
 
 _DISTIL = r"distilbert\.transformer\.layer\.(\d+)\."
@@ -163,7 +162,7 @@ DISTILBERT = FamilyEntry(
                           ("vocab_projector.bias",)),
     _BERT_DROPPED, (drop("encoder.pos.weight", lambda c: c.sinusoidal_pos_embds, _distil_table),),
     refuse=((lambda c: c.activation not in ("relu", "gelu"), lambda c: f"activation {c.activation!r}"),),
-    pad_first=True, prefix="distilbert")
+    prefix="distilbert")
 # DistilBERT's sinusoidal_pos_embds table is the paper's interleaved one, computed rather than copied
 
 
@@ -262,5 +261,5 @@ MODERNBERT = FamilyEntry(
             (lambda c: any(i > 0 for i in _full(c)) and _modernbert_global(c) is None,
              lambda c: "layer_types " + "/".join(c.layer_types) + " (attncomp's layer kinds repeat every N "
                        "layers from a start)")),
-    pad_first=True, prefix="model",
+    prefix="model",
     folded="Wqkv split into q, k, v; Wi split into GeGLU's activated input (gate) and its multiplier (fc1)")

@@ -76,11 +76,11 @@ BART = FamilyEntry(
     (), (slice_rows("encoder.pos.weight", lambda c: _BART_OFFSET),
          slice_rows("decoder.pos.weight", lambda c: _BART_OFFSET),
          flatten("output_bias")),
-    refuse=(bad_activation("activation_function"),), pad_first=True, prefix="model",
+    refuse=(bad_activation("activation_function"),), prefix="model",
     folded="position tables start at row 2 (BART's offset)")
 MBART = FamilyEntry(
     "mbart", "MBartConfig", "MBartForConditionalGeneration", _seq2seq("pre"), _seq2seq_layer(), _seq2seq_embeddings,
-    (), BART.transforms, refuse=BART.refuse, pad_first=True, folded=BART.folded, prefix="model")
+    (), BART.transforms, refuse=BART.refuse, folded=BART.folded, prefix="model")
 def _halves(config):
     """Marian's sinusoid table (all sines, then all cosines), as transformers stores it: float32."""
     from attncomp.lower import ops
@@ -115,7 +115,7 @@ M2M100 = FamilyEntry(
     _seq2seq_layer(), _seq2seq_embeddings, (r"model\.(encoder|decoder)\.embed_positions\.weights",), (),
     refuse=(bad_activation("activation_function"),
             (lambda c: not isinstance(c.pad_token_id, int), "no pad_token_id (fairseq's positions start after it)")),
-    pad_first=True, prefix="model", folded="sinusoid tables computed (fairseq's frequencies, from padding_idx + 1)",
+    prefix="model", folded="sinusoid tables computed (fairseq's frequencies, from padding_idx + 1)",
     slow_tokenizer="M2M100Tokenizer")  # facebook/m2m100_*: sentencepiece.bpe.model and vocab.json, no tokenizer.json
 
 
