@@ -12,7 +12,6 @@ import re
 import pytest
 import torch
 
-import attncomp
 from attncomp import ir
 from attncomp.passes import DEFAULT_PASSES
 from tests.interop import hf_models
@@ -82,17 +81,10 @@ def test_final_logit_softcapping_equals_gemma2(passes, monkeypatch):
         for name, p in hf.named_parameters():
             p.add_(torch.randn_like(p) * (0.3 if "norm" in name else 0.1))
     hf_models.float64_exact(monkeypatch, hf)
-    spec = ir.load(SPEC)
-    ours = attncomp.compile(spec, passes=DEFAULT_PASSES if passes == "fused" else (), dtype=torch.float64).eval()
-    ours.load_state_dict(_ours(hf.state_dict()), strict=True)
+    ours = hf_models.compiled(ir.load(SPEC), _ours(hf.state_dict()), DEFAULT_PASSES if passes == "fused" else ())
     tokens = torch.randint(3, 64, (2, 9), generator=torch.Generator().manual_seed(1))  # past the window of 4
     with torch.no_grad():
         expected = hf(tokens).logits
-        got = ours(tokens)
-        assert (got - expected).abs().max() < TOLERANCE
         raw = ours.hidden(tokens) @ ours.tgt_embed.weight.T
         assert (raw - expected).abs().max() > 0.5  # the cap bites: without it the logits differ
-        cache = ours.init_cache(tokens)
-        for t in range(tokens.shape[1]):
-            step, cache = ours.decode_step(tokens[:, t: t + 1], cache)
-            assert (step - expected[:, t]).abs().max() < TOLERANCE, t
+    hf_models.assert_same_logits(ours, expected, tokens, atol=TOLERANCE)
