@@ -161,6 +161,22 @@ def float64_exact(monkeypatch, hf) -> None:
             module.embed_scale = torch.tensor(module.embedding_dim ** 0.5, dtype=torch.float64)
 
 
+def eager_attention_float64(module, query, key, value, attention_mask, dropout=0.0, scaling=None, softcap=None,
+                            **kwargs):
+    """transformers' eager attention of Gemma 2 and Gemma 3 (scale, soft-cap where one is passed, mask,
+    softmax) without the float32 upcast of its softmax, so the comparison measures the architecture."""
+    from transformers.models.gemma2.modeling_gemma2 import repeat_kv
+
+    key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if softcap is not None:
+        weights = torch.tanh(weights / softcap) * softcap
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = torch.softmax(weights, dim=-1)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
 def layer_norm_float64(self, x):
     """OLMo's LayerNorm (no gain, no bias) as HF writes it, without its float32 cast."""
     return torch.nn.functional.layer_norm(x, self.normalized_shape, None, None, eps=1e-5)
@@ -186,6 +202,22 @@ def fairseq_sinusoids(rows: int, dim: int, padding_idx: int) -> torch.Tensor:
     table = torch.cat((angles.sin(), angles.cos()), dim=1)
     table[padding_idx] = 0
     return table
+
+
+def llama_like_state(hf, layer_names: dict) -> dict:
+    """attncomp's names for the tensors of a LLaMA-like causal LM: model.layers.<i>.<module>.<leaf> as
+    decoder.layers.<i>.<layer_names[module]>.<leaf>, the embedding, final norm and lm_head by LLaMA's names
+    (any other tensor but the rotary tables is a KeyError)."""
+    state = {}
+    for key, value in hf.state_dict().items():
+        if key.startswith("model.layers."):
+            index, rest = key.removeprefix("model.layers.").split(".", 1)
+            module, _, leaf = rest.rpartition(".")
+            state[f"decoder.layers.{index}.{layer_names[module]}.{leaf}"] = value
+        elif "rotary" not in key:
+            state[{"model.embed_tokens.weight": "tgt_embed.weight", "model.norm.weight": "decoder.norm.weight",
+                   "lm_head.weight": "output.weight"}[key]] = value
+    return state
 
 
 def compiled(spec, weights: dict, passes=DEFAULT_PASSES) -> torch.nn.Module:

@@ -35,25 +35,11 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def _eager_in_float64(module, query, key, value, attention_mask, dropout=0.0, scaling=None, softcap=None, **kwargs):
-    """transformers' Gemma 2 eager attention (scale, soft-cap, mask, softmax) without the float32 upcast
-    of its softmax, so the comparison measures the architecture."""
-    from transformers.models.gemma2.modeling_gemma2 import repeat_kv
-
-    key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if softcap is not None:
-        weights = torch.tanh(weights / softcap) * softcap
-    if attention_mask is not None:
-        weights = weights + attention_mask
-    weights = torch.softmax(weights, dim=-1)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
-
-
 def _hf(monkeypatch, **changes):
     config = transformers.Gemma2Config(**{**CONFIG, **changes})
     config._attn_implementation = "eager"
-    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward", _eager_in_float64)
+    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward",
+                        hf_models.eager_attention_float64)
     torch.manual_seed(0)
     hf = transformers.Gemma2ForCausalLM(config).eval()
     with torch.no_grad():
@@ -125,7 +111,8 @@ def test_a_gemma2_spec_written_by_hand_exports_to_gemma2(sample_data, tmp_path, 
     assert config["sliding_window"] == 4 and config["attn_logit_softcapping"] == 5.0
     found = checkpoint.load(path)
     ours = hf_models.compiled(checkpoint.stored_spec(found), found.model)
-    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward", _eager_in_float64)
+    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward",
+                        hf_models.eager_attention_float64)
     hf = transformers.Gemma2ForCausalLM.from_pretrained(tmp_path / "hf", dtype=torch.float64,
                                                         attn_implementation="eager").eval()
     hf_models.float64_exact(monkeypatch, hf)

@@ -41,20 +41,6 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def _eager_in_float64(module, query, key, value, attention_mask, dropout=0.0, scaling=None, softcap=None, **kwargs):
-    """transformers' Gemma 3 eager attention (scale, mask, softmax; Gemma3Attention passes no soft-cap)
-    without the float32 upcast of its softmax, so the comparison measures the architecture."""
-    key = modeling_gemma3.repeat_kv(key, module.num_key_value_groups)
-    value = modeling_gemma3.repeat_kv(value, module.num_key_value_groups)
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if softcap is not None:
-        weights = torch.tanh(weights / softcap) * softcap
-    if attention_mask is not None:
-        weights = weights + attention_mask
-    weights = torch.softmax(weights, dim=-1)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
-
-
 def _rotary_float64(self, x, position_ids, layer_type=None):
     """Gemma 3's rotary angles per layer type (its own base each, and linear scaling's division where the
     type has it: transformers' `inv_freq /= factor`), in float64."""
@@ -72,7 +58,8 @@ def _rotary_float64(self, x, position_ids, layer_type=None):
 def _float64(monkeypatch, hf) -> None:
     hf_models.float64_exact(monkeypatch, hf)  # Gemma's (1 + w) RMSNorm and its embedding scale in float64
     monkeypatch.setattr(modeling_gemma3.Gemma3RotaryEmbedding, "forward", _rotary_float64)
-    monkeypatch.setattr(modeling_gemma3, "eager_attention_forward", _eager_in_float64)
+    # Gemma3Attention passes no soft-cap
+    monkeypatch.setattr(modeling_gemma3, "eager_attention_forward", hf_models.eager_attention_float64)
 
 
 def _hf(monkeypatch, **changes):

@@ -65,16 +65,7 @@ def _float64_hf(q_rank: int, monkeypatch):
 
 
 def _ours(q_rank: int, hf) -> torch.nn.Module:
-    state = {}
-    for key, value in hf.state_dict().items():
-        if key.startswith("model.layers."):
-            index, rest = key.removeprefix("model.layers.").split(".", 1)
-            module, _, leaf = rest.rpartition(".")
-            state[f"decoder.layers.{index}.{NAMES[module]}.{leaf}"] = value
-        elif "rotary" not in key:
-            state[{"model.embed_tokens.weight": "tgt_embed.weight", "model.norm.weight": "decoder.norm.weight",
-                   "lm_head.weight": "output.weight"}[key]] = value
-    return hf_models.compiled(ir.load_flat(_spec(q_rank), "<mla>"), state)
+    return hf_models.compiled(ir.load_flat(_spec(q_rank), "<mla>"), hf_models.llama_like_state(hf, NAMES))
 
 
 @pytest.mark.parametrize("q_rank", [0, 10])

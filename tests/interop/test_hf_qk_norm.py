@@ -58,7 +58,6 @@ def one_thread():
 
 def _float64_hf(family: str, monkeypatch):
     config_class, model_class, extra, _, _ = FAMILIES[family]
-
     config = config_class(**COMMON, **extra)
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -73,17 +72,8 @@ def _float64_hf(family: str, monkeypatch):
 
 def _ours(family: str, hf) -> torch.nn.Module:
     spec_text, norms = FAMILIES[family][3], FAMILIES[family][4]
-    layer = {**LAYER, **norms}
-    state = {}
-    for key, value in hf.state_dict().items():
-        if key.startswith("model.layers."):
-            index, rest = key.removeprefix("model.layers.").split(".", 1)
-            module, _, leaf = rest.rpartition(".")
-            state[f"decoder.layers.{index}.{layer[module]}.{leaf}"] = value
-        elif "rotary" not in key:
-            state[{"model.embed_tokens.weight": "tgt_embed.weight", "model.norm.weight": "decoder.norm.weight",
-                   "lm_head.weight": "output.weight"}[key]] = value
-    return hf_models.compiled(ir.load_flat(spec_text, f"<{family}>"), state)
+    return hf_models.compiled(ir.load_flat(spec_text, f"<{family}>"),
+                              hf_models.llama_like_state(hf, {**LAYER, **norms}))
 
 
 @pytest.mark.parametrize("family", FAMILIES)

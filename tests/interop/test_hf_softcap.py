@@ -40,19 +40,6 @@ RENAMES = ((r"model\.embed_tokens\.", "tgt_embed."), (r"model\.norm\.", "decoder
            (r"\.pre_feedforward_layernorm\.", ".ffn_norm."), (r"\.post_feedforward_layernorm\.", ".ffn_output_norm."))
 
 
-def _eager_in_float64(module, query, key, value, attention_mask, dropout=0.0, scaling=None, softcap=None, **kwargs):
-    """Gemma 2's eager attention (the only one it has) as transformers writes it, without the float32
-    upcast of its softmax, so the comparison measures the architecture."""
-    from transformers.models.gemma2.modeling_gemma2 import repeat_kv
-
-    key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        weights = weights + attention_mask
-    weights = torch.softmax(weights, dim=-1)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
-
-
 def _ours(state: dict) -> dict:
     out = {}
     for key, tensor in state.items():
@@ -73,7 +60,9 @@ def test_final_logit_softcapping_equals_gemma2(passes, monkeypatch):
         hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True, pad_token_id=None, bos_token_id=None,
         eos_token_id=None)
     config._attn_implementation = "eager"  # Gemma 2 has no other
-    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward", _eager_in_float64)
+    # attn_logit_softcapping=None: no soft-cap reaches it
+    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward",
+                        hf_models.eager_attention_float64)
     assert config.layer_types == ["sliding_attention", "full_attention"] * 2
     torch.manual_seed(0)
     hf = transformers.Gemma2ForCausalLM(config).to(torch.float64).eval()
