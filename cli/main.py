@@ -83,7 +83,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     argparse's usage errors leave by SystemExit(2), as argparse makes them.
     """
     try:
-        args = _parser(sys.argv[1:] if argv is None else argv).parse_args(argv)  # a usage error leaves here by SystemExit(2)
+        # a usage error leaves here by SystemExit(2)
+        args = _parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
         handler: Callable[[argparse.Namespace], int | None] = args.handler
         return handler(args) or 0
     except AttncompError as err:

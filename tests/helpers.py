@@ -9,7 +9,7 @@ import torch
 from attncomp import ir
 from attncomp.ir import nodes
 from attncomp.lower import lower
-from attncomp.vocab import PAD
+from attncomp.vocab import BOS, PAD
 from attncomp.passes import optimise
 
 
@@ -91,3 +91,37 @@ def real_positions(spec: nodes.Spec, src, tgt):
     """Positions whose outputs mean something (queries at padding are ignored by the loss)."""
     tokens = tgt if spec.model.decoder is not None else src
     return tokens != PAD
+
+
+def first_cache(model, src, tgt, both: bool):
+    """The decoding cache before the first target token: of the encoded source where the model has an
+    encoder (`both`), else of the target."""
+    return model.init_cache(src, model.encode(src)) if both else model.init_cache(tgt)
+
+
+def assert_decode_steps(model, cache, tokens, expected, bound, each=None):
+    """decode_step fed `tokens` one position at a time from `cache`: each step's logits are within `bound`
+    (the largest absolute difference) of expected[:, t]; `each(t, cache)`, if given, checks the cache after
+    step t. Returns the last cache."""
+    for t in range(tokens.shape[1]):
+        step, cache = model.decode_step(tokens[:, t : t + 1], cache)
+        assert (step - expected[:, t]).abs().max() < bound, t
+        if each is not None:
+            each(t, cache)
+    return cache
+
+
+def assert_generated_equals_compiled(generated, compiled, spec: nodes.Spec, src, tgt, steps: int = 4) -> None:
+    """A generated module and the compiled model it was rendered from, with the same weights: the same
+    forward (to 1e-9), and the same logits for `steps` greedy decode steps from BOS."""
+    both = spec.model.encoder is not None
+    with torch.no_grad():
+        outs = [m(src, tgt) if both else m(tgt) for m in (generated, compiled)]
+        assert (outs[0] - outs[1]).abs().max() < 1e-9
+        caches = [first_cache(m, src, tgt, both) for m in (generated, compiled)]
+        tokens = torch.full((src.shape[0], 1), BOS)
+        for _ in range(steps):
+            (a, caches[0]), (b, caches[1]) = (generated.decode_step(tokens, caches[0]),
+                                              compiled.decode_step(tokens, caches[1]))
+            assert (a - b).abs().max() < 1e-9
+            tokens = a.argmax(-1, keepdim=True).clamp(min=5)

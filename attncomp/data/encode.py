@@ -11,7 +11,6 @@ calls `prepare` without an `if __name__ == "__main__"` guard would then hang.
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import signal
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
@@ -24,7 +23,7 @@ from typing import Iterator
 import numpy as np
 
 from attncomp.data.text import Chunk
-from attncomp.data.tokenizer import tokenizer_of
+from attncomp.data.tokenizer import process_context, tokenizer_of
 from attncomp.errors import AttncompError
 
 
@@ -106,11 +105,10 @@ def encode_chunks(chunks: Iterator[Chunk], encoding: Encoding, workers: int) -> 
         encoder = ChunkEncoder(encoding)
         yield from map(encoder, chunks)
         return
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     # a forked worker's garbage collector would otherwise touch every object inherited from this
     # process (torch's modules, in the command line), copying their pages into its own memory
     gc.freeze()
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
+    pool = ProcessPoolExecutor(workers, mp_context=process_context(),
                                initializer=_start_worker, initargs=(encoding,))
     pending: deque = deque()
     try:

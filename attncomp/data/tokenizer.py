@@ -97,6 +97,13 @@ def trainer_options(vocab_size: int, character_coverage: float) -> dict:
                 num_threads=TRAINING_THREADS, minloglevel=2)
 
 
+def process_context():
+    """The multiprocessing context for attncomp's data workers: fork where the system has it (Linux), else
+    spawn. A forked child starts at once, with what this process has loaded, and does not import the
+    caller's main module again as a spawned one does."""
+    return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+
+
 def train_sentencepiece(input_file: Path, prefix: Path, vocab_size: int, character_coverage: float,
                         seed: int) -> Path:
     """A BPE model with attncomp's special ids; a vocabulary too large for the text is a clear error.
@@ -105,7 +112,7 @@ def train_sentencepiece(input_file: Path, prefix: Path, vocab_size: int, charact
     the system when the child ends, instead of staying in this process, and in the encoding workers
     forked from it, for the rest of a preparation; and Ctrl-C stops it at once (sentencepiece's C++ loop
     never returns to Python to see the signal)."""
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    context = process_context()
     receive, send = context.Pipe(duplex=False)
     child = context.Process(target=_train_in_child, args=(send, input_file, prefix, vocab_size,
                                                           character_coverage, seed), daemon=True)

@@ -1,12 +1,18 @@
 """Tiny random transformers models of every imported family, with distinctive config values (kv heads
 below heads, rotary bases other than 10000, eps other than the default, biases where optional), saved
-with save_pretrained, and the float64 comparison helpers the family tests share."""
+with save_pretrained, and the float64 comparison helpers the family tests share: `compiled` (attncomp's
+model of a spec in float64, fused or not, its weights loaded) and `assert_same_logits` (its logits and
+every cached decode step against transformers')."""
 
 from __future__ import annotations
 
 import json
 
 import torch
+
+import attncomp
+from attncomp.passes import DEFAULT_PASSES
+from tests.helpers import assert_decode_steps
 
 transformers = __import__("pytest").importorskip("transformers")
 
@@ -47,8 +53,8 @@ FAMILIES = {
                       tie_word_embeddings=False)),
     "olmo": ("OlmoConfig", "OlmoForCausalLM",
              dict(LM, **_rope(40000.0), attention_bias=True, tie_word_embeddings=False, clip_qkv=None)),
-    "gemma": ("GemmaConfig", "GemmaForCausalLM",
-              dict(LM, **_rope(10000.0 * 3), rms_norm_eps=1e-5, head_dim=16, tie_word_embeddings=True)),  # gelu_pytorch_tanh
+    "gemma": ("GemmaConfig", "GemmaForCausalLM",  # gelu_pytorch_tanh
+              dict(LM, **_rope(10000.0 * 3), rms_norm_eps=1e-5, head_dim=16, tie_word_embeddings=True)),
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM",  # tests/interop/test_hf_gemma2.py compares it (eager attention)
                dict(LM, **_rope(10000.0), rms_norm_eps=1e-5, head_dim=16, query_pre_attn_scalar=24,
                     attn_logit_softcapping=1.5, final_logit_softcapping=2.5, sliding_window=4)),
@@ -141,32 +147,52 @@ def float64_exact(monkeypatch, hf) -> None:
         gain = 1 + self.weight if type(self).__name__.startswith("Gemma") else self.weight
         return gain * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
-    def layer_norm(self, x):
-        return torch.nn.functional.layer_norm(x, self.normalized_shape, None, None, eps=1e-5)
-
-    def rotary(self, x, position_ids):
-        dim = self.inv_freq.shape[0] * 2
-        base = self.config.rope_parameters["rope_theta"]
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-        emb = position_ids[..., None].to(torch.float64) * inv_freq
-        emb = torch.cat((emb, emb), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-
     for module in hf.modules():
         name = type(module).__name__
         if name == "M2M100SinusoidalPositionalEmbedding":  # fairseq's table, made in float32: in float64
-            module.weights = _fairseq_sinusoids(*module.weights.shape, module.padding_idx)
+            module.weights = fairseq_sinusoids(*module.weights.shape, module.padding_idx)
         if name.endswith("RMSNorm"):
             monkeypatch.setattr(type(module), "forward", rms_norm)
         elif name.endswith("RotaryEmbedding"):
-            monkeypatch.setattr(type(module), "forward", rotary)
+            monkeypatch.setattr(type(module), "forward", rotary_float64)
         elif name == "OlmoLayerNorm":
-            monkeypatch.setattr(type(module), "forward", layer_norm)
+            monkeypatch.setattr(type(module), "forward", layer_norm_float64)
         elif isinstance(getattr(module, "embed_scale", None), torch.Tensor):  # Gemma's sqrt(d), a float32 constant
             module.embed_scale = torch.tensor(module.embedding_dim ** 0.5, dtype=torch.float64)
 
 
-def _fairseq_sinusoids(rows: int, dim: int, padding_idx: int) -> torch.Tensor:
+def eager_attention_float64(module, query, key, value, attention_mask, dropout=0.0, scaling=None, softcap=None,
+                            **kwargs):
+    """transformers' eager attention of Gemma 2 and Gemma 3 (scale, soft-cap where one is passed, mask,
+    softmax) without the float32 upcast of its softmax, so the comparison measures the architecture."""
+    from transformers.models.gemma2.modeling_gemma2 import repeat_kv
+
+    key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if softcap is not None:
+        weights = torch.tanh(weights / softcap) * softcap
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = torch.softmax(weights, dim=-1)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+def layer_norm_float64(self, x):
+    """OLMo's LayerNorm (no gain, no bias) as HF writes it, without its float32 cast."""
+    return torch.nn.functional.layer_norm(x, self.normalized_shape, None, None, eps=1e-5)
+
+
+def rotary_float64(self, x, position_ids):
+    """A RotaryEmbedding's forward (HF's default rotary angles, halves layout) computed in float64."""
+    dim = self.inv_freq.shape[0] * 2
+    base = self.config.rope_parameters["rope_theta"]
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    emb = position_ids[..., None].to(torch.float64) * inv_freq
+    emb = torch.cat((emb, emb), dim=-1)
+    return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def fairseq_sinusoids(rows: int, dim: int, padding_idx: int) -> torch.Tensor:
     """fairseq's get_embedding (sines, then cosines, frequencies 10000^(-i/(dim/2 - 1))) in float64."""
     import math
 
@@ -176,6 +202,77 @@ def _fairseq_sinusoids(rows: int, dim: int, padding_idx: int) -> torch.Tensor:
     table = torch.cat((angles.sin(), angles.cos()), dim=1)
     table[padding_idx] = 0
     return table
+
+
+def llama_like_state(hf, layer_names: dict) -> dict:
+    """attncomp's names for the tensors of a LLaMA-like causal LM: model.layers.<i>.<module>.<leaf> as
+    decoder.layers.<i>.<layer_names[module]>.<leaf>, the embedding, final norm and lm_head by LLaMA's names
+    (any other tensor but the rotary tables is a KeyError)."""
+    state = {}
+    for key, value in hf.state_dict().items():
+        if key.startswith("model.layers."):
+            index, rest = key.removeprefix("model.layers.").split(".", 1)
+            module, _, leaf = rest.rpartition(".")
+            state[f"decoder.layers.{index}.{layer_names[module]}.{leaf}"] = value
+        elif "rotary" not in key:
+            state[{"model.embed_tokens.weight": "tgt_embed.weight", "model.norm.weight": "decoder.norm.weight",
+                   "lm_head.weight": "output.weight"}[key]] = value
+    return state
+
+
+def compiled(spec, weights: dict, passes=DEFAULT_PASSES) -> torch.nn.Module:
+    """attncomp's model of `spec` in float64, with the fused passes or without them (`passes=()`), in eval
+    mode, `weights` loaded strictly (none missing, none left over)."""
+    model = attncomp.compile(spec, passes=passes, dtype=torch.float64).eval()
+    model.load_state_dict(weights, strict=True)
+    return model
+
+
+def assert_same_logits(ours, expected: torch.Tensor, *inputs: torch.Tensor, rtol: float | None = None,
+                       atol: float | None = None, where: torch.Tensor | None = None, unfused: bool = False,
+                       steps: bool = True):
+    """attncomp's logits for `inputs` (the tokens, or the source and the target) equal transformers'
+    `expected`: the largest difference (over the positions where `where` is true, if given) below `atol`, or
+    below `rtol` times the largest |expected| (over the same positions). With `unfused`, the same for the
+    spec compiled without the fused passes, with the same weights. With `steps`, every decode_step too,
+    from init_cache (of the encoded source where there are two inputs) fed the target one token at a
+    time, against `expected` at that position, within the same bound. Returns the last cache (or None)."""
+    assert (rtol is None) != (atol is None), "one tolerance: relative or absolute"
+    assert where is None or not steps, "decode steps compare every position"
+    with torch.no_grad():
+        kept = expected if where is None else expected[where]
+        bound = atol if rtol is None else rtol * kept.abs().max()
+        models = [ours, compiled(ours.spec, ours.state_dict(), passes=())] if unfused else [ours]
+        for model in models:
+            difference = model(*inputs) - expected
+            assert (difference if where is None else difference[where]).abs().max() < bound
+        if not steps:
+            return None
+        src, tgt = inputs[0], inputs[-1]
+        cache = ours.init_cache(src, ours.encode(src)) if len(inputs) == 2 else ours.init_cache(tgt)
+        return assert_decode_steps(ours, cache, tgt, expected, bound)
+
+
+def assert_export_gives_every_tensor_back(hf, tmp_path, nearly: tuple[str, ...] = ()) -> None:
+    """`attncomp import` of `hf` saved with save_pretrained (tmp_path/source), then `attncomp export --format
+    hf` of the checkpoint (tmp_path/exported): every tensor back under its name, in its dtype, bit for bit;
+    those whose names end with one of `nearly` to within 1e-15."""
+    from attncomp.cli.main import run
+
+    safetensors_torch = __import__("pytest").importorskip("safetensors.torch")
+    source = save(hf, tmp_path / "source")
+    assert run(["import", str(source), "--out", str(tmp_path / "imported")]) == 0
+    assert run(["export", str(tmp_path / "imported" / "checkpoint.pt"), "--format", "hf",
+                "-o", str(tmp_path / "exported")]) == 0
+    original = safetensors_torch.load_file(source / "model.safetensors")
+    exported = safetensors_torch.load_file(tmp_path / "exported" / "model.safetensors")
+    assert set(original) == set(exported)
+    for name, tensor in original.items():
+        assert exported[name].dtype == tensor.dtype, name
+        if nearly and name.endswith(nearly):
+            assert (exported[name] - tensor).abs().max() < 1e-15, name
+        else:
+            assert torch.equal(exported[name], tensor), name
 
 
 def read_json(path) -> dict:

@@ -19,9 +19,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import attncomp
 from attncomp import ir
-from attncomp.compiler import DEFAULT_PASSES
+from tests.interop import hf_models
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.falcon import modeling_falcon  # noqa: E402
@@ -82,8 +81,10 @@ def _gpt2(state):
     rename = {"ln_1": "self_attn_norm", "ln_2": "ffn_norm", "attn.c_proj": "self_attn.o_proj",
               "mlp.c_fc": "ffn.fc1", "mlp.c_proj": "ffn.fc2"}
     out = _layers(conv, "transformer.h.", rename, {"attn.c_attn": lambda w: w.chunk(3, dim=0)})
-    return {**out, "tgt_embed.weight": state["transformer.wte.weight"], "decoder.pos.weight": state["transformer.wpe.weight"],
-            "decoder.norm.weight": state["transformer.ln_f.weight"], "decoder.norm.bias": state["transformer.ln_f.bias"]}
+    return {**out, "tgt_embed.weight": state["transformer.wte.weight"],
+            "decoder.pos.weight": state["transformer.wpe.weight"],
+            "decoder.norm.weight": state["transformer.ln_f.weight"],
+            "decoder.norm.bias": state["transformer.ln_f.bias"]}
 
 
 LLAMA_LIKE = {"self_attn.q_proj": "self_attn.q_proj", "self_attn.k_proj": "self_attn.k_proj",
@@ -167,19 +168,6 @@ def _rms_norm_float64(self, x):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight)
 
 
-def _layer_norm_float64(self, x):
-    return torch.nn.functional.layer_norm(x, self.normalized_shape, None, None, eps=1e-5)
-
-
-def _rotary_float64(self, x, position_ids):
-    dim = self.inv_freq.shape[0] * 2
-    base = self.config.rope_parameters["rope_theta"]
-    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-    emb = position_ids[..., None].to(torch.float64) * inv_freq
-    emb = torch.cat((emb, emb), dim=-1)
-    return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-
-
 # family: (config class, model class, config, spec, weight mapping, float64 patches)
 FAMILIES = {
     "gpt2": (transformers.GPT2Config, transformers.GPT2LMHeadModel,
@@ -193,14 +181,14 @@ FAMILIES = {
               _spec("norm = pre  final_norm = true  activation = geglu_tanh  normalization = rmsnorm(offset = 1)", 48,
                     "tie = decoder  positions = rope(base = 500.0)  bias = false  norm_eps = 1e-6", kv_heads=2, d_k=16),
               _llama_like, [(modeling_gemma.GemmaRMSNorm, _rms_norm_float64),
-                            (modeling_gemma.GemmaRotaryEmbedding, _rotary_float64)]),
+                            (modeling_gemma.GemmaRotaryEmbedding, hf_models.rotary_float64)]),
     "phi": (transformers.PhiConfig, transformers.PhiForCausalLM,
             dict(hidden_size=D, num_attention_heads=HEADS, intermediate_size=48, num_hidden_layers=LAYERS,
                  partial_rotary_factor=0.5, layer_norm_eps=1e-4, max_position_embeddings=64),
             _spec("norm = pre  final_norm = true  activation = gelu_tanh  block = parallel", 48,
                   "tie = none  positions = rope(fraction = 0.5)  scale_embeddings = false  norm_eps = 1e-4  "
                   "bias { output = true }"),
-            _phi, [(modeling_phi.PhiRotaryEmbedding, _rotary_float64)]),
+            _phi, [(modeling_phi.PhiRotaryEmbedding, hf_models.rotary_float64)]),
     "gptj": (transformers.GPTJConfig, transformers.GPTJForCausalLM,
              dict(n_embd=D, n_head=HEADS, n_inner=48, n_layer=LAYERS, rotary_dim=GPTJ_ROTARY, n_positions=64,
                   tie_word_embeddings=False),
@@ -213,26 +201,26 @@ FAMILIES = {
                       rotary_pct=0.25, rotary_emb_base=1000, max_position_embeddings=64),
                  _spec("norm = pre  final_norm = true  activation = gelu  block = parallel(norms = 2)", 48,
                        "tie = none  positions = rope(base = 1000.0, fraction = 0.25)  scale_embeddings = false"),
-                 _neox, [(modeling_gpt_neox.GPTNeoXRotaryEmbedding, _rotary_float64)]),
+                 _neox, [(modeling_gpt_neox.GPTNeoXRotaryEmbedding, hf_models.rotary_float64)]),
     "falcon": (transformers.FalconConfig, transformers.FalconForCausalLM,
                dict(hidden_size=D, num_attention_heads=HEADS, num_hidden_layers=LAYERS, max_position_embeddings=64),
                _spec("norm = pre  final_norm = true  activation = gelu  block = parallel", 4 * D,
                      "tie = decoder  positions = rope  scale_embeddings = false  bias = false", kv_heads=1),
-               _falcon(1), [(modeling_falcon.FalconRotaryEmbedding, _rotary_float64)]),
+               _falcon(1), [(modeling_falcon.FalconRotaryEmbedding, hf_models.rotary_float64)]),
     "falcon_new": (transformers.FalconConfig, transformers.FalconForCausalLM,
                    dict(hidden_size=D, num_attention_heads=HEADS, num_hidden_layers=LAYERS, max_position_embeddings=64,
                         new_decoder_architecture=True, num_kv_heads=2),
                    _spec("norm = pre  final_norm = true  activation = gelu  block = parallel(norms = 2)", 4 * D,
                          "tie = decoder  positions = rope  scale_embeddings = false  bias = false", kv_heads=2),
-                   _falcon(2), [(modeling_falcon.FalconRotaryEmbedding, _rotary_float64)]),
+                   _falcon(2), [(modeling_falcon.FalconRotaryEmbedding, hf_models.rotary_float64)]),
     "olmo": (transformers.OlmoConfig, transformers.OlmoForCausalLM,
              dict(hidden_size=D, num_attention_heads=HEADS, intermediate_size=48, num_hidden_layers=LAYERS,
                   max_position_embeddings=64),
              _spec("norm = pre  final_norm = true  activation = swiglu  "
                    "normalization = layernorm(gain = false, bias = false)", 48,
                    "tie = none  positions = rope  scale_embeddings = false  bias = false"),
-             _llama_like, [(modeling_olmo.OlmoLayerNorm, _layer_norm_float64),
-                           (modeling_olmo.OlmoRotaryEmbedding, _rotary_float64)]),
+             _llama_like, [(modeling_olmo.OlmoLayerNorm, hf_models.layer_norm_float64),
+                           (modeling_olmo.OlmoRotaryEmbedding, hf_models.rotary_float64)]),
     "olmo_clip_qkv": (transformers.OlmoConfig, transformers.OlmoForCausalLM,
                       dict(hidden_size=D, num_attention_heads=HEADS, intermediate_size=48, num_hidden_layers=LAYERS,
                            max_position_embeddings=64, clip_qkv=0.5),
@@ -240,8 +228,8 @@ FAMILIES = {
                             "normalization = layernorm(gain = false, bias = false)  "
                             "attention = scaled_dot(clip_qkv = 0.5)", 48,
                             "tie = none  positions = rope  scale_embeddings = false  bias = false"),
-                      _llama_like, [(modeling_olmo.OlmoLayerNorm, _layer_norm_float64),
-                                    (modeling_olmo.OlmoRotaryEmbedding, _rotary_float64)]),
+                      _llama_like, [(modeling_olmo.OlmoLayerNorm, hf_models.layer_norm_float64),
+                                    (modeling_olmo.OlmoRotaryEmbedding, hf_models.rotary_float64)]),
 }
 
 
@@ -274,23 +262,14 @@ def _hf(family: str, monkeypatch):
 def test_forward_and_cached_decoding_equal_hf_in_float64(family, monkeypatch):
     hf = _hf(family, monkeypatch)
     spec = ir.load_flat(FAMILIES[family][3], f"<{family}>")
-    ours = attncomp.compile(spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
     state = FAMILIES[family][4](hf.state_dict())
     if spec.model.tie == "decoder" and "output.weight" in state:  # tied: HF lists the one tensor twice
         assert torch.equal(state.pop("output.weight"), state["tgt_embed.weight"])
-    ours.load_state_dict(state)
+    ours = hf_models.compiled(spec, state)
     tokens = torch.randint(5, VOCAB, (2, 9), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = hf(tokens).logits
-        scale = expected.abs().max()
-        assert (ours(tokens) - expected).abs().max() < 1e-12 * scale
-        unfused = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
-        unfused.load_state_dict(ours.state_dict())
-        assert (unfused(tokens) - expected).abs().max() < 1e-12 * scale
-        cache = ours.init_cache(tokens)
-        for t in range(tokens.shape[1]):
-            logits, cache = ours.decode_step(tokens[:, t : t + 1], cache)
-            assert (logits - expected[:, t]).abs().max() < 1e-12 * scale, t
+    hf_models.assert_same_logits(ours, expected, tokens, rtol=1e-12, unfused=True)
 
 
 def test_olmo_clip_qkv_binds_in_the_comparison(monkeypatch):

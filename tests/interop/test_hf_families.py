@@ -7,8 +7,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-import attncomp
-from attncomp.compiler import DEFAULT_PASSES
 from attncomp.interop import hf_import
 from tests.interop import hf_models
 
@@ -34,9 +32,7 @@ def _imported(family: str, tmp_path, monkeypatch, **changes):
     hf = hf_models.model(family, **changes)
     hf_models.float64_exact(monkeypatch, hf)
     imported = hf_import.import_directory(hf_models.save(hf, tmp_path / family))
-    ours = attncomp.compile(imported.spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
-    ours.load_state_dict(imported.weights)
-    return hf, imported, ours
+    return hf, imported, hf_models.compiled(imported.spec, imported.weights)
 
 
 def _tokens(b: int, t: int, seed: int = 1) -> torch.Tensor:
@@ -62,11 +58,7 @@ def test_decoder_only_logits_equal_transformers(family, tmp_path, monkeypatch):
     tokens = _tokens(2, 9)  # past Mistral's window of 4
     with torch.no_grad():
         expected = hf(tokens).logits
-        assert (ours(tokens) - expected).abs().max() < TOLERANCE
-        cache = ours.init_cache(tokens)
-        for t in range(tokens.shape[1]):
-            step, cache = ours.decode_step(tokens[:, t : t + 1], cache)
-            assert (step - expected[:, t]).abs().max() < TOLERANCE, t
+    hf_models.assert_same_logits(ours, expected, tokens, atol=TOLERANCE)
 
 
 # configs of an imported family that take another spec choice: (family, config changes)
@@ -85,11 +77,7 @@ def test_decoder_only_variants_equal_transformers(family, changes, tmp_path, mon
     tokens = _tokens(2, 9)
     with torch.no_grad():
         expected = hf(tokens).logits
-        assert (ours(tokens) - expected).abs().max() < TOLERANCE
-        cache = ours.init_cache(tokens)
-        for t in range(tokens.shape[1]):
-            step, cache = ours.decode_step(tokens[:, t : t + 1], cache)
-            assert (step - expected[:, t]).abs().max() < TOLERANCE, t
+    hf_models.assert_same_logits(ours, expected, tokens, atol=TOLERANCE)
 
 
 @pytest.mark.parametrize("family", ENCODER_ONLY)
@@ -101,9 +89,8 @@ def test_masked_lm_logits_equal_transformers(family, tmp_path, monkeypatch):
     tokens[1, 7:] = pad
     real = tokens != pad
     with torch.no_grad():
-        expected = hf(input_ids=tokens, attention_mask=real.long()).logits
-        got = ours(_ids(imported, tokens))
-    assert (got - _columns(imported, expected))[real].abs().max() < TOLERANCE
+        expected = _columns(imported, hf(input_ids=tokens, attention_mask=real.long()).logits)
+    hf_models.assert_same_logits(ours, expected, _ids(imported, tokens), atol=TOLERANCE, where=real, steps=False)
 
 
 @pytest.mark.parametrize("family", SEQ2SEQ)
@@ -116,11 +103,7 @@ def test_encoder_decoder_logits_equal_transformers(family, tmp_path, monkeypatch
     with torch.no_grad():
         expected = _columns(imported, hf(input_ids=src, attention_mask=(src != pad).long(),
                                          decoder_input_ids=tgt).logits)
-        assert (ours(_ids(imported, src), _ids(imported, tgt)) - expected).abs().max() < TOLERANCE
-        cache = ours.init_cache(_ids(imported, src), ours.encode(_ids(imported, src)))
-        for t in range(tgt.shape[1]):
-            step, cache = ours.decode_step(_ids(imported, tgt[:, t : t + 1]), cache)
-            assert (step - expected[:, t]).abs().max() < TOLERANCE, t
+    hf_models.assert_same_logits(ours, expected, _ids(imported, src), _ids(imported, tgt), atol=TOLERANCE)
 
 
 def test_distilbert_sinusoidal_positions_are_computed(tmp_path, monkeypatch):
@@ -134,11 +117,11 @@ def test_distilbert_sinusoidal_positions_are_computed(tmp_path, monkeypatch):
         hf.distilbert.embeddings.position_embeddings.weight.copy_(ops.sinusoidal(torch.arange(40), 32, torch.float64))
     imported = hf_import.import_directory(hf_models.save(hf, tmp_path / "distilbert"))
     assert "positions = sinusoidal" in imported.spec_text and "encoder.pos.weight" not in imported.weights
-    ours = attncomp.compile(imported.spec, dtype=torch.float64).eval()
-    ours.load_state_dict(imported.weights)
+    ours = hf_models.compiled(imported.spec, imported.weights)
     tokens = _tokens(2, 11)
     with torch.no_grad():
-        assert (ours(tokens) - hf(tokens).logits).abs().max() < TOLERANCE
+        expected = hf(tokens).logits
+    hf_models.assert_same_logits(ours, expected, tokens, atol=TOLERANCE, steps=False)
 
 
 def test_docs_interop_lists_every_family_imported_and_refused():
@@ -165,12 +148,9 @@ def test_mistral_past_its_sliding_window_equals_transformers(length, tmp_path, m
     tokens = _tokens(2, length)
     with torch.no_grad():
         expected = hf(tokens).logits
-        assert (ours(tokens) - expected).abs().max() < TOLERANCE
-        cache = ours.init_cache(tokens)
-        for t in range(length):
-            step, cache = ours.decode_step(tokens[:, t : t + 1], cache)
-            assert (step - expected[:, t]).abs().max() < TOLERANCE, t
-        assert {layer.self_attn.k.shape[2] for layer in cache.layers} == {min(length, 3)}  # the window's keys only
+    cache = hf_models.assert_same_logits(ours, expected, tokens, atol=TOLERANCE)
+    assert {layer.self_attn.k.shape[2] for layer in cache.layers} == {min(length, 3)}  # the window's keys only
+    with torch.no_grad():
         unwindowed = hf_models.model("mistral", sliding_window=None)
         hf_models.float64_exact(monkeypatch, unwindowed)
         assert (unwindowed(tokens).logits[:, -1] - expected[:, -1]).abs().max() > 1e-6

@@ -10,14 +10,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-import attncomp
 from attncomp.cli.main import run
 from attncomp.interop import hf_import
 from attncomp.passes import DEFAULT_PASSES
 from tests.interop import hf_models
 
 transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+pytest.importorskip("safetensors.torch")
 
 TOLERANCE = 1e-12
 WINDOW = 4  # HF's sliding_window: query i sees keys j with i - j < 4
@@ -36,25 +35,11 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def _eager_in_float64(module, query, key, value, attention_mask, dropout=0.0, scaling=None, softcap=None, **kwargs):
-    """transformers' Gemma 2 eager attention (scale, soft-cap, mask, softmax) without the float32 upcast
-    of its softmax, so the comparison measures the architecture."""
-    from transformers.models.gemma2.modeling_gemma2 import repeat_kv
-
-    key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if softcap is not None:
-        weights = torch.tanh(weights / softcap) * softcap
-    if attention_mask is not None:
-        weights = weights + attention_mask
-    weights = torch.softmax(weights, dim=-1)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
-
-
 def _hf(monkeypatch, **changes):
     config = transformers.Gemma2Config(**{**CONFIG, **changes})
     config._attn_implementation = "eager"
-    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward", _eager_in_float64)
+    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward",
+                        hf_models.eager_attention_float64)
     torch.manual_seed(0)
     hf = transformers.Gemma2ForCausalLM(config).eval()
     with torch.no_grad():
@@ -77,18 +62,11 @@ def test_gemma2_logits_and_cached_decoding_equal_transformers(passes, tmp_path, 
     text = imported.spec_text
     assert "local(window = 3, scale = 0.2041241452319315, softcap = 1.5)" in text  # 24^-0.5, not 16^-0.5
     assert "logit_softcap = 2.5" in text and "decoder.norm = sandwich" in text
-    ours = attncomp.compile(imported.spec, passes=DEFAULT_PASSES if passes == "fused" else (),
-                            dtype=torch.float64).eval()
-    ours.load_state_dict(imported.weights, strict=True)
+    ours = hf_models.compiled(imported.spec, imported.weights, DEFAULT_PASSES if passes == "fused" else ())
     tokens = _tokens(2, 3 * WINDOW + 1)  # well past the window
     with torch.no_grad():
         expected = hf(tokens).logits
-        scale = expected.abs().max()
-        assert ((ours(tokens) - expected).abs().max() / scale) < TOLERANCE
-        cache = ours.init_cache(tokens)
-        for t in range(tokens.shape[1]):
-            step, cache = ours.decode_step(tokens[:, t: t + 1], cache)
-            assert ((step - expected[:, t]).abs().max() / scale) < TOLERANCE, t
+    hf_models.assert_same_logits(ours, expected, tokens, rtol=TOLERANCE)
 
 
 def test_the_soft_caps_scale_and_window_each_matter(tmp_path, monkeypatch):
@@ -104,15 +82,7 @@ def test_the_soft_caps_scale_and_window_each_matter(tmp_path, monkeypatch):
 
 def test_gemma2_export_gives_every_tensor_back(tmp_path, monkeypatch):
     hf = _hf(monkeypatch)
-    source = hf_models.save(hf, tmp_path / "source")
-    assert run(["import", str(source), "--out", str(tmp_path / "imported")]) == 0
-    assert run(["export", str(tmp_path / "imported" / "checkpoint.pt"), "--format", "hf",
-                "-o", str(tmp_path / "exported")]) == 0
-    original = safetensors_torch.load_file(source / "model.safetensors")
-    exported = safetensors_torch.load_file(tmp_path / "exported" / "model.safetensors")
-    assert set(original) == set(exported)
-    for name, tensor in original.items():
-        assert exported[name].dtype == tensor.dtype and torch.equal(exported[name], tensor), name
+    hf_models.assert_export_gives_every_tensor_back(hf, tmp_path)
     back = transformers.Gemma2ForCausalLM.from_pretrained(tmp_path / "exported", dtype=torch.float64).eval()
     back.config._attn_implementation = "eager"
     hf_models.float64_exact(monkeypatch, back)
@@ -140,13 +110,13 @@ def test_a_gemma2_spec_written_by_hand_exports_to_gemma2(sample_data, tmp_path, 
     assert config["model_type"] == "gemma2" and config["query_pre_attn_scalar"] == 64
     assert config["sliding_window"] == 4 and config["attn_logit_softcapping"] == 5.0
     found = checkpoint.load(path)
-    ours = attncomp.compile(checkpoint.stored_spec(found), dtype=torch.float64).eval()
-    ours.load_state_dict(found.model)
-    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward", _eager_in_float64)
+    ours = hf_models.compiled(checkpoint.stored_spec(found), found.model)
+    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward",
+                        hf_models.eager_attention_float64)
     hf = transformers.Gemma2ForCausalLM.from_pretrained(tmp_path / "hf", dtype=torch.float64,
                                                         attn_implementation="eager").eval()
     hf_models.float64_exact(monkeypatch, hf)
     tokens = torch.randint(5, 256, (2, 9), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = hf(tokens).logits
-        assert ((ours(tokens) - expected).abs().max() / expected.abs().max()) < TOLERANCE
+    hf_models.assert_same_logits(ours, expected, tokens, rtol=TOLERANCE, steps=False)

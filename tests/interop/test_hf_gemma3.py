@@ -1,11 +1,11 @@
 """Gemma 3's text model through the family table (attncomp/interop/families/decoders.py, GEMMA3_TEXT): a tiny
 random Gemma3ForCausalLM with a global layer every third among local ones (layer_types), the two rotary
 bases (local and global) both other than the defaults, the global layers' rotary angles scaled (linear, factor 8,
-as the 4B and larger models' `rope_scaling`: `layer global { rope_scaling = linear(factor = 8.0) }`), q/k norms, sandwich norms, a query_pre_attn_scalar
-other than head_dim, final-logit soft-capping on, kv heads below heads and a non-default
-eps, saved with save_pretrained, imported by `attncomp import`, has logits equal to transformers' in
-float64 (1e-12 relative to the logits' scale), fused and unfused, and cached decoding step by step equal
-to them; `attncomp export --format hf` gives every tensor back (bit for bit but for the q/k norm gains,
+as the 4B and larger models' `rope_scaling`: `layer global { rope_scaling = linear(factor = 8.0) }`), q/k norms,
+sandwich norms, a query_pre_attn_scalar other than head_dim, final-logit soft-capping on, kv heads below heads
+and a non-default eps, saved with save_pretrained, imported by `attncomp import`, has logits equal to
+transformers' in float64 (1e-12 relative to the logits' scale), fused and unfused, and cached decoding step
+by step equal to them; `attncomp export --format hf` gives every tensor back (bit for bit but for the q/k norm gains,
 which import stores as 1 + w) and transformers loads it with the same logits."""
 
 from __future__ import annotations
@@ -13,14 +13,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-import attncomp
-from attncomp.cli.main import run
 from attncomp.interop import hf_import
 from attncomp.passes import DEFAULT_PASSES
 from tests.interop import hf_models
 
 transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+pytest.importorskip("safetensors.torch")
 from transformers.models.gemma3 import modeling_gemma3  # noqa: E402
 
 TOLERANCE = 1e-12
@@ -43,20 +41,6 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def _eager_in_float64(module, query, key, value, attention_mask, dropout=0.0, scaling=None, softcap=None, **kwargs):
-    """transformers' Gemma 3 eager attention (scale, mask, softmax; Gemma3Attention passes no soft-cap)
-    without the float32 upcast of its softmax, so the comparison measures the architecture."""
-    key = modeling_gemma3.repeat_kv(key, module.num_key_value_groups)
-    value = modeling_gemma3.repeat_kv(value, module.num_key_value_groups)
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if softcap is not None:
-        weights = torch.tanh(weights / softcap) * softcap
-    if attention_mask is not None:
-        weights = weights + attention_mask
-    weights = torch.softmax(weights, dim=-1)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
-
-
 def _rotary_float64(self, x, position_ids, layer_type=None):
     """Gemma 3's rotary angles per layer type (its own base each, and linear scaling's division where the
     type has it: transformers' `inv_freq /= factor`), in float64."""
@@ -74,7 +58,8 @@ def _rotary_float64(self, x, position_ids, layer_type=None):
 def _float64(monkeypatch, hf) -> None:
     hf_models.float64_exact(monkeypatch, hf)  # Gemma's (1 + w) RMSNorm and its embedding scale in float64
     monkeypatch.setattr(modeling_gemma3.Gemma3RotaryEmbedding, "forward", _rotary_float64)
-    monkeypatch.setattr(modeling_gemma3, "eager_attention_forward", _eager_in_float64)
+    # Gemma3Attention passes no soft-cap
+    monkeypatch.setattr(modeling_gemma3, "eager_attention_forward", hf_models.eager_attention_float64)
 
 
 def _hf(monkeypatch, **changes):
@@ -104,18 +89,11 @@ def test_gemma3_logits_and_cached_decoding_equal_transformers(passes, tmp_path, 
     assert "decoder.layer.global.rope_scaling = linear(factor = 8.0)" in text
     assert "decoder.qk_norm = head" in text and "decoder.norm = sandwich" in text
     assert [kind for kind, _ in imported.spec.model.decoder.layer_plan()] == ["", "", "global"] * 2
-    ours = attncomp.compile(imported.spec, passes=DEFAULT_PASSES if passes == "fused" else (),
-                            dtype=torch.float64).eval()
-    ours.load_state_dict(imported.weights, strict=True)
+    ours = hf_models.compiled(imported.spec, imported.weights, DEFAULT_PASSES if passes == "fused" else ())
     tokens = _tokens(2, 3 * WINDOW + 1)  # well past the window
     with torch.no_grad():
         expected = hf(tokens).logits
-        scale = expected.abs().max()
-        assert ((ours(tokens) - expected).abs().max() / scale) < TOLERANCE
-        cache = ours.init_cache(tokens)
-        for t in range(tokens.shape[1]):
-            step, cache = ours.decode_step(tokens[:, t: t + 1], cache)
-            assert ((step - expected[:, t]).abs().max() / scale) < TOLERANCE, t
+    hf_models.assert_same_logits(ours, expected, tokens, rtol=TOLERANCE)
 
 
 def test_the_bases_norms_and_window_each_matter(monkeypatch):
@@ -127,7 +105,8 @@ def test_the_bases_norms_and_window_each_matter(monkeypatch):
         expected = hf(tokens).logits
         for changes in (dict(rope_parameters={**rope, "full_attention": {"rope_type": "linear", "factor": 8.0,
                                                                          "rope_theta": 500.0}}),
-                        dict(rope_parameters={**rope, "full_attention": {"rope_type": "default", "rope_theta": 40000.0}}),
+                        dict(rope_parameters={**rope, "full_attention": {"rope_type": "default",
+                                                                         "rope_theta": 40000.0}}),
                         dict(sliding_window=64), dict(query_pre_attn_scalar=16), dict(final_logit_softcapping=None)):
             assert (_hf(monkeypatch, **changes)(tokens).logits - expected).abs().max() > 1e-3, changes
         other = _hf(monkeypatch)
@@ -137,19 +116,8 @@ def test_the_bases_norms_and_window_each_matter(monkeypatch):
 
 def test_gemma3_export_gives_every_tensor_back(tmp_path, monkeypatch):
     hf = _hf(monkeypatch)
-    source = hf_models.save(hf, tmp_path / "source")
-    assert run(["import", str(source), "--out", str(tmp_path / "imported")]) == 0
-    assert run(["export", str(tmp_path / "imported" / "checkpoint.pt"), "--format", "hf",
-                "-o", str(tmp_path / "exported")]) == 0
-    original = safetensors_torch.load_file(source / "model.safetensors")
-    exported = safetensors_torch.load_file(tmp_path / "exported" / "model.safetensors")
-    assert set(original) == set(exported)
-    for name, tensor in original.items():
-        assert exported[name].dtype == tensor.dtype, name
-        if name.endswith(("q_norm.weight", "k_norm.weight")):  # (1 + w) - 1: w to the last bit or two
-            assert (exported[name] - tensor).abs().max() < 1e-15, name
-        else:
-            assert torch.equal(exported[name], tensor), name
+    # (1 + w) - 1: the q/k norm gains to the last bit or two
+    hf_models.assert_export_gives_every_tensor_back(hf, tmp_path, nearly=("q_norm.weight", "k_norm.weight"))
     back = transformers.Gemma3ForCausalLM.from_pretrained(tmp_path / "exported", dtype=torch.float64).eval()
     back.config._attn_implementation = "eager"
     _float64(monkeypatch, back)

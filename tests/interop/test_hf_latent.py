@@ -9,12 +9,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-import attncomp
 from attncomp import ir
-from attncomp.compiler import DEFAULT_PASSES
+from tests.interop import hf_models
 
 transformers = pytest.importorskip("transformers")
-deepseek = pytest.importorskip("transformers.models.deepseek_v3.modeling_deepseek_v3")
+pytest.importorskip("transformers.models.deepseek_v3.modeling_deepseek_v3")
 
 CONFIG = dict(vocab_size=64, hidden_size=32, num_attention_heads=4, num_key_value_heads=4, intermediate_size=48,
               moe_intermediate_size=16, num_hidden_layers=2, first_k_dense_replace=2, n_routed_experts=4,
@@ -53,19 +52,6 @@ def one_thread():
 
 
 def _float64_hf(q_rank: int, monkeypatch):
-    def rms_norm(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
-
-    def rotary(self, x, position_ids):
-        dim = self.inv_freq.shape[0] * 2
-        base = self.config.rope_parameters["rope_theta"]
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-        emb = position_ids[..., None].to(torch.float64) * inv_freq
-        emb = torch.cat((emb, emb), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-
-    monkeypatch.setattr(deepseek.DeepseekV3RMSNorm, "forward", rms_norm)
-    monkeypatch.setattr(deepseek.DeepseekV3RotaryEmbedding, "forward", rotary)
     config = transformers.DeepseekV3Config(**CONFIG, q_lora_rank=q_rank or None)
     config._attn_implementation = "sdpa"  # eager takes the softmax in float32
     torch.manual_seed(0)
@@ -74,22 +60,12 @@ def _float64_hf(q_rank: int, monkeypatch):
         for name, p in hf.named_parameters():
             if "norm" in name:
                 p.copy_(1 + 0.3 * torch.randn(p.shape, dtype=p.dtype))
+    hf_models.float64_exact(monkeypatch, hf)  # DeepseekV3RMSNorm and DeepseekV3RotaryEmbedding
     return hf
 
 
-def _ours(q_rank: int, hf, passes=DEFAULT_PASSES) -> torch.nn.Module:
-    state = {}
-    for key, value in hf.state_dict().items():
-        if key.startswith("model.layers."):
-            index, rest = key.removeprefix("model.layers.").split(".", 1)
-            module, _, leaf = rest.rpartition(".")
-            state[f"decoder.layers.{index}.{NAMES[module]}.{leaf}"] = value
-        elif "rotary" not in key:
-            state[{"model.embed_tokens.weight": "tgt_embed.weight", "model.norm.weight": "decoder.norm.weight",
-                   "lm_head.weight": "output.weight"}[key]] = value
-    model = attncomp.compile(ir.load_flat(_spec(q_rank), "<mla>"), passes=passes, dtype=torch.float64)
-    model.load_state_dict(state)
-    return model.eval()
+def _ours(q_rank: int, hf) -> torch.nn.Module:
+    return hf_models.compiled(ir.load_flat(_spec(q_rank), "<mla>"), hf_models.llama_like_state(hf, NAMES))
 
 
 @pytest.mark.parametrize("q_rank", [0, 10])
@@ -99,12 +75,7 @@ def test_latent_attention_equals_deepseek_v3_in_float64(q_rank, monkeypatch):
     tokens = torch.randint(5, 64, (2, 9), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = hf(tokens).logits
-        assert (ours(tokens) - expected).abs().max() < 1e-9
-        assert (_ours(q_rank, hf, passes=())(tokens) - expected).abs().max() < 1e-9
-        cache = ours.init_cache(tokens)
-        for t in range(tokens.shape[1]):
-            logits, cache = ours.decode_step(tokens[:, t : t + 1], cache)
-            assert (logits - expected[:, t]).abs().max() < 1e-9, t
+    cache = hf_models.assert_same_logits(ours, expected, tokens, atol=1e-9, unfused=True)
     # the compressed cache: the latent (B, 1, T, kv_rank) and the shared rotary key (B, 1, T, rope_dims)
     assert {tuple(layer.self_attn.k.shape) + tuple(layer.self_attn.v.shape) for layer in cache.layers} == {
         (2, 1, 9, 12, 2, 1, 9, 8)}

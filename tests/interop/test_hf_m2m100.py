@@ -6,15 +6,13 @@ cached decoding step by step. The spec is written by hand, the weights renamed h
 
 from __future__ import annotations
 
-import math
 import re
 
 import pytest
 import torch
 
-import attncomp
 from attncomp import ir
-from attncomp.compiler import DEFAULT_PASSES
+from tests.interop import hf_models
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding  # noqa: E402
@@ -40,16 +38,6 @@ RENAMES = (
     (r"model\.(encoder|decoder)\.layers\.(\d+)\.final_layer_norm\.", r"\1.layers.\2.ffn_norm."),
     (r"model\.(encoder|decoder)\.layer_norm\.", r"\1.norm."),
 )
-def _fairseq_sinusoids(rows: int, dim: int, padding_idx: int) -> torch.Tensor:
-    """fairseq's get_embedding (sines, then cosines, frequencies 10000^(-i/(dim/2 - 1))) in float64."""
-    half = dim // 2
-    inv_freq = torch.exp(torch.arange(half, dtype=torch.float64) * -(math.log(10000.0) / (half - 1)))
-    angles = torch.arange(rows, dtype=torch.float64).unsqueeze(1) * inv_freq.unsqueeze(0)
-    table = torch.cat((angles.sin(), angles.cos()), dim=1)
-    table[padding_idx] = 0
-    return table
-
-
 TIED = (r"model\.(encoder|decoder)\.embed_tokens\.weight", r"lm_head\.weight")
 
 
@@ -89,25 +77,16 @@ def test_m2m100_forward_and_cached_decoding_equal_hf_in_float64():
     with torch.no_grad():
         for module in hf.modules():  # fairseq's table, computed in float32 by HF: again in float64
             if isinstance(module, M2M100SinusoidalPositionalEmbedding):
-                module.weights = _fairseq_sinusoids(*module.weights.shape, module.padding_idx)
+                module.weights = hf_models.fairseq_sinusoids(*module.weights.shape, module.padding_idx)
         for name, p in hf.named_parameters():
-            p.copy_((1.0 if "norm" in name and name.endswith("weight") else 0.0) + 0.3 * torch.randn(p.shape, dtype=p.dtype))
-    spec = ir.load_flat(SPEC, "<m2m100>")
-    ours = attncomp.compile(spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
-    ours.load_state_dict(_renamed(hf.state_dict()))
+            one = 1.0 if "norm" in name and name.endswith("weight") else 0.0
+            p.copy_(one + 0.3 * torch.randn(p.shape, dtype=p.dtype))
+    ours = hf_models.compiled(ir.load_flat(SPEC, "<m2m100>"), _renamed(hf.state_dict()))
     g = torch.Generator().manual_seed(1)
     src, tgt = torch.randint(5, 64, (2, 7), generator=g), torch.randint(5, 64, (2, 6), generator=g)
     with torch.no_grad():
         expected = hf(input_ids=src, decoder_input_ids=tgt).logits
-        scale = expected.abs().max()
-        assert (ours(src, tgt) - expected).abs().max() < 1e-12 * scale
-        unfused = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
-        unfused.load_state_dict(ours.state_dict())
-        assert (unfused(src, tgt) - expected).abs().max() < 1e-12 * scale
-        cache = ours.init_cache(src, ours.encode(src))
-        for t in range(tgt.shape[1]):
-            logits, cache = ours.decode_step(tgt[:, t : t + 1], cache)
-            assert (logits - expected[:, t]).abs().max() < 1e-12 * scale, t
+    hf_models.assert_same_logits(ours, expected, src, tgt, rtol=1e-12, unfused=True)
 
 
 def test_the_new_sinusoid_keys_stay_out_of_the_canonical_text_at_their_defaults():

@@ -17,14 +17,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-import attncomp
-from attncomp.cli.main import run
 from attncomp.compiler import DEFAULT_PASSES
 from attncomp.interop import hf_import
 from tests.interop import hf_models
 
 transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+pytest.importorskip("safetensors.torch")
 from transformers.models.modernbert import modeling_modernbert  # noqa: E402
 
 VOCAB, D, HEADS, FF, LAYERS, WINDOW, PAD = 64, 32, 4, 40, 5, 4, 3  # local_attention = 4: 2 positions each side
@@ -88,8 +86,7 @@ def _compare(hf, imported, ours) -> None:
     assert imported.spec.model.specials.pad == PAD  # the model's own ids: no rows moved
     with torch.no_grad():
         expected = hf(input_ids=tokens, attention_mask=real.long()).logits
-        got = ours(tokens)
-    assert ((got - expected)[real].abs().max() / expected[real].abs().max()) < TOLERANCE
+    hf_models.assert_same_logits(ours, expected, tokens, rtol=TOLERANCE, where=real, steps=False)
 
 
 @pytest.mark.parametrize("norm_bias", [False, True], ids=["norm_bias=false", "norm_bias=true"])
@@ -106,22 +103,12 @@ def test_modernbert_imports_with_logits_equal_to_transformers(norm_bias, tmp_pat
     assert ("layernorm(bias = false)" in imported.spec_text) is not norm_bias
     assert ("head.norm.bias" in imported.weights) is norm_bias  # the head's norm as HF's: no bias to fill
     for passes in (DEFAULT_PASSES, ()):
-        ours = attncomp.compile(spec, passes=passes, dtype=torch.float64).eval()
-        ours.load_state_dict(imported.weights, strict=True)
-        _compare(hf, imported, ours)
+        _compare(hf, imported, hf_models.compiled(spec, imported.weights, passes))
 
 
 def test_modernbert_export_gives_every_tensor_back(tmp_path, monkeypatch):
     hf = _hf(monkeypatch)
-    source = hf_models.save(hf, tmp_path / "source")
-    assert run(["import", str(source), "--out", str(tmp_path / "imported")]) == 0
-    assert run(["export", str(tmp_path / "imported" / "checkpoint.pt"), "--format", "hf",
-                "-o", str(tmp_path / "exported")]) == 0
-    original = safetensors_torch.load_file(source / "model.safetensors")
-    exported = safetensors_torch.load_file(tmp_path / "exported" / "model.safetensors")
-    assert set(original) == set(exported)
-    for name, tensor in original.items():
-        assert exported[name].dtype == tensor.dtype and torch.equal(exported[name], tensor), name
+    hf_models.assert_export_gives_every_tensor_back(hf, tmp_path)
     back = transformers.ModernBertForMaskedLM.from_pretrained(tmp_path / "exported", dtype=torch.float64).eval()
     tokens, real = _tokens(), _tokens() != PAD
     with torch.no_grad():

@@ -12,13 +12,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-import attncomp
 from attncomp import ir
-from attncomp.compiler import DEFAULT_PASSES
+from tests.interop import hf_models
 
 transformers = pytest.importorskip("transformers")
-from transformers.models.olmo2 import modeling_olmo2  # noqa: E402
-from transformers.models.qwen3 import modeling_qwen3  # noqa: E402
 
 COMMON = dict(vocab_size=64, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
               num_hidden_layers=2, rms_norm_eps=1e-6, attention_bias=False, tie_word_embeddings=False,
@@ -39,11 +36,10 @@ def _spec(qk_norm: str, norm: str, d_k: int) -> str:
 
 
 FAMILIES = {
-    "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM, modeling_qwen3, "Qwen3",
-              dict(head_dim=HEAD_DIM), _spec("head", "pre", HEAD_DIM),
+    "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM, dict(head_dim=HEAD_DIM),
+              _spec("head", "pre", HEAD_DIM),
               {"input_layernorm": "self_attn_norm", "post_attention_layernorm": "ffn_norm"}),
-    "olmo2": (transformers.Olmo2Config, transformers.Olmo2ForCausalLM, modeling_olmo2, "Olmo2",
-              {}, _spec("projection", "output", 8),
+    "olmo2": (transformers.Olmo2Config, transformers.Olmo2ForCausalLM, {}, _spec("projection", "output", 8),
               {"post_attention_layernorm": "self_attn_norm", "post_feedforward_layernorm": "ffn_norm"}),
 }
 LAYER = {"self_attn.q_proj": "self_attn.q_proj", "self_attn.k_proj": "self_attn.k_proj",
@@ -61,21 +57,7 @@ def one_thread():
 
 
 def _float64_hf(family: str, monkeypatch):
-    config_class, model_class, module, prefix, extra, _, _ = FAMILIES[family]
-
-    def rms_norm(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
-
-    def rotary(self, x, position_ids):
-        dim = self.inv_freq.shape[0] * 2
-        base = self.config.rope_parameters["rope_theta"]
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-        emb = position_ids[..., None].to(torch.float64) * inv_freq
-        emb = torch.cat((emb, emb), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-
-    monkeypatch.setattr(getattr(module, f"{prefix}RMSNorm"), "forward", rms_norm)
-    monkeypatch.setattr(getattr(module, f"{prefix}RotaryEmbedding"), "forward", rotary)
+    config_class, model_class, extra, _, _ = FAMILIES[family]
     config = config_class(**COMMON, **extra)
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -84,24 +66,14 @@ def _float64_hf(family: str, monkeypatch):
         for name, p in hf.named_parameters():
             if "norm" in name:
                 p.copy_(1 + 0.3 * torch.randn(p.shape, dtype=p.dtype))
+    hf_models.float64_exact(monkeypatch, hf)  # the family's RMSNorm and RotaryEmbedding
     return hf
 
 
 def _ours(family: str, hf) -> torch.nn.Module:
-    spec_text, norms = FAMILIES[family][5], FAMILIES[family][6]
-    layer = {**LAYER, **norms}
-    state = {}
-    for key, value in hf.state_dict().items():
-        if key.startswith("model.layers."):
-            index, rest = key.removeprefix("model.layers.").split(".", 1)
-            module, _, leaf = rest.rpartition(".")
-            state[f"decoder.layers.{index}.{layer[module]}.{leaf}"] = value
-        elif "rotary" not in key:
-            state[{"model.embed_tokens.weight": "tgt_embed.weight", "model.norm.weight": "decoder.norm.weight",
-                   "lm_head.weight": "output.weight"}[key]] = value
-    model = attncomp.compile(ir.load_flat(spec_text, f"<{family}>"), passes=DEFAULT_PASSES, dtype=torch.float64)
-    model.load_state_dict(state)
-    return model.eval()
+    spec_text, norms = FAMILIES[family][3], FAMILIES[family][4]
+    return hf_models.compiled(ir.load_flat(spec_text, f"<{family}>"),
+                              hf_models.llama_like_state(hf, {**LAYER, **norms}))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -111,14 +83,7 @@ def test_forward_and_cached_decoding_equal_hf_in_float64(family, monkeypatch):
     tokens = torch.randint(5, 64, (2, 9), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = hf(tokens).logits
-        assert (ours(tokens) - expected).abs().max() < 1e-9
-        unfused = attncomp.compile(ours.spec, passes=(), dtype=torch.float64).eval()
-        unfused.load_state_dict(ours.state_dict())
-        assert (unfused(tokens) - expected).abs().max() < 1e-9
-        cache = ours.init_cache(tokens)
-        for t in range(tokens.shape[1]):
-            logits, cache = ours.decode_step(tokens[:, t : t + 1], cache)
-            assert (logits - expected[:, t]).abs().max() < 1e-9, t
+    hf_models.assert_same_logits(ours, expected, tokens, atol=1e-9, unfused=True)
 
 
 def test_qk_norm_is_left_out_of_the_canonical_text_at_its_default():

@@ -12,7 +12,6 @@ import re
 import pytest
 import torch
 
-import attncomp
 from attncomp import ir
 from attncomp.passes import DEFAULT_PASSES
 from tests.interop import hf_models
@@ -41,19 +40,6 @@ RENAMES = ((r"model\.embed_tokens\.", "tgt_embed."), (r"model\.norm\.", "decoder
            (r"\.pre_feedforward_layernorm\.", ".ffn_norm."), (r"\.post_feedforward_layernorm\.", ".ffn_output_norm."))
 
 
-def _eager_in_float64(module, query, key, value, attention_mask, dropout=0.0, scaling=None, softcap=None, **kwargs):
-    """Gemma 2's eager attention (the only one it has) as transformers writes it, without the float32
-    upcast of its softmax, so the comparison measures the architecture."""
-    from transformers.models.gemma2.modeling_gemma2 import repeat_kv
-
-    key, value = repeat_kv(key, module.num_key_value_groups), repeat_kv(value, module.num_key_value_groups)
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        weights = weights + attention_mask
-    weights = torch.softmax(weights, dim=-1)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
-
-
 def _ours(state: dict) -> dict:
     out = {}
     for key, tensor in state.items():
@@ -74,7 +60,9 @@ def test_final_logit_softcapping_equals_gemma2(passes, monkeypatch):
         hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True, pad_token_id=None, bos_token_id=None,
         eos_token_id=None)
     config._attn_implementation = "eager"  # Gemma 2 has no other
-    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward", _eager_in_float64)
+    # attn_logit_softcapping=None: no soft-cap reaches it
+    monkeypatch.setattr(transformers.models.gemma2.modeling_gemma2, "eager_attention_forward",
+                        hf_models.eager_attention_float64)
     assert config.layer_types == ["sliding_attention", "full_attention"] * 2
     torch.manual_seed(0)
     hf = transformers.Gemma2ForCausalLM(config).to(torch.float64).eval()
@@ -82,17 +70,10 @@ def test_final_logit_softcapping_equals_gemma2(passes, monkeypatch):
         for name, p in hf.named_parameters():
             p.add_(torch.randn_like(p) * (0.3 if "norm" in name else 0.1))
     hf_models.float64_exact(monkeypatch, hf)
-    spec = ir.load(SPEC)
-    ours = attncomp.compile(spec, passes=DEFAULT_PASSES if passes == "fused" else (), dtype=torch.float64).eval()
-    ours.load_state_dict(_ours(hf.state_dict()), strict=True)
+    ours = hf_models.compiled(ir.load(SPEC), _ours(hf.state_dict()), DEFAULT_PASSES if passes == "fused" else ())
     tokens = torch.randint(3, 64, (2, 9), generator=torch.Generator().manual_seed(1))  # past the window of 4
     with torch.no_grad():
         expected = hf(tokens).logits
-        got = ours(tokens)
-        assert (got - expected).abs().max() < TOLERANCE
         raw = ours.hidden(tokens) @ ours.tgt_embed.weight.T
         assert (raw - expected).abs().max() > 0.5  # the cap bites: without it the logits differ
-        cache = ours.init_cache(tokens)
-        for t in range(tokens.shape[1]):
-            step, cache = ours.decode_step(tokens[:, t: t + 1], cache)
-            assert (step - expected[:, t]).abs().max() < TOLERANCE, t
+    hf_models.assert_same_logits(ours, expected, tokens, atol=TOLERANCE)

@@ -19,13 +19,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-import attncomp
 from attncomp.cli.main import run
 from attncomp.interop import hf_import
+from attncomp.passes import DEFAULT_PASSES
 from tests.interop import hf_models
 
 transformers = pytest.importorskip("transformers")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+pytest.importorskip("safetensors.torch")
 from transformers.models.t5 import modeling_t5  # noqa: E402
 
 VOCAB, D, HEADS, D_KV, D_FF, BUCKETS, MAX_DISTANCE = 64, 32, 4, 12, 48, 8, 20  # d_kv * heads != d_model
@@ -87,33 +87,18 @@ def test_t5_imports_with_logits_equal_to_transformers(version, passes, tmp_path,
     per_layer = ", per_layer = true" if version == "umt5" else ""
     assert f"positions = buckets(count = 8, max_distance = 20{per_layer})" in text and "scale = none" in text
     assert ("tie = all" in text and "logit_scale" in text) if version == "v1.0" else "tie = inputs" in text
-    kwargs = {} if passes is None else {"passes": passes}
-    ours = attncomp.compile(imported.spec, dtype=torch.float64, **kwargs).eval()
-    ours.load_state_dict(imported.weights, strict=True)
+    ours = hf_models.compiled(imported.spec, imported.weights, DEFAULT_PASSES if passes is None else passes)
     src, tgt = _tokens(2, 30, 1), _tokens(2, 25, 2)  # 30 positions: past the exact buckets, into the log ones
     tgt[:, 0] = 0  # the decoder starts at decoder_start_token_id, which is pad
     with torch.no_grad():
         expected = hf(input_ids=src, decoder_input_ids=tgt).logits
-        scale = expected.abs().max()
-        assert (ours(src, tgt) - expected).abs().max() / scale < TOLERANCE
-        cache = ours.init_cache(src, ours.encode(src))
-        for t in range(tgt.shape[1]):
-            step, cache = ours.decode_step(tgt[:, t:t + 1], cache)
-            assert (step - expected[:, t]).abs().max() / scale < TOLERANCE, t
+    hf_models.assert_same_logits(ours, expected, src, tgt, rtol=TOLERANCE)
 
 
 @pytest.mark.parametrize("version", list(VERSIONS))
 def test_t5_export_gives_every_tensor_back(version, tmp_path, monkeypatch):
     hf = _hf(version, monkeypatch)
-    source = hf_models.save(hf, tmp_path / "source")
-    assert run(["import", str(source), "--out", str(tmp_path / "imported")]) == 0
-    assert run(["export", str(tmp_path / "imported" / "checkpoint.pt"), "--format", "hf",
-                "-o", str(tmp_path / "exported")]) == 0
-    original = safetensors_torch.load_file(source / "model.safetensors")
-    exported = safetensors_torch.load_file(tmp_path / "exported" / "model.safetensors")
-    assert set(original) == set(exported)
-    for name, tensor in original.items():
-        assert exported[name].dtype == tensor.dtype and torch.equal(exported[name], tensor), name
+    hf_models.assert_export_gives_every_tensor_back(hf, tmp_path)
     back = getattr(transformers, VERSIONS[version][1]).from_pretrained(tmp_path / "exported", dtype=torch.float64)
     back.config._attn_implementation = "eager"
     src, tgt = _tokens(2, 30, 1), _tokens(2, 25, 2)

@@ -14,10 +14,10 @@ from attncomp import ir
 from attncomp.errors import SpecError
 from attncomp.ir import nodes
 from attncomp.lower import ops
-from attncomp.vocab import BOS
 from attncomp.passes.fuse_attention import count_flex, count_fused
 from attncomp.report import attention_report
-from tests.helpers import batch, pair, real_positions, run_forward
+from tests.helpers import (assert_decode_steps, assert_generated_equals_compiled, batch, first_cache, pair,
+                           real_positions, run_forward)
 
 BASE = """model parts {{
   vocab = shared(61)  d_model = 16  heads = 4  d_ff = 32  layers = 2  bias = false
@@ -36,7 +36,8 @@ VARIANTS = {
     # every part at once: buckets and soft-capping (FlexAttention with a bias and masks), local windows
     "buckets_softcap": "positions = buckets(count = 8, max_distance = 16)\n"
                        "encoder { attention = scaled_dot(scale = none, softcap = 3) }\n"
-                       "decoder { attention = local(window = 2, softcap = 3)  cross_attention = scaled_dot(softcap = 5) }",
+                       "decoder { attention = local(window = 2, softcap = 3)  "
+                       "cross_attention = scaled_dot(softcap = 5) }",
     # sinks: an extra softmax column; FlexAttention with a log-sum-exp correction
     "sinks_local_lm": "positions = alibi\n"
                       "decoder { attention = local(window = 2, sinks = true) }",
@@ -253,16 +254,10 @@ def test_decode_step_equals_forward(name):
     spec, _, fused = _pair(name)
     src, tgt = batch(spec, b=2, s=9, t=7)
     tgt[:] = tgt[:1]  # no target padding: every position's logits are compared
+    both = spec.model.encoder is not None
     with torch.no_grad():
-        if spec.model.encoder is not None:
-            full = fused(src, tgt)
-            cache = fused.init_cache(src, fused.encode(src))
-        else:
-            full = fused(tgt)
-            cache = fused.init_cache(tgt)
-        for t in range(tgt.shape[1]):
-            step, cache = fused.decode_step(tgt[:, t:t + 1], cache)
-            assert (step - full[:, t]).abs().max() < 1e-9, t
+        full = fused(src, tgt) if both else fused(tgt)
+        assert_decode_steps(fused, first_cache(fused, src, tgt, both), tgt, full, 1e-9)
 
 
 @pytest.mark.parametrize("name", ["t5", SLOW_FLEX, "sinks_local_lm", "gated", "clipped"])
@@ -273,18 +268,7 @@ def test_generated_module_equals_the_compiled_model(name, tmp_path):
     compiled = _randomised(attncomp.compile(spec, dtype=torch.float64).eval())
     generated = rendered_module(spec, tmp_path, name, model=compiled).Model().double().eval()
     generated.load_state_dict(compiled.state_dict())
-    src, tgt = batch(spec)
-    with torch.no_grad():
-        both = spec.model.encoder is not None
-        outs = [m(src, tgt) if both else m(tgt) for m in (generated, compiled)]
-        assert (outs[0] - outs[1]).abs().max() < 1e-9
-        caches = [m.init_cache(src, m.encode(src)) if both else m.init_cache(tgt) for m in (generated, compiled)]
-        tokens = torch.full((src.shape[0], 1), BOS)
-        for _ in range(4):
-            (a, caches[0]), (b, caches[1]) = (generated.decode_step(tokens, caches[0]),
-                                              compiled.decode_step(tokens, caches[1]))
-            assert (a - b).abs().max() < 1e-9
-            tokens = a.argmax(-1, keepdim=True).clamp(min=5)
+    assert_generated_equals_compiled(generated, compiled, spec, *batch(spec))
 
 
 def test_the_gate_is_a_sigmoid_on_the_heads_output():
@@ -308,7 +292,8 @@ def test_flops_from_the_ir_equal_the_counter(name):
 
 def test_one_bucket_table_per_stack():
     names = [n for n, _ in attncomp.compile(spec_of("t5"), device="meta").named_parameters()]
-    assert [n for n in names if "relative_bias" in n] == ["encoder.relative_bias.weight", "decoder.relative_bias.weight"]
+    assert [n for n in names if "relative_bias" in n] == ["encoder.relative_bias.weight",
+                                                           "decoder.relative_bias.weight"]
     assert math.prod(dict(attncomp.compile(spec_of("t5"), device="meta").named_parameters())
                      ["encoder.relative_bias.weight"].shape) == 8 * 4
 
@@ -363,10 +348,7 @@ def test_examples_fused_equal_explicit_and_decode_step_equals_forward(name):
         graph = fused.flat("forward").graph
         assert count_fused(graph) + count_flex(graph) > 0
         both = spec.model.encoder is not None
-        cache = fused.init_cache(src, fused.encode(src)) if both else fused.init_cache(tgt)
-        for t in range(tgt.shape[1]):
-            step, cache = fused.decode_step(tgt[:, t:t + 1], cache)
-            assert (step - b[:, t]).abs().max() < 1e-9, t
+        cache = assert_decode_steps(fused, first_cache(fused, src, tgt, both), tgt, b, 1e-9)
     for layer, (_, seen) in zip(cache.layers, spec.model.decoder.layer_plan()):  # a window's cache is bounded
         window = seen.attention.window if isinstance(seen.attention, nodes.Local) else None
         assert layer.self_attn.k.shape[2] == (tgt.shape[1] if window is None else min(window, tgt.shape[1]))
@@ -387,15 +369,4 @@ def test_examples_generated_modules_equal_the_compiled_model(name, tmp_path):
     module_spec.loader.exec_module(module)
     generated = module.Model().double().eval()
     generated.load_state_dict(compiled.state_dict())
-    src, tgt = batch(spec, b=2, s=11, t=21)
-    with torch.no_grad():
-        both = spec.model.encoder is not None
-        outs = [m(src, tgt) if both else m(tgt) for m in (generated, compiled)]
-        assert (outs[0] - outs[1]).abs().max() < 1e-9
-        caches = [m.init_cache(src, m.encode(src)) if both else m.init_cache(tgt) for m in (generated, compiled)]
-        tokens = torch.full((src.shape[0], 1), BOS)
-        for _ in range(20):
-            (a, caches[0]), (b, caches[1]) = (generated.decode_step(tokens, caches[0]),
-                                              compiled.decode_step(tokens, caches[1]))
-            assert (a - b).abs().max() < 1e-9
-            tokens = a.argmax(-1, keepdim=True).clamp(min=5)
+    assert_generated_equals_compiled(generated, compiled, spec, *batch(spec, b=2, s=11, t=21), steps=20)

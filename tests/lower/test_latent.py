@@ -13,10 +13,9 @@ from attncomp import ir
 from attncomp.compiler import compile_spec
 from attncomp.errors import SpecError
 from attncomp.ir.flops import training_flops
-from attncomp.vocab import BOS
 from attncomp.passes.fuse_attention import count_fused
 from attncomp.report import count_flops
-from tests.helpers import batch, pair
+from tests.helpers import assert_decode_steps, assert_generated_equals_compiled, batch, first_cache, pair
 
 BASE = """model mla {{
   vocab = shared(61)  d_model = 16  heads = 2  d_k = 12  d_v = 4  d_ff = 32  bias = false
@@ -68,6 +67,12 @@ def test_canonical_text_round_trips():
     assert ir.load_flat(text, "again.attn") == spec
 
 
+def _compressed(t: int, cache) -> None:
+    """The cache after decode step t holds the latent c^KV (kv_rank 6) and the shared rotary key k^R (rope_dims 4)."""
+    assert cache.layers[0].self_attn.k.shape == (2, 1, t + 1, 6)  # c^KV
+    assert cache.layers[0].self_attn.v.shape == (2, 1, t + 1, 4)  # k^R
+
+
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_fused_equals_explicit_and_decode_step_equals_forward(name):
     spec = spec_of(name)
@@ -80,12 +85,7 @@ def test_fused_equals_explicit_and_decode_step_equals_forward(name):
         full = plain(src, tgt) if both else plain(tgt)
         assert ((fused(src, tgt) if both else fused(tgt)) - full).abs().max() < 1e-9
         assert count_fused(fused.flat("forward").graph) > 0  # SDPA: d_k = 12 for q . k, d_v = 4
-        cache = fused.init_cache(src, fused.encode(src)) if both else fused.init_cache(tgt)
-        for t in range(tgt.shape[1]):
-            step, cache = fused.decode_step(tgt[:, t:t + 1], cache)
-            assert (step - full[:, t]).abs().max() < 1e-9, t
-            assert cache.layers[0].self_attn.k.shape == (2, 1, t + 1, 6)  # c^KV
-            assert cache.layers[0].self_attn.v.shape == (2, 1, t + 1, 4)  # k^R
+        assert_decode_steps(fused, first_cache(fused, src, tgt, both), tgt, full, 1e-9, each=_compressed)
 
 
 @pytest.mark.slow  # rendering and importing the module: over 5 s on a loaded 2-core machine
@@ -97,18 +97,7 @@ def test_generated_module_equals_the_compiled_model(name, tmp_path):
     compiled = attncomp.compile(spec, dtype=torch.float64).eval()
     generated = rendered_module(spec, tmp_path, name, model=compiled).Model().double().eval()
     generated.load_state_dict(compiled.state_dict())
-    src, tgt = batch(spec)
-    both = spec.model.encoder is not None
-    with torch.no_grad():
-        outs = [m(src, tgt) if both else m(tgt) for m in (generated, compiled)]
-        assert (outs[0] - outs[1]).abs().max() < 1e-9
-        caches = [m.init_cache(src, m.encode(src)) if both else m.init_cache(tgt) for m in (generated, compiled)]
-        tokens = torch.full((src.shape[0], 1), BOS)
-        for _ in range(4):
-            (a, caches[0]), (b, caches[1]) = (generated.decode_step(tokens, caches[0]),
-                                              compiled.decode_step(tokens, caches[1]))
-            assert (a - b).abs().max() < 1e-9
-            tokens = a.argmax(-1, keepdim=True).clamp(min=5)
+    assert_generated_equals_compiled(generated, compiled, spec, *batch(spec))
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
