@@ -537,23 +537,6 @@ def split_rows(part: str, into: tuple[str, ...]) -> Transform:
     return Transform(f"split {part} into {', '.join(into)}", apply, invert)
 
 
-def add_one(pattern: str) -> Transform:
-    """A gain stored as w where attncomp's norm multiplies by its parameter: Gemma 3's q/k norms compute
-    x * (1 + w), attncomp's qk_norm RMSNorm x * g, so g = 1 + w (computed in at least float32); back, w = g - 1."""
-    def shift(state: State, by: float) -> State:
-        for key in [k for k in state if re.fullmatch(pattern, k)]:
-            dtype = _wide(state[key])
-            state[key] = state[key].to(dtype) + by
-        return state
-
-    def apply(state: State, config) -> State:
-        return shift(state, 1.0)
-
-    def invert(state: State, config) -> State:
-        return shift(state, -1.0)
-    return Transform(f"fold (1 + w) of {pattern}", apply, invert)
-
-
 def output_of(embed: str, tied: Callable[[Any], bool]) -> Transform:
     """T5's lm_head in transformers 5: tied to the shared embedding unless the file holds one that differs.
     Where the spec ties them (`tie = all`) an lm_head the file has must be the embedding (else one line);

@@ -5,8 +5,9 @@ as the 4B and larger models' `rope_scaling`: `layer global { rope_scaling = line
 other than head_dim, final-logit soft-capping on, kv heads below heads and a non-default
 eps, saved with save_pretrained, imported by `attncomp import`, has logits equal to transformers' in
 float64 (1e-12 relative to the logits' scale), fused and unfused, and cached decoding step by step equal
-to them; `attncomp export --format hf` gives every tensor back (bit for bit but for the q/k norm gains,
-which import stores as 1 + w) and transformers loads it with the same logits."""
+to them; `attncomp export --format hf` gives every tensor back bit for bit (the q/k norm gains too: the stack's
+`rmsnorm(offset = 1)` makes them (1 + w) norms, so w is kept as stored) and transformers loads it with the same
+logits."""
 
 from __future__ import annotations
 
@@ -104,6 +105,8 @@ def test_gemma3_logits_and_cached_decoding_equal_transformers(passes, tmp_path, 
     assert "decoder.layer.global.rope_scaling = linear(factor = 8.0)" in text
     assert "decoder.qk_norm = head" in text and "decoder.norm = sandwich" in text
     assert [kind for kind, _ in imported.spec.model.decoder.layer_plan()] == ["", "", "global"] * 2
+    assert torch.equal(imported.weights["decoder.layers.1.self_attn.k_norm.weight"],
+                       hf.model.layers[1].self_attn.k_norm.weight)  # w as stored: rmsnorm(offset = 1) adds the 1
     ours = attncomp.compile(imported.spec, passes=DEFAULT_PASSES if passes == "fused" else (),
                             dtype=torch.float64).eval()
     ours.load_state_dict(imported.weights, strict=True)
@@ -144,12 +147,9 @@ def test_gemma3_export_gives_every_tensor_back(tmp_path, monkeypatch):
     original = safetensors_torch.load_file(source / "model.safetensors")
     exported = safetensors_torch.load_file(tmp_path / "exported" / "model.safetensors")
     assert set(original) == set(exported)
-    for name, tensor in original.items():
+    for name, tensor in original.items():  # the q/k norm gains too: w as stored, no (1 + w) - 1
         assert exported[name].dtype == tensor.dtype, name
-        if name.endswith(("q_norm.weight", "k_norm.weight")):  # (1 + w) - 1: w to the last bit or two
-            assert (exported[name] - tensor).abs().max() < 1e-15, name
-        else:
-            assert torch.equal(exported[name], tensor), name
+        assert torch.equal(exported[name], tensor), name
     back = transformers.Gemma3ForCausalLM.from_pretrained(tmp_path / "exported", dtype=torch.float64).eval()
     back.config._attn_implementation = "eager"
     _float64(monkeypatch, back)

@@ -9,7 +9,7 @@ from attncomp.interop.families.common import DECODER_ACTIVATIONS, MIXED_LAYERS, 
 from attncomp.interop.mapping import (FamilyEntry, Key, attention, rename_module, fill, head_dim, rope, scaling_parameters,
                                      split_qkv, transpose)
 from attncomp.interop.families.common import PER_TYPE_UNSUPPORTED_SCALING, per_type_scaling, periodic, rope_theta
-from attncomp.interop.mapping import add_one, split_rows
+from attncomp.interop.mapping import split_rows
 
 
 
@@ -452,7 +452,6 @@ GEMMA3_TEXT = _llama_like(
     activation=(lambda c: c.hidden_activation not in _GATED,
                 lambda c: f"hidden_activation {c.hidden_activation!r} (Gemma 3's gated feed-forward has "
                           f"{', '.join(_GATED)})"),
-    transforms=(add_one(r"decoder\.layers\.\d+\.self_attn\.[qk]_norm\.weight"),),
     refuse=(PER_TYPE_UNSUPPORTED_SCALING,
             (lambda c: not _gemma3_all_global(c) and _gemma3_full(c) and per_type_scaling(c, "sliding_attention")
              and not per_type_scaling(c, "full_attention"),
@@ -466,6 +465,4 @@ GEMMA3_TEXT = _llama_like(
              "use_bidirectional_attention (a decoder stack's self-attention is causal)"),
             (lambda c: c.attn_logit_softcapping is not None,
              "attn_logit_softcapping (transformers' Gemma 3 attention does not apply it, so the model's logits "
-             "would depend on who reads its config)")),
-    folded="q_norm and k_norm gains stored as w are 1 + w (Gemma's RMSNorm; attncomp's qk_norm has no offset), "
-           "computed in at least float32")
+             "would depend on who reads its config)")))
