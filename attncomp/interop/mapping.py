@@ -310,11 +310,11 @@ def split_qkv(layout: str, groups: Callable[[Any], int] | None = None) -> Transf
     query_key_value; `groups(config)` is the number of kv heads)."""
     def parts_of(tensor: torch.Tensor, config) -> list[torch.Tensor]:
         rest = tensor.shape[1:]
-        if layout == "concat":  # with `groups`, q is heads rows of d_k and k, v groups rows each (Phi-3's)
-            kv = groups(config) if groups else config.num_attention_heads
-            d = tensor.shape[0] // (config.num_attention_heads + 2 * kv) if groups else tensor.shape[0] // 3
-            q = tensor.shape[0] - 2 * kv * d if groups else d
-            return list(tensor.split([q, kv * d, kv * d], dim=0))
+        if layout == "concat" and groups is None:
+            return list(tensor.chunk(3, dim=0))
+        if layout == "concat":  # q of heads * d_k rows, then k and v of groups(config) * d_k rows each (Phi-3's)
+            kv = groups(config) * (tensor.shape[0] // (config.num_attention_heads + 2 * groups(config)))
+            return list(tensor.split([tensor.shape[0] - 2 * kv, kv, kv], dim=0))
         if layout == "grouped":
             g = groups(config)
             q = config.num_attention_heads // g
