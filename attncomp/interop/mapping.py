@@ -90,6 +90,8 @@ def _text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
+    if isinstance(value, (list, tuple)):  # numbers: LongRoPE's factors
+        return "[" + ", ".join(_text(float(v)) for v in value) + "]"
     return str(value)
 
 
@@ -127,7 +129,7 @@ def rope(config, fraction: float | None = None) -> str:
     return f"rope({', '.join(parts + ([f'scaling = {scaling}'] if scaling else []))})"
 
 
-SCALINGS = ("linear", "dynamic", "llama3", "yarn")  # the rope_type values attncomp has a scaling choice for
+SCALINGS = ("linear", "dynamic", "llama3", "yarn", "longrope")  # the rope_type values with a scaling choice
 
 
 def _args(kind: str, values: dict) -> str:
@@ -139,7 +141,9 @@ def rope_scaling(config, params: dict) -> str | None:
     transformers' meanings (modeling_rope_utils): dynamic's original length is max_position_embeddings;
     YaRN's factor defaults to max_position_embeddings / original_max_position_embeddings, its betas to
     32 and 1, and its attention factor is mscale / mscale_all_dim's ratio where both are set (unset: the
-    spec's default, 0.1 ln(factor) + 1)."""
+    spec's default, 0.1 ln(factor) + 1). LongRoPE's factor, where unset, is max_position_embeddings /
+    original_max_position_embeddings (Phi-3's), and 1 where that is below 1 (transformers' attention factor
+    is 1 for any factor up to 1)."""
     kind = params.get("rope_type", "default")
     if kind == "default":
         return None
@@ -153,6 +157,12 @@ def rope_scaling(config, params: dict) -> str | None:
         return _args(kind, {"factor": float(factor), "low_freq_factor": float(params["low_freq_factor"]),
                             "high_freq_factor": float(params["high_freq_factor"]), "original_max_len": original})
     factor = float(factor) if factor is not None else config.max_position_embeddings / original
+    if kind == "longrope":
+        values = {"short_factor": params["short_factor"], "long_factor": params["long_factor"],
+                  "original_max_len": original, "factor": max(factor, 1.0)}
+        if params.get("attention_factor") is not None:
+            values["attention_factor"] = float(params["attention_factor"])
+        return _args(kind, values)
     values = {"factor": factor, "original_max_len": original, "beta_fast": float(params.get("beta_fast") or 32),
               "beta_slow": float(params.get("beta_slow") or 1)}
     attention = params.get("attention_factor")
@@ -171,6 +181,12 @@ def unsupported_scaling(params: dict) -> str | None:
     kind = params.get("rope_type", "default")
     if kind != "default" and kind not in SCALINGS:
         return f"rope_type {kind!r} (attncomp's rotary scalings: {', '.join(SCALINGS)})"
+    if kind == "longrope":
+        for key in ("short_factor", "long_factor"):
+            value = params.get(key)
+            if not isinstance(value, list) or not value or \
+                    any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value):
+                return f"rope_type 'longrope' with {key} {json.dumps(value)[:40]} (not a list of numbers)"
     factor = params.get("factor")
     if kind == "default" or factor is None:
         return None
@@ -186,13 +202,14 @@ def scaling_parameters(rope, max_len: int = 4096) -> tuple[dict, int]:
     if scaling is None:
         return params, max_len
     params["rope_type"] = scaling.kind
-    values = {k: v for k, v in scaling.model_dump().items() if k != "kind" and v is not None}
+    values = {k: list(v) if isinstance(v, tuple) else v
+              for k, v in scaling.model_dump().items() if k != "kind" and v is not None}
     original = values.pop("original_max_len", None)
     if scaling.kind == "dynamic":
         return {**params, **values}, original
     if original is not None:
         values["original_max_position_embeddings"] = original
-    if scaling.kind == "yarn":
+    if scaling.kind in ("yarn", "longrope"):
         max_len = int(original * scaling.factor)  # transformers checks factor against this ratio
     return {**params, **values}, max_len
 
@@ -287,13 +304,17 @@ def transpose(pattern: str) -> Transform:
 
 def split_qkv(layout: str, groups: Callable[[Any], int] | None = None) -> Transform:
     """`...qkv_proj.{weight,bias}` -> q_proj, k_proj, v_proj. Layouts: `concat` ([q; k; v] along the output,
-    GPT-2's c_attn), `per_head` ((heads, 3, d_k): each head's q, k, v together, GPT-NeoX's query_key_value),
+    GPT-2's c_attn; with `groups`, k and v are `groups(config)` heads wide, Phi-3's qkv_proj), `per_head`
+    ((heads, 3, d_k): each head's q, k, v together, GPT-NeoX's query_key_value),
     `grouped` ((groups, heads / groups + 2, d_k): each kv group's queries, then its key and value, Falcon's
     query_key_value; `groups(config)` is the number of kv heads)."""
     def parts_of(tensor: torch.Tensor, config) -> list[torch.Tensor]:
         rest = tensor.shape[1:]
-        if layout == "concat":
+        if layout == "concat" and groups is None:
             return list(tensor.chunk(3, dim=0))
+        if layout == "concat":  # q of heads * d_k rows, then k and v of groups(config) * d_k rows each (Phi-3's)
+            kv = groups(config) * (tensor.shape[0] // (config.num_attention_heads + 2 * groups(config)))
+            return list(tensor.split([tensor.shape[0] - 2 * kv, kv, kv], dim=0))
         if layout == "grouped":
             g = groups(config)
             q = config.num_attention_heads // g
@@ -504,23 +525,6 @@ def split_rows(part: str, into: tuple[str, ...]) -> Transform:
                 out[key] = tensor
         return out
     return Transform(f"split {part} into {', '.join(into)}", apply, invert)
-
-
-def add_one(pattern: str) -> Transform:
-    """A gain stored as w where attncomp's norm multiplies by its parameter: Gemma 3's q/k norms compute
-    x * (1 + w), attncomp's qk_norm RMSNorm x * g, so g = 1 + w (computed in at least float32); back, w = g - 1."""
-    def shift(state: State, by: float) -> State:
-        for key in [k for k in state if re.fullmatch(pattern, k)]:
-            dtype = _wide(state[key])
-            state[key] = state[key].to(dtype) + by
-        return state
-
-    def apply(state: State, config) -> State:
-        return shift(state, 1.0)
-
-    def invert(state: State, config) -> State:
-        return shift(state, -1.0)
-    return Transform(f"fold (1 + w) of {pattern}", apply, invert)
 
 
 def output_of(embed: str, tied: Callable[[Any], bool]) -> Transform:

@@ -179,6 +179,8 @@ class _Builder:
             raise SpecError(f"{key} must be true or false", raw.span)
         if kind.what in ("int", "float"):
             return number(raw, key, integer=kind.what == "int")
+        if kind.what == "floats":
+            return self.numbers(raw, path, key)
         if isinstance(raw, (ast.Name, ast.String)):
             return raw.id if isinstance(raw, ast.Name) else raw.value
         raise SpecError(f"{key} must be a name", raw.span)
@@ -240,6 +242,16 @@ class _Builder:
             out[kw.name] = self.value(params[kw.name], kw.value, path + (kw.name,), kw.name)
         return out
 
+
+    def numbers(self, raw: ast.Value, path: Path_, key: str) -> tuple:
+        """`[1.0, 1.25]`: a list of numbers, each item located (its range is pydantic's, mapped back)."""
+        if not isinstance(raw, ast.Numbers):
+            raise SpecError(f"{key} must be a list of numbers in brackets, like [1.0, 1.25]", raw.span)
+        if len(raw.items) > nodes.ROPE_DIMS_LIMIT:
+            raise SpecError(f"{key} lists at most {nodes.ROPE_DIMS_LIMIT} numbers, got {len(raw.items)}", raw.span)
+        for i, item in enumerate(raw.items):
+            self.doc.spans[path + (str(i),)] = item.span
+        return tuple(number(item, key, integer=False) for item in raw.items)
 
     def items(self, kind: Kind, raw: ast.Call, path: Path_, key: str) -> list:
         """A call's positional arguments as the items of its list field (at most nodes.SUBLAYER_LIMIT)."""
@@ -458,6 +470,9 @@ def _message(err: dict, key: str) -> str:
         return f"{ctx['choice']}(...) needs {key}, e.g. {ctx['choice']}({key} = ...)"
     if kind == "value_error":
         return str(ctx.get("error", err["msg"]))
+    if kind in ("too_short", "too_long"):
+        bound = f"at least {ctx.get('min_length')}" if kind == "too_short" else f"at most {ctx.get('max_length')}"
+        return f"{key} takes {bound} item(s), got {ctx.get('actual_length')}"
     if kind == "finite_number":
         return f"{key} must be a finite number"
     return f"{key}: {err['msg'][0].lower()}{err['msg'][1:]}"
@@ -471,6 +486,8 @@ def validate(doc: Doc, where: Span) -> nodes.Spec:
         path = _data_path(doc.data, first["loc"])
         missing_key = first["type"] == "missing"
         key = str(first["loc"][-1]) if first["loc"] else "spec"
+        if len(first["loc"]) >= 2 and isinstance(first["loc"][-1], int):  # an item of a list of numbers
+            key = f"{first['loc'][-2]}[{first['loc'][-1]}]"
         span = None
         for end in range(len(path), -1, -1):
             span = doc.spans.get(path[:end])

@@ -60,14 +60,21 @@ def _value(value: Any) -> str:
         args = value.written()
         if not args:
             return value.kind
-        listed = [_value(item) for _, v in args if isinstance(v, tuple) for item in v]  # sequential(attention, ffn)
-        named = [f"{k} = {_value(v)}" for k, v in args if not isinstance(v, tuple)]
+        listed = [_value(item) for _, v in args if _listed(v) for item in v]  # sequential(attention, ffn)
+        named = [f"{k} = {_value(v)}" for k, v in args if not _listed(v)]
         return f"{value.kind}(" + ", ".join(listed + named) + ")"
     if isinstance(value, str):
         return value
     if value is None:  # a key whose default is a value, set to none (a vocabulary without <pad>)
         return "none"
+    if isinstance(value, tuple):  # numbers: longrope(short_factor = [1.0, 1.25])
+        return "[" + ", ".join(_number(v) for v in value) + "]"
     return _number(value)
+
+
+def _listed(value: Any) -> bool:
+    """A call's list of choices, written as its positional arguments (not a list of numbers)."""
+    return isinstance(value, tuple) and all(isinstance(v, BaseModel) for v in value)
 
 
 def _is_block(value: Any) -> bool:

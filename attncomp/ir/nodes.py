@@ -305,7 +305,30 @@ class YarnScaling(Node):
     truncate: bool = Field(True, description="the ramp's ends rounded to whole dims")
 
 
-RopeScaling = Annotated[Union[LinearScaling, DynamicScaling, Llama3Scaling, YarnScaling], Field(discriminator="kind")]
+ROPE_DIMS_LIMIT = 1 << 15  # LongRoPE factors: one per rotated pair of dims, so at most d_k / 2 (d_k <= 65536)
+ExtensionFactors = Annotated[tuple[Annotated[float, Field(gt=0.0, le=1e6)], ...],
+                             Field(min_length=1, max_length=ROPE_DIMS_LIMIT)]
+
+
+class LongropeScaling(Node):
+    """LongRoPE (Ding et al. 2024; Phi-3): each rotated pair i's inverse frequency divided by its own factor,
+    `short_factor[i]` while the last rotated position + 1 (L) is at most original_max_len, `long_factor[i]`
+    past it; cos and sin times `attention_factor` (unset: sqrt(1 + ln(factor) / ln(original_max_len)), 1 for
+    factor 1)."""
+
+    kind: Literal["longrope"] = "longrope"
+    short_factor: ExtensionFactors = Field(description="per rotated pair, up to original_max_len")
+    long_factor: ExtensionFactors = Field(description="per rotated pair, past original_max_len")
+    original_max_len: ContextLength = Field(
+        description="the context length trained (HF: original_max_position_embeddings)")
+    factor: Factor = Field(description="the context extension, for the attention factor (Phi-3: "
+                                       "max_position_embeddings / original_max_position_embeddings)")
+    attention_factor: Annotated[float, Field(gt=0.0, le=1e6)] | None = Field(
+        None, description="cos and sin scaled by it (unset: sqrt(1 + ln(factor) / ln(original_max_len)))")
+
+
+RopeScaling = Annotated[Union[LinearScaling, DynamicScaling, Llama3Scaling, YarnScaling, LongropeScaling],
+                        Field(discriminator="kind")]
 
 
 # A layer kind's name reaches generated code only as the CamelCase prefix of a class named ...EncoderLayer
@@ -557,7 +580,7 @@ class Rope(Node):
     fraction: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         1.0, description="the share of each head's d_k dims rotated (GPT-NeoX's rotary_pct)")
     scaling: RopeScaling | None = Field(
-        None, description="context extension: linear, dynamic, llama3 or yarn (unset: none)")
+        None, description="context extension: linear, dynamic, llama3, yarn or longrope (unset: none)")
 
     def dims(self, d_k: int) -> int:
         """How many of a head's d_k dims are rotated (verify checks fraction * d_k is even and whole)."""

@@ -20,8 +20,9 @@ from attncomp.ir import nodes
 @dataclass(frozen=True)
 class Kind:
     """What a field accepts: 'block', 'choice' (a kinded union), 'literal', 'bool', 'int', 'float', 'str',
-    'named' (blocks written `key NAME { ... }`, any number of them: a stack's layer kinds), or 'list'
-    (choices written as a call's positional arguments: a block's sub-layers, `sequential(attention, ffn)`)."""
+    'named' (blocks written `key NAME { ... }`, any number of them: a stack's layer kinds), 'list'
+    (choices written as a call's positional arguments: a block's sub-layers, `sequential(attention, ffn)`), or
+    'floats' (numbers written in brackets, `[1.0, 1.25]`: LongRoPE's factors)."""
 
     what: str
     members: tuple = ()  # block, named: (cls,); choice, list: member classes; literal: allowed strings
@@ -60,6 +61,8 @@ def classify(annotation: Any) -> Kind:
         inner = classify(typing.get_args(annotation)[0])
         if inner.what == "choice":
             return Kind("list", inner.members, optional)
+        if inner.what == "float":  # a list of numbers, written [1.0, 1.25]: LongRoPE's factors
+            return Kind("floats", (), optional)
     if is_node(annotation):
         return Kind("choice" if has_kind(annotation) else "block", (annotation,), optional)
     names = {bool: "bool", int: "int", float: "float", str: "str"}

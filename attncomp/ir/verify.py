@@ -254,7 +254,7 @@ def _rope_base(spec: nodes.Spec) -> None:
 def _rope_scaling(spec: nodes.Spec) -> None:
     """A rotary scaling's arguments must leave its formulas defined: llama3's blend needs high_freq_factor
     above low_freq_factor, YaRN's ramp beta_fast above beta_slow, dynamic NTK's exponent r / (r - 2) more
-    than two rotated dims."""
+    than two rotated dims, LongRoPE's factor lists one factor per rotated pair (in every layer kind too)."""
     rope = spec.model.positions
     if not isinstance(rope, nodes.Rope):
         return
@@ -274,6 +274,23 @@ def _rope_scaling(spec: nodes.Spec) -> None:
         if isinstance(scaling, nodes.DynamicScaling) and rope.dims(stack.d_k) <= 2:
             raise SpecError(f"dynamic scaling raises the base to r / (r - 2), but the {name} rotates r = "
                             f"{rope.dims(stack.d_k)} dims", where, hint="rotate more dims (fraction, d_k)")
+        kinds = [(scaling, where)] + [(k.rope_scaling, spec.span("model", name, "layer", k.name, "rope_scaling"))
+                                      for k in stack.layer if k.rope_scaling is not None]
+        rotated = stack.attention.rope_dims if isinstance(stack.attention, nodes.Latent) else rope.dims(stack.d_k)
+        for each, at in kinds:
+            _longrope_factors(each, rotated, name, at)
+
+
+def _longrope_factors(scaling, dims: int, stack: str, where) -> None:
+    """LongRoPE divides each rotated pair's frequency by its own factor: one factor per pair, r / 2."""
+    if not isinstance(scaling, nodes.LongropeScaling):
+        return
+    for key in ("short_factor", "long_factor"):
+        got = len(getattr(scaling, key))
+        if got != dims // 2:
+            raise SpecError(f"longrope's {key} has {got} factor(s), but the {stack} rotates {dims} dims in "
+                            f"{dims // 2} pairs: one factor per pair", where,
+                            hint=f"list {dims // 2} factors, or rotate {2 * got} dims (d_k, fraction)")
 
 
 def _normalization(spec: nodes.Spec) -> None:

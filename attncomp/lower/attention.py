@@ -17,7 +17,8 @@ turns the middle of it into `scaled_dot_product_attention`.
     gated output          torch.mul(heads, torch.sigmoid(gate_proj(x))) before o_proj (`gate`)
     dropout               F.dropout(x, p=p, training=self.training), only where p > 0
     q/k norm              call_module(q_norm, q): RMSNorm before split_heads (qk_norm = projection) or
-                          after it, over d_k (qk_norm = head); then k_norm the same way
+                          after it, over d_k (qk_norm = head); then k_norm the same way; an OffsetRMSNorm
+                          unit (x / rms(x) * (1 + w)) where the stack's normalization is rmsnorm(offset = 1)
     rotary positions      ops.rotate(q, rope), q and k after split_heads (the table comes from the stack)
     grouped k/v heads     torch.repeat_interleave(k, heads // kv_heads, 1), right before the scores
     latent attention      torch.split(kv_down_proj(x), (kv_rank, rope_dims), -1): kv_latent_norm on the
@@ -43,6 +44,7 @@ from attncomp.ir import nodes
 from attncomp.lower import ops
 from attncomp.lower.positions import (bias_logits, decode_bias, layer_bucket_bias, position_input, relative_values,
                                        rotary_dims)
+from attncomp.lower.norms import apply_norm
 from attncomp.lower.units import Builder, Param, Unit, inv_sqrt_const, linear, norm
 
 Node = fx.Node
@@ -62,37 +64,45 @@ def merge_heads(b: Builder, x: Node) -> Node:
     return b.call(torch.flatten, b.call(torch.transpose, x, 1, 2, name="heads"), -2, name="heads")
 
 
+def _qk_normalization(stack: nodes.Stack) -> nodes.RMSNorm:
+    """The q/k norms' RMSNorm: with a gain, offset as the stack's `rmsnorm(offset)` (Gemma 3's (1 + w) gains
+    are its norms' one fact), no offset beside any other normalization."""
+    offset = stack.normalization.offset if isinstance(stack.normalization, nodes.RMSNorm) else 0
+    return nodes.RMSNorm(offset=offset)
+
+
 def _project(b: Builder, role: str, x: Node, stack: nodes.Stack, heads: int, dim: int, d_in: int,
-             arch: nodes.ModelSpec, kind: nodes.Attention) -> Node:
+             ctx, kind: nodes.Attention) -> Node:
     """One of q, k, v: its projection, clipped to [-c, c] where the attention's `clip_qkv` says so (OLMo),
     split into heads; q and k normalised where `qk_norm` says so (RMSNorm over the whole projection,
     OLMo 2; or over each head's d_k, Qwen3)."""
+    arch = ctx.arch
     out = b.leaf(f"{role}_proj", linear(d_in, heads * dim, arch.bias.of(role)), x, name=role)
     clip = getattr(kind, "clip_qkv", 0.0)
     if clip:
         out = b.call(torch.clamp, out, -clip, clip, name=role)
     qk = role in ("q", "k")
     if qk and stack.qk_norm == "projection":
-        out = b.leaf(f"{role}_norm", norm("rmsnorm", heads * dim, arch.norm_eps), out, name=role)
+        out = apply_norm(b, ctx, f"{role}_norm", _qk_normalization(stack), heads * dim, out, name=role)
     out = split_heads(b, out, heads, dim, role)
     if qk and stack.qk_norm == "head":
-        out = b.leaf(f"{role}_norm", norm("rmsnorm", dim, arch.norm_eps), out, name=role)
+        out = apply_norm(b, ctx, f"{role}_norm", _qk_normalization(stack), dim, out, name=role)
     return out
 
 
-def project_kv(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, kind: nodes.Attention, source: Node, d_in: int,
+def project_kv(b: Builder, ctx, stack: nodes.Stack, kind: nodes.Attention, source: Node, d_in: int,
                rope: Node | None = None) -> tuple[Node, Node]:
     """Keys and values (B, kv_heads, T, d), keys rotated when the model has rotary positions."""
-    k = _project(b, "k", source, stack, stack.key_value_heads, stack.d_k, d_in, arch, kind)
-    v = _project(b, "v", source, stack, stack.key_value_heads, stack.d_v, d_in, arch, kind)
+    k = _project(b, "k", source, stack, stack.key_value_heads, stack.d_k, d_in, ctx, kind)
+    v = _project(b, "v", source, stack, stack.key_value_heads, stack.d_v, d_in, ctx, kind)
     if rope is not None:
         k = b.call(ops.rotate, k, rope, name="k")
     return k, v
 
 
-def project_q(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, kind: nodes.Attention, x: Node,
+def project_q(b: Builder, ctx, stack: nodes.Stack, kind: nodes.Attention, x: Node,
               rope: Node | None = None) -> Node:
-    q = _project(b, "q", x, stack, stack.heads, stack.d_k, stack.d_model, arch, kind)
+    q = _project(b, "q", x, stack, stack.heads, stack.d_k, stack.d_model, ctx, kind)
     return q if rope is None else b.call(ops.rotate, q, rope, name="q")
 
 
@@ -251,8 +261,8 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
         k, v = latent_kv(b, stack, kind, *latent_compress(b, arch, stack, kind, x, rope))
         q = latent_q(b, arch, stack, kind, x, rope)
     else:
-        k, v = project_kv(b, arch, stack, kind, x, d, rope)
-        q = project_q(b, arch, stack, kind, x, rope)
+        k, v = project_kv(b, ctx, stack, kind, x, d, rope)
+        q = project_q(b, ctx, stack, kind, x, rope)
     k, v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     mask = _mask(b, stack, x, padding, causal)
     bias = positions if isinstance(arch.positions, (nodes.ALiBi, nodes.Buckets)) else None
@@ -289,7 +299,7 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
     if isinstance(stack.attention, nodes.Latent):
         _latent_step(b, arch, stack, stack.attention, x, past_k, past_v, rope)
         return
-    k_new, v_new = project_kv(b, arch, stack, stack.attention, x, d, rope)
+    k_new, v_new = project_kv(b, ctx, stack, stack.attention, x, d, rope)
     k = b.call(torch.cat, (past_k, k_new), 2, name="k")
     v = b.call(torch.cat, (past_v, v_new), 2, name="v")
     kept_k, kept_v = k, v
@@ -306,7 +316,7 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
                                 name="position_bias")
     if buckets is not None and buckets.per_layer:
         given_bias = layer_bucket_bias(b, stack, buckets, given_bias)
-    q = project_q(b, arch, stack, stack.attention, x, rope)
+    q = project_q(b, ctx, stack, stack.attention, x, rope)
     seen_k, seen_v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     positions = decode_bias(b, arch, stack, x, seen_k)
     heads = attend(b, arch, stack, q, seen_k, seen_v, stack.attention, positions=positions,
@@ -350,21 +360,21 @@ def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     x = b.input("x", ("batch", "tgt_len", stack.d_model))
     memory = b.input("memory", ("batch", "src_len", d_memory))
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
-    k, v = project_kv(b, arch, stack, kind, memory, d_memory)
-    q = project_q(b, arch, stack, kind, x)
+    k, v = project_kv(b, ctx, stack, kind, memory, d_memory)
+    q = project_q(b, ctx, stack, kind, x)
     heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
     b.output(_output(b, arch, stack, heads, x, kind))
 
     b = Builder(unit, "kv", decoding=True)  # once per sentence, at the start of decoding
     memory = b.input("memory", ("batch", "src_len", d_memory))
-    b.output(project_kv(b, arch, stack, kind, memory, d_memory))
+    b.output(project_kv(b, ctx, stack, kind, memory, d_memory))
 
     b = Builder(unit, "step", decoding=True)
     x = b.input("x", ("batch", 1, stack.d_model))
     k = b.input("k", ("batch", stack.key_value_heads, "src_len", stack.d_k))
     v = b.input("v", ("batch", stack.key_value_heads, "src_len", stack.d_v))
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
-    q = project_q(b, arch, stack, kind, x)
+    q = project_q(b, ctx, stack, kind, x)
     heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
     b.output(_output(b, arch, stack, heads, x, kind))
     unit.reorder(MEMBERS)

@@ -133,12 +133,15 @@ def rope_table(positions: Tensor, dims: int, base: float, dtype: torch.dtype) ->
 def scaled_rope_table(positions: Tensor, dims: int, base: float, dtype: torch.dtype, scaling: str, factor: float,
                       original_max_len: int = 0, low_freq_factor: float = 1.0, high_freq_factor: float = 4.0,
                       beta_fast: float = 32.0, beta_slow: float = 1.0, attention_factor: float | None = None,
-                      truncate: bool = True) -> Tensor:
+                      truncate: bool = True, short_factor: tuple[float, ...] = (),
+                      long_factor: tuple[float, ...] = ()) -> Tensor:
     """rope_table with the inverse frequencies of a context extension, transformers' ROPE_INIT_FUNCTIONS
     (modeling_rope_utils) formula for formula, in float64: `linear` divides them by factor; `dynamic` (NTK)
     grows the base with the length L = the last position + 1 past original_max_len (transformers' seq_len);
     `llama3` divides the long wavelengths by factor and blends the middle ones; `yarn` ramps between
-    interpolated and original frequencies and scales cos and sin by attention_factor."""
+    interpolated and original frequencies and scales cos and sin by attention_factor; `longrope` divides each
+    pair's frequency by its own factor, the long ones where L = the last position + 1 is past original_max_len
+    (transformers' seq_len, as dynamic's), and scales cos and sin by attention_factor."""
     f64 = dict(device=positions.device, dtype=torch.float64)
     exponents = torch.arange(0, dims, 2, **f64) / dims
     inv_freq = 1.0 / (base ** exponents)
@@ -167,6 +170,12 @@ def scaled_rope_table(positions: Tensor, dims: int, base: float, dtype: torch.dt
         inv_freq = 1.0 / (factor * base ** exponents) * (1 - kept) + inv_freq * kept
         scale = attention_factor if attention_factor is not None else \
             (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+    elif scaling == "longrope":
+        longer = (positions.max() + 1) > original_max_len  # a tensor: no host sync on the accelerator
+        ext = torch.where(longer, torch.tensor(long_factor, **f64), torch.tensor(short_factor, **f64))
+        inv_freq = 1.0 / (ext * base ** exponents)
+        scale = attention_factor if attention_factor is not None else \
+            (math.sqrt(1 + math.log(factor) / math.log(original_max_len)) if factor > 1 else 1.0)
     angles = positions.to(torch.float64).unsqueeze(1) * inv_freq.unsqueeze(0)  # (T, dims / 2)
     angles = torch.cat((angles, angles), dim=-1)
     return (torch.stack((angles.cos(), angles.sin())) * scale).to(dtype)

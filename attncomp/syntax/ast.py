@@ -53,6 +53,14 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Numbers:
+    """`[1.0, 1.25, 2]`: a list of values, the IR checks they are numbers (LongRoPE's factors)."""
+
+    items: tuple["Value", ...]
+    span: Span  # the opening bracket
+
+
+@dataclass(frozen=True)
 class PlusMinus:
     """`65M +- 5%`: a value and how far from it is still right."""
 
@@ -70,7 +78,7 @@ class Offset:
     span: Span
 
 
-Value = Union[Number, Name, String, Call, PlusMinus, Offset]
+Value = Union[Number, Name, String, Call, Numbers, PlusMinus, Offset]
 
 
 @dataclass(frozen=True)

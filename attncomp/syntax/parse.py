@@ -138,6 +138,10 @@ class _Build(Transformer):
         keywords = tuple(a for a in args if isinstance(a, ast.Kwarg))
         return ast.Call(str(name), positional, keywords, self.source.at(name))
 
+    def numbers(self, children):
+        bracket, *items = children
+        return ast.Numbers(tuple(items), self.source.at(bracket))
+
     def kwarg(self, children):
         name, value = children
         return ast.Kwarg(str(name), value, self.source.at(name))
@@ -160,7 +164,7 @@ def _check_nesting(tree: Tree, source: _Source) -> None:
     stack = [(tree, 0)]
     while stack:
         node, depth = stack.pop()
-        if node.data in ("block", "call"):
+        if node.data in ("block", "call", "numbers"):
             depth += 1
             if depth > MAX_NESTING:
                 token = node.children[0]

@@ -51,6 +51,8 @@ FAMILIES = {
     "stablelm": ("StableLmConfig", "StableLmForCausalLM",
                  dict(LM, **_rope(30000.0, 0.5), layer_norm_eps=1e-6, use_qkv_bias=True,
                       tie_word_embeddings=False)),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM",  # fused qkv_proj (kv heads below heads) and gate_up_proj
+             dict(LM, **_rope(30000.0), rms_norm_eps=1e-6, resid_pdrop=0.0, tie_word_embeddings=False)),
     "olmo": ("OlmoConfig", "OlmoForCausalLM",
              dict(LM, **_rope(40000.0), attention_bias=True, tie_word_embeddings=False, clip_qkv=None)),
     "gemma": ("GemmaConfig", "GemmaForCausalLM",  # gelu_pytorch_tanh

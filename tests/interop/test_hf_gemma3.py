@@ -1,12 +1,13 @@
 """Gemma 3's text model through the family table (attncomp/interop/families/decoders.py, GEMMA3_TEXT): a tiny
 random Gemma3ForCausalLM with a global layer every third among local ones (layer_types), the two rotary
 bases (local and global) both other than the defaults, the global layers' rotary angles scaled (linear, factor 8,
-as the 4B and larger models' `rope_scaling`: `layer global { rope_scaling = linear(factor = 8.0) }`), q/k norms,
-sandwich norms, a query_pre_attn_scalar other than head_dim, final-logit soft-capping on, kv heads below heads
-and a non-default eps, saved with save_pretrained, imported by `attncomp import`, has logits equal to
-transformers' in float64 (1e-12 relative to the logits' scale), fused and unfused, and cached decoding step
-by step equal to them; `attncomp export --format hf` gives every tensor back (bit for bit but for the q/k norm gains,
-which import stores as 1 + w) and transformers loads it with the same logits."""
+as the 4B and larger models' `rope_scaling`: `layer global { rope_scaling = linear(factor = 8.0) }`), q/k norms, sandwich norms, a query_pre_attn_scalar
+other than head_dim, final-logit soft-capping on, kv heads below heads and a non-default
+eps, saved with save_pretrained, imported by `attncomp import`, has logits equal to transformers' in
+float64 (1e-12 relative to the logits' scale), fused and unfused, and cached decoding step by step equal
+to them; `attncomp export --format hf` gives every tensor back bit for bit (the q/k norm gains too: the stack's
+`rmsnorm(offset = 1)` makes them (1 + w) norms, so w is kept as stored) and transformers loads it with the same
+logits."""
 
 from __future__ import annotations
 
@@ -89,6 +90,8 @@ def test_gemma3_logits_and_cached_decoding_equal_transformers(passes, tmp_path, 
     assert "decoder.layer.global.rope_scaling = linear(factor = 8.0)" in text
     assert "decoder.qk_norm = head" in text and "decoder.norm = sandwich" in text
     assert [kind for kind, _ in imported.spec.model.decoder.layer_plan()] == ["", "", "global"] * 2
+    assert torch.equal(imported.weights["decoder.layers.1.self_attn.k_norm.weight"],
+                       hf.model.layers[1].self_attn.k_norm.weight)  # w as stored: rmsnorm(offset = 1) adds the 1
     ours = hf_models.compiled(imported.spec, imported.weights, DEFAULT_PASSES if passes == "fused" else ())
     tokens = _tokens(2, 3 * WINDOW + 1)  # well past the window
     with torch.no_grad():
@@ -116,8 +119,8 @@ def test_the_bases_norms_and_window_each_matter(monkeypatch):
 
 def test_gemma3_export_gives_every_tensor_back(tmp_path, monkeypatch):
     hf = _hf(monkeypatch)
-    # (1 + w) - 1: the q/k norm gains to the last bit or two
-    hf_models.assert_export_gives_every_tensor_back(hf, tmp_path, nearly=("q_norm.weight", "k_norm.weight"))
+    # every tensor bit for bit, the q/k norm gains too: w as stored, no (1 + w) - 1
+    hf_models.assert_export_gives_every_tensor_back(hf, tmp_path)
     back = transformers.Gemma3ForCausalLM.from_pretrained(tmp_path / "exported", dtype=torch.float64).eval()
     back.config._attn_implementation = "eager"
     _float64(monkeypatch, back)

@@ -77,6 +77,8 @@ def value_for(annotation, bounds: dict, optional_default=False):
         strategy = st.lists(node_data(kind.members[0]), max_size=2).map(tuple)
     elif kind.what == "list":
         strategy = st.lists(st.one_of([node_data(m) for m in kind.members]), max_size=4).map(tuple)
+    elif kind.what == "floats":
+        strategy = st.lists(st.floats(min_value=0.25, max_value=64.0), min_size=1, max_size=4).map(tuple)
     elif kind.what == "literal":
         strategy = st.sampled_from(kind.members)
     elif kind.what == "bool":
@@ -101,7 +103,24 @@ def _scaling_repaired(scaling: dict | None, d_k: int) -> dict | None:
         scaling.update(low_freq_factor=1.0, high_freq_factor=4.0)
     if scaling["kind"] == "yarn" and scaling["beta_fast"] <= scaling["beta_slow"]:
         scaling.update(beta_fast=32.0, beta_slow=1.0)
+    if scaling["kind"] == "longrope":  # one factor per rotated pair (fraction is 1 here)
+        for key in ("short_factor", "long_factor"):
+            scaling[key] = tuple(scaling[key][i % len(scaling[key])] for i in range(d_k // 2))
     return None if scaling["kind"] == "dynamic" and d_k <= 2 else scaling
+
+
+def _rotated(stack: dict) -> int:
+    """The dims a stack's rotary table turns (fraction is 1 here): a latent attention's rope_dims, else d_k."""
+    return stack["attention"]["rope_dims"] if stack["attention"]["kind"] == "latent" else stack["d_k"]
+
+
+def _shared_longrope_fits(model: dict) -> None:
+    """positions' LongRoPE lists fit every stack that rotates with it (stacks may differ in d_k)."""
+    scaling = model["positions"].get("scaling") if model["positions"]["kind"] == "rope" else None
+    if scaling is not None and scaling["kind"] == "longrope" and any(
+            s is not None and s["rope_scaling"] is None and _rotated(s) // 2 != len(scaling["short_factor"])
+            for s in (model["encoder"], model["decoder"])):
+        model["positions"]["scaling"] = None
 
 
 def _repair(data: dict, stack: dict) -> dict:
@@ -207,6 +226,11 @@ def _repair(data: dict, stack: dict) -> dict:
             s["kv_heads"], s["qk_norm"] = None, "none"
             for k in s["layer"]:
                 k["qk_norm"] = None
+    for s in (model["encoder"], decoder):  # LongRoPE's lists: one factor per pair the stack rotates
+        if s is not None and positions["kind"] == "rope":
+            for owner in (s, *s["layer"]):
+                owner["rope_scaling"] = _scaling_repaired(owner["rope_scaling"], _rotated(s))
+    _shared_longrope_fits(model)
     validation = train.get("validation")
     if validation is not None:
         if decoder is None:  # verify._validation: an encoder-only model generates no text to score

@@ -1,5 +1,5 @@
-"""Decoder-only families: LLaMA and its relatives (Mistral, Qwen2, Qwen3, OLMo, OLMo 2, StableLM, Gemma, Gemma 2,
-Gemma 3's text model),
+"""Decoder-only families: LLaMA and its relatives (Mistral, Qwen2, Qwen3, OLMo, OLMo 2, StableLM, Phi-3, Gemma,
+Gemma 2, Gemma 3's text model),
 GPT-2, GPT-NeoX, and the parallel-block Phi and Falcon."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from attncomp.interop.families.common import DECODER_ACTIVATIONS, MIXED_LAYERS, 
 from attncomp.interop.mapping import (FamilyEntry, Key, attention, rename_module, fill, head_dim, rope, scaling_parameters,
                                      split_qkv, transpose)
 from attncomp.interop.families.common import PER_TYPE_UNSUPPORTED_SCALING, per_type_scaling, periodic, rope_theta
-from attncomp.interop.mapping import add_one
+from attncomp.interop.mapping import split_rows
 
 
 
@@ -119,6 +119,18 @@ STABLELM = _llama_like(
     transforms=(rename_module("input_layernorm", lambda c: "norm" if c.use_parallel_residual else "self_attn_norm"),),
     refuse=((lambda c: c.qk_layernorm,
              "qk_layernorm (a LayerNorm of q and k per head; attncomp's qk_norm is RMSNorm)"),))
+
+# Phi-3: Llama's layers with fused projections (qkv_proj: q, then k and v of the kv heads; gate_up_proj: SwiGLU's
+# gate, then its multiplier), no biases, residual dropout, and LongRoPE where rope_parameters has it
+PHI3 = _llama_like(
+    "phi3", "Phi3Config", "Phi3ForCausalLM",
+    spec={"bias.attention": False, "bias.ffn": False, "dropout.residual": rate("resid_pdrop")},
+    renames=_PRE_NORMS + (
+        (r"model\.layers\.(\d+)\.self_attn\.qkv_proj\.(weight|bias)", r"decoder.layers.\1.self_attn.qkv_proj.\2"),
+        (r"model\.layers\.(\d+)\.mlp\.gate_up_proj\.(weight|bias)", r"decoder.layers.\1.ffn.gate_up.\2")),
+    transforms=(split_qkv("concat", lambda c: c.num_key_value_heads or c.num_attention_heads),
+                split_rows("gate_up", ("gate", "fc1"))),
+    folded="qkv_proj split into q, k, v (concat layout, kv heads wide k and v); gate_up_proj split into gate, fc1")
 
 # Gemma's gated feed-forward: silu -> SwiGLU; GELU's tanh approximation (gelu_pytorch_tanh, Gemma's default, and
 # the legacy "gelu" of the released configs, which GemmaConfig reads as the tanh form) -> GeGLU with tanh
@@ -438,7 +450,6 @@ GEMMA3_TEXT = _llama_like(
     activation=(lambda c: c.hidden_activation not in _GATED,
                 lambda c: f"hidden_activation {c.hidden_activation!r} (Gemma 3's gated feed-forward has "
                           f"{', '.join(_GATED)})"),
-    transforms=(add_one(r"decoder\.layers\.\d+\.self_attn\.[qk]_norm\.weight"),),
     refuse=(PER_TYPE_UNSUPPORTED_SCALING,
             (lambda c: not _gemma3_all_global(c) and _gemma3_full(c) and per_type_scaling(c, "sliding_attention")
              and not per_type_scaling(c, "full_attention"),
@@ -452,6 +463,4 @@ GEMMA3_TEXT = _llama_like(
              "use_bidirectional_attention (a decoder stack's self-attention is causal)"),
             (lambda c: c.attn_logit_softcapping is not None,
              "attn_logit_softcapping (transformers' Gemma 3 attention does not apply it, so the model's logits "
-             "would depend on who reads its config)")),
-    folded="q_norm and k_norm gains stored as w are 1 + w (Gemma's RMSNorm; attncomp's qk_norm has no offset), "
-           "computed in at least float32")
+             "would depend on who reads its config)")))
