@@ -181,7 +181,8 @@ def tokenizer_record(directory: Path, family, config, exchanged: int | None, dec
         if source == ["text"] and eos is not None:
             source = ["text", eos]
         target_lang = _target_lang(specials, languages)
-    return envelope(text, exchanged, specials, source, languages, source_lang, target_lang, config.vocab_size)
+    return envelope(text, exchanged, specials, source, languages, source_lang, target_lang, config.vocab_size,
+                    shift=family.shift)
 
 
 # --- M2M100Tokenizer: sentencepiece.bpe.model, vocab.json (and tokenizer_config.json) -----------------------
