@@ -158,6 +158,10 @@ class SentencePieceVocab:
         return [self.sp.decode_pieces([self.decoder[i] for i in seq if i in self.decoder and i not in self.skipped])
                 .strip() for seq in seqs]
 
+    def id_to_token(self, i: int) -> str | None:
+        """vocab.json's piece of id i, or its language token (None: no token has it)."""
+        return self.decoder.get(i) or next((t for t, j in self.whole.items() if j == i), None)
+
     def get_vocab_size(self, with_added_tokens: bool = True) -> int:
         return len(self.encoder) + len(self.whole) - len(M2M100_SPECIALS)
 

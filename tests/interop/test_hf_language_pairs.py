@@ -8,7 +8,6 @@ given the same labels (float64); and the imported model fine-tunes on them."""
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
@@ -36,44 +35,13 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def _unigram_vocab() -> list[tuple[str, float]]:
-    base = hf_tokenizers.unigram(specials=("<s>", "<pad>", "</s>", "<unk>"), template=None)
-    return [tuple(v) for v in json.loads(base.to_str())["model"]["vocab"]]
-
-
-def _nllb_vocab() -> tuple[dict, list]:
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.train_from_iterator(hf_tokenizers.TEXT, trainers.BpeTrainer(
-        vocab_size=120, special_tokens=["<s>", "<pad>", "</s>", "<unk>"], show_progress=False))
-    model = json.loads(tok.to_str())["model"]
-    return model["vocab"], [tuple(m) if isinstance(m, list) else tuple(m.split()) for m in model["merges"]]
-
-
-# family -> (model_type, the tokenizer saved into DIR, source language, target language)
-def _tokenizer(kind: str, directory):
-    if kind == "m2m100":  # transformers names M2M100's languages `en`, its tokens `__en__`: either is taken
-        return hf_tokenizers.m2m100_files(directory), "en", "de"
-    if kind == "nllb":
-        vocab, merges = _nllb_vocab()
-        tok = transformers.NllbTokenizer(vocab=vocab, merges=merges)
-        src, tgt = "eng_Latn", "deu_Latn"
-    else:
-        cls = transformers.MBartTokenizer if kind == "mbart" else transformers.MBart50Tokenizer
-        tok, src, tgt = cls(vocab=_unigram_vocab()), "en_XX", "de_DE"
-    tok.save_pretrained(directory)
-    return tok, src, tgt
-
-
 MODEL_TYPE = {"mbart": "mbart", "mbart50": "mbart", "nllb": "m2m_100", "m2m100": "m2m_100"}
 
 
 def _prepared(kind: str, tmp_path, **model_changes):
     """A tiny imported model of the family, and data prepared for it with a chosen language pair."""
     directory = tmp_path / kind
-    tok, src, tgt = _tokenizer(kind, directory)
+    tok, src, tgt = hf_tokenizers.transformers_tokenizer(kind, directory)
     hf = hf_models.model(MODEL_TYPE[kind], torch.float64, vocab_size=len(tok), max_position_embeddings=128,
                          **model_changes)
     hf.save_pretrained(directory)
