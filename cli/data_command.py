@@ -49,10 +49,28 @@ def _given_tokenizers(args: argparse.Namespace) -> tuple[bytes, bytes] | None:
     from attncomp import checkpoint  # here, not above: torch, which only this option needs, takes seconds to import
 
     found = checkpoint.read_trained(args.tokenizers)
-    return tuple(found.header.tokenizers[side].numpy().tobytes() for side in ("src", "tgt"))
+    return _with_languages(tuple(found.header.tokenizers[side].numpy().tobytes() for side in ("src", "tgt")), args)
+
+
+def _with_languages(given: tuple[bytes, bytes], args: argparse.Namespace) -> tuple[bytes, bytes]:
+    """--src-lang, --tgt-lang: the checkpoint's tokenizers with those languages chosen (an imported multilingual
+    model's: the source template's language, the target's labels and decoder start), written into the data so
+    that training and decoding read them. One tokenizer for both sides stays one."""
+    if args.src_lang is None and args.tgt_lang is None:
+        return given
+    from attncomp.data.tokenizer import tokenizer_of
+
+    src, tgt = tokenizer_of(given[0]), tokenizer_of(given[1])
+    if given[0] == given[1]:
+        both = src.with_source_language(args.src_lang).with_target_language(args.tgt_lang).to_bytes()
+        return both, both
+    return src.with_source_language(args.src_lang).to_bytes(), tgt.with_target_language(args.tgt_lang).to_bytes()
 
 
 def _prepare(args: argparse.Namespace) -> int:
+    if (args.src_lang or args.tgt_lang) and (args.tokenizers is None or args.lang is not None):
+        raise UsageError("--src-lang and --tgt-lang choose the languages of an imported multilingual model's "
+                         "tokenizer: give --tokenizers CHECKPOINT, with --src and --tgt (not --lang)")
     if args.lang is not None:
         return _prepare_mono(args)
     if args.src == args.tgt:
@@ -163,6 +181,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="encode with this checkpoint's (or export's) tokenizers (sentencepiece models, or an imported "
                         "model's tokenizer.json with its special ids) instead of training new ones, so that "
                         "`train --init CHECKPOINT` can fine-tune it (e.g. an `attncomp import`)")
+    p.add_argument("--src-lang", metavar="CODE",
+                   help="with --tokenizers of an imported mBART, M2M100 or NLLB model: the source language code "
+                        "(en_XX, __en__, eng_Latn) its template puts around each source")
+    p.add_argument("--tgt-lang", metavar="CODE",
+                   help="... the target language code: the labels and the decoder input framed as transformers' "
+                        "tokenizer(src, text_target=tgt) with tgt_lang and the model's shift frame them "
+                        "(default: generation_config.json's forced language)")
     p.set_defaults(handler=_prepare)
 
     p = verbs.add_parser("sample", help="generate the built-in sample corpus and prepare it")

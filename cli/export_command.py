@@ -21,14 +21,37 @@ QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat1
 def _ctranslate2(found, out: Path, quantization: str) -> list[Path]:
     spec = checkpoint.stored_spec(found)
     ctranslate2_export.check_supported(spec)  # the architecture first: what keeps a model out, named
-    if any(is_hf(found.header.tokenizers[side].numpy().tobytes()) for side in ("src", "tgt")):
-        raise UsageError("--format ctranslate2 writes sentencepiece vocabularies; this model's tokenizer is an "
-                         "imported tokenizer.json (not exported to CTranslate2)")
-    src, tgt = (ctranslate2_export.vocabulary(Tokenizer(found.header.tokenizers[side].numpy().tobytes()))
-                for side in ("src", "tgt"))
+    stored = {side: found.header.tokenizers[side].numpy().tobytes() for side in ("src", "tgt")}
+    if any(is_hf(model) for model in stored.values()):
+        return _ctranslate2_imported(spec, found, stored, out, quantization)
+    src, tgt = (ctranslate2_export.vocabulary(Tokenizer(stored[side])) for side in ("src", "tgt"))
     ctranslate2_export.write(spec, found.model, src, tgt, out, quantization)
     for side in ("src", "tgt"):  # the sentencepiece models, for tokenising beside CTranslate2
-        (out / f"{side}.model").write_bytes(found.header.tokenizers[side].numpy().tobytes())
+        (out / f"{side}.model").write_bytes(stored[side])
+    return sorted(out.iterdir())
+
+
+def _ctranslate2_imported(spec, found, stored: dict, out: Path, quantization: str) -> list[Path]:
+    """An imported model with its tokenizer.json (or M2M100's files): the vocabulary by attncomp's ids, the
+    config's special tokens, the tokenizer files, and attncomp_decoding.json (source template, target prefix)."""
+    import json
+
+    from attncomp.data.hf_tokenizer import HFTokenizer
+
+    if stored["src"] != stored["tgt"]:
+        raise UsageError("--format ctranslate2: this imported model has two tokenizers (not exported to CTranslate2)")
+    tokenizer = HFTokenizer.from_bytes(stored["tgt"])
+    if ctranslate2_export.start_is_language(tokenizer):
+        raise UsageError("--format ctranslate2: a model whose decoder starts with its target language (mBART's) is "
+                         "not exported: CTranslate2 scores that start otherwise than attncomp and transformers")
+    vocab = ctranslate2_export.hf_vocabulary(tokenizer, spec.model.tgt_vocab)
+    tokens = ctranslate2_export.config_tokens(tokenizer.specials, vocab)
+    ctranslate2_export.write(spec, found.model, vocab, vocab, out, quantization, tokens)
+    for name, data in tokenizer.files().items():
+        (out / name).write_bytes(data)
+    decoding = ctranslate2_export.decoding(tokenizer, vocab)
+    (out / "attncomp_decoding.json").write_text(json.dumps(decoding, ensure_ascii=False, indent=1) + "\n",
+                                                encoding="utf-8")
     return sorted(out.iterdir())
 
 

@@ -12,7 +12,18 @@ An imported checkpoint's tokenizer is this JSON object (UTF-8), where a sentence
      "languages": {"en_XX": id, ...},   language tokens (mBART, M2M100, NLLB)
      "source_lang": "en_XX" | null,  the source language of the stored tokenizer's template
      "target_lang": "forced" | "start" | null,   where --tgt-lang goes: the forced token, or the start
-     "size": N}                      the model's vocabulary (its embedding rows; at least the tokenizer's)
+     "size": N,                      the model's vocabulary (its embedding rows; at least the tokenizer's)
+     "shift": "rotate"               (optional) the decoder reads the label's last token first (mBART's
+                                     shift_tokens_right): a chosen target language sets the start from it
+     "target": [...]}                (optional) the target frame, as "source" (ids and "text"), where a
+                                     target language was chosen (`data prepare --tgt-lang`): the labels
+
+Without "target", a target (the training labels) is `forced text </s>`. With a target language chosen
+(`HFTokenizer.with_target_language`), the labels are the tokenizer's own template with that language, as
+transformers' `tokenizer(src, text_target=tgt)` frames them with `tgt_lang` set: M2M100's and NLLB's
+`lang text </s>`, mBART-50's `lang text </s>`, mBART's `text </s> lang`; the decoder then reads
+decoder_start_token_id first (M2M100, NLLB), or, where the envelope says "rotate" (mBART), the labels' last
+token (mBART: the language; mBART-50: </s>), as transformers' `shift_tokens_right` makes the decoder input.
 
 M2M100's own checkpoints have no tokenizer.json (transformers has no fast M2M100 tokenizer): their record has
 "tokenizer": null and "sentencepiece": {"model": base64 of sentencepiece.bpe.model, "vocab": vocab.json's text,
@@ -43,14 +54,33 @@ def is_hf(model_bytes: bytes) -> bool:
     return bytes(model_bytes[:1]) == b"{"
 
 
+def _specials_record(specials: Specials) -> dict:
+    return {**{k: getattr(specials, k) for k in ("pad", "unk", "bos", "eos", "sep", "start")},
+            "forced": list(specials.forced)}
+
+
 def envelope(tokenizer_json: str | None, specials: Specials, source: list, languages: dict, source_lang: str | None,
-             target_lang: str | None, size: int, sentencepiece: dict | None = None) -> bytes:
+             target_lang: str | None, size: int, sentencepiece: dict | None = None, shift: str | None = None) -> bytes:
     record = {"format": FORMAT, "version": 1, "tokenizer": tokenizer_json, "exchanged": None,
-              "specials": {**{k: getattr(specials, k) for k in ("pad", "unk", "bos", "eos", "sep", "start")},
-                           "forced": list(specials.forced)},
+              "specials": _specials_record(specials),
               "source": source, "languages": languages, "source_lang": source_lang, "target_lang": target_lang,
-              "size": size, **({} if sentencepiece is None else {"sentencepiece": sentencepiece})}
+              "size": size, **({} if sentencepiece is None else {"sentencepiece": sentencepiece}),
+              **({} if shift is None else {"shift": shift})}
     return json.dumps(record, ensure_ascii=False).encode("utf-8")
+
+
+# what a language choice changes in a record (`data prepare --src-lang/--tgt-lang`): not the vocabulary
+CHOICES = ("source_lang", "target")
+CHOSEN_SPECIALS = ("start", "forced")
+
+
+def vocabulary_record(model_bytes: bytes) -> dict:
+    """The record without its language choices: two envelopes with the same one read text as the same ids."""
+    record = json.loads(bytes(model_bytes).decode("utf-8"))
+    for key in CHOICES:
+        record.pop(key, None)
+    record["specials"] = {k: v for k, v in record["specials"].items() if k not in CHOSEN_SPECIALS}
+    return record
 
 
 def _id(value, what: str) -> int | None:
@@ -63,6 +93,21 @@ def _id(value, what: str) -> int | None:
 # the checkpoints' tokenizer_config.json lists as additional special tokens) before sentencepiece sees it
 M2M100_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
 M2M100_CONFIG = "tokenizer_config.json"
+
+
+def _shift(value) -> str | None:
+    if value in (None, "rotate"):
+        return value
+    raise DataError(f"the stored tokenizer is damaged: shift is {str(value)[:40]!r}, not \"rotate\"")
+
+
+def _frame_of(value) -> list | None:
+    """A stored target frame: token ids and one "text"."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or value.count("text") != 1:
+        raise DataError("the stored tokenizer is damaged: its target frame is not a list of ids around one \"text\"")
+    return [item if item == "text" else _id(item, "a target frame token") for item in value]
 
 
 @dataclass
@@ -113,6 +158,10 @@ class SentencePieceVocab:
         return [self.sp.decode_pieces([self.decoder[i] for i in seq if i in self.decoder and i not in self.skipped])
                 .strip() for seq in seqs]
 
+    def id_to_token(self, i: int) -> str | None:
+        """vocab.json's piece of id i, or its language token (None: no token has it)."""
+        return self.decoder.get(i) or next((t for t, j in self.whole.items() if j == i), None)
+
     def get_vocab_size(self, with_added_tokens: bool = True) -> int:
         return len(self.encoder) + len(self.whole) - len(M2M100_SPECIALS)
 
@@ -130,6 +179,8 @@ class HFTokenizer:
     target_lang: str | None
     exchanged: int | None
     size: int = 0
+    shift: str | None = None  # "rotate": the decoder reads the labels' last token first (mBART)
+    target_frame: list | None = None  # the labels' frame where a target language was chosen (ids and "text")
     tok: object = field(default=None, repr=False, compare=False)  # the tokenizers.Tokenizer
 
     @classmethod
@@ -149,7 +200,8 @@ class HFTokenizer:
                                 forced=tuple(_id(t, "a forced token") for t in s["forced"]))
             languages = {str(k): _id(v, f"language {k}") for k, v in record["languages"].items()}
             self = cls(bytes(model_bytes), specials, list(record["source"]), languages, record["source_lang"],
-                       record["target_lang"], _id(record["exchanged"], "exchanged"), _id(record["size"], "size"))
+                       record["target_lang"], _id(record["exchanged"], "exchanged"), _id(record["size"], "size"),
+                       _shift(record.get("shift")), _frame_of(record.get("target")))
             text = record["tokenizer"]
             if "sentencepiece" in record:  # M2M100's sentencepiece.bpe.model and vocab.json
                 pieces = record["sentencepiece"]
@@ -178,28 +230,37 @@ class HFTokenizer:
         return max(self.size, self.tok.get_vocab_size(with_added_tokens=True))
 
     def language(self, code: str | None, what: str) -> int:
+        """A language token's id; M2M100's `__de__` may be given as transformers names it there, `de`."""
         if code in self.languages:
             return self.languages[code]
+        if f"__{code}__" in self.languages:
+            return self.languages[f"__{code}__"]
         shown = ", ".join(sorted(self.languages)[:12]) or "none"
         raise DataError(f"{what} {str(code)[:40]!r} is not a language of this tokenizer (it has: {shown})")
 
     def with_target_language(self, code: str | None) -> "HFTokenizer":
-        """This tokenizer with decoding's start or forced tokens set to language `code` (--tgt-lang)."""
+        """This tokenizer with decoding's start or forced tokens set to language `code` (--tgt-lang), and
+        its labels framed as the tokenizer's template frames a target in that language (`tgt_lang`)."""
         if code is None:
             return self
         if self.target_lang is None:
             raise DataError("--tgt-lang: this model has no target-language token (no language codes in its "
                             "tokenizer)")
         lang = self.language(code, "--tgt-lang")
-        specials = replace(self.specials, forced=(lang,)) if self.target_lang == "forced" else \
-            replace(self.specials, start=lang)
-        return replace(self, specials=specials)
+        frame = [lang if item == "lang" else item for item in self.source] if "lang" in self.source else None
+        if self.shift == "rotate" and frame is not None:  # mBART: the decoder input starts with the labels' last
+            specials = replace(self.specials, start=frame[-1], forced=tuple(frame[: frame.index("text")]))
+        elif self.target_lang == "forced":
+            specials = replace(self.specials, forced=(lang,))
+        else:
+            specials = replace(self.specials, start=lang)
+        return replace(self, specials=specials, target_frame=frame)
 
     def with_source_language(self, code: str | None) -> "HFTokenizer":
         if code is None:
             return self
-        self.language(code, "--src-lang")
-        return replace(self, source_lang=code)
+        lang = self.language(code, "--src-lang")
+        return replace(self, source_lang=next(name for name, i in self.languages.items() if i == lang))
 
     def encode(self, lines: list[str]) -> list[list[int]]:
         """The ids of each line's text, without special tokens."""
@@ -221,8 +282,20 @@ class HFTokenizer:
         return len(self.source) - 1
 
     def target(self, body: list[int]) -> list[int]:
-        """A target as the decoder is trained on it: the forced tokens, the text, </s>."""
+        """A target as the decoder is trained on it (the labels): the chosen language's frame, or else the
+        forced tokens, the text, </s>."""
+        if self.target_frame is not None:
+            at = self.target_frame.index("text")
+            return [*self.target_frame[:at], *body, *self.target_frame[at + 1:]]
         return [*self.specials.forced, *body, *([] if self.specials.eos is None else [self.specials.eos])]
+
+    def to_bytes(self) -> bytes:
+        """The envelope of this tokenizer as chosen (its source language, target specials and frame)."""
+        record = json.loads(self.model_bytes.decode("utf-8"))
+        record.update(source_lang=self.source_lang, specials=_specials_record(self.specials))
+        if self.target_frame is not None:
+            record["target"] = self.target_frame
+        return json.dumps(record, ensure_ascii=False).encode("utf-8")
 
     def encode_with_eos(self, lines: list[str]) -> list[list[int]]:
         """Data preparation's ids of each line: the target frame (forced tokens, text, </s>)."""

@@ -24,6 +24,21 @@ def tokenizer_of(model_bytes: bytes):
     return HFTokenizer.from_bytes(model_bytes) if is_hf(model_bytes) else Tokenizer(model_bytes)
 
 
+def same_vocabulary(a: bytes, b: bytes) -> bool:
+    """Whether two stored tokenizers give the same ids: equal bytes, or imported envelopes that differ only in
+    their language choices (`data prepare --src-lang/--tgt-lang`)."""
+    from attncomp.data.hf_tokenizer import is_hf, vocabulary_record
+
+    if bytes(a) == bytes(b):
+        return True
+    if not (is_hf(a) and is_hf(b)):
+        return False
+    try:
+        return vocabulary_record(a) == vocabulary_record(b)
+    except (ValueError, KeyError, TypeError, AttributeError):  # a damaged record: reading it says how
+        return False
+
+
 def tokenizer_file(path: Path):
     return tokenizer_of(read_regular(path, limit=MAX_MODEL_BYTES << 2, what="tokenizer", error=DataError))
 
@@ -80,6 +95,9 @@ class Tokenizer:
 
     def encode_source(self, lines: list[str]) -> list[list[int]]:
         return self.encode_with_eos(lines)
+
+    def to_bytes(self) -> bytes:
+        return self.model_bytes
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Ids -> text; special tokens are dropped."""

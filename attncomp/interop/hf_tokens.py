@@ -181,8 +181,8 @@ def tokenizer_record(directory: Path, family, config, decoder_only: bool, label:
         if source == ["text"] and eos is not None:
             source = ["text", eos]
         target_lang = _target_lang(specials, languages)
-    return (envelope(text, specials, source, languages, source_lang, target_lang, config.vocab_size),
-            specials)
+    return (envelope(text, specials, source, languages, source_lang, target_lang, config.vocab_size,
+                     shift=family.shift), specials)
 
 
 # --- M2M100Tokenizer: sentencepiece.bpe.model, vocab.json (and tokenizer_config.json) -----------------------

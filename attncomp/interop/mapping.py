@@ -75,6 +75,9 @@ class FamilyEntry:
     prefix: str = ""  # transformers' base_model_prefix: a checkpoint of the bare model leaves it out
     folded: str = ""  # what import folds into other weights, for docs/interop.md
     slow_tokenizer: str | None = None  # transformers' tokenizer class read where DIR has no tokenizer.json
+    # "rotate": the decoder input starts with the labels' last token (mBART's shift_tokens_right), not with
+    # decoder_start_token_id; a chosen target language (data prepare --tgt-lang) sets the start from it
+    shift: str | None = None
     config_of: Callable[[Any], dict] | None = None  # IR model -> config values (export of a spec written by hand)
 
     @property

@@ -13,6 +13,7 @@ import torch
 from attncomp.checkpoint import read_trained
 from attncomp.compiler import compile_spec
 from attncomp.data.dataset import PreparedData
+from attncomp.data.tokenizer import same_vocabulary
 from attncomp.errors import TrainingError
 
 SHOWN = 4  # names listed per kind of difference
@@ -48,7 +49,7 @@ def check_initial(spec, data: PreparedData, path: str) -> None:
     if differences:
         raise TrainingError(f"--init {path} does not fit the model of {spec.model.name}: {'; '.join(differences)}")
     sides = [side for side in ("src", "tgt")
-             if bytes(found.header.tokenizers[side].numpy()) != data.tokenizer(side).model_bytes]
+             if not same_vocabulary(bytes(found.header.tokenizers[side].numpy()), data.tokenizer(side).model_bytes)]
     if sides:
         raise TrainingError(f"--init {path} was trained with other sentencepiece models than {data.path} "
                             f"({' and '.join(sides)} differ): its embeddings belong to its own token ids, so the data "

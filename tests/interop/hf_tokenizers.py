@@ -4,6 +4,8 @@ models use: byte-level BPE (GPT-2, Llama 3, Qwen), Unigram (T5, mBART, Llama 2's
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -101,3 +103,37 @@ def m2m100_files(directory, vocab_size: int = 120):
         {"tokenizer_class": "M2M100Tokenizer", "language_codes": "m2m100", "src_lang": "en",
          "additional_special_tokens": [f"__{code}__" for code in codes]}), encoding="utf-8")
     return M2M100Tokenizer.from_pretrained(directory)
+
+
+def _unigram_vocab() -> list[tuple[str, float]]:
+    base = unigram(specials=("<s>", "<pad>", "</s>", "<unk>"), template=None)
+    return [tuple(v) for v in json.loads(base.to_str())["model"]["vocab"]]
+
+
+def _nllb_vocab() -> tuple[dict, list]:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.train_from_iterator(TEXT, trainers.BpeTrainer(
+        vocab_size=120, special_tokens=["<s>", "<pad>", "</s>", "<unk>"], show_progress=False))
+    model = json.loads(tok.to_str())["model"]
+    return model["vocab"], [tuple(m) if isinstance(m, list) else tuple(m.split()) for m in model["merges"]]
+
+
+def transformers_tokenizer(kind: str, directory):
+    """transformers' own tokenizer of a multilingual family (mbart: MBartTokenizer, mbart50, nllb, m2m100)
+    made from a tiny vocabulary trained here and saved into `directory`: (tokenizer, source and target
+    language codes as transformers names them)."""
+    if kind == "m2m100":  # transformers names M2M100's languages `en`, its tokens `__en__`: either is taken
+        return m2m100_files(directory), "en", "de"
+    transformers = pytest.importorskip("transformers")
+    if kind == "nllb":
+        vocab, merges = _nllb_vocab()
+        tok = transformers.NllbTokenizer(vocab=vocab, merges=merges)
+        src, tgt = "eng_Latn", "deu_Latn"
+    else:
+        cls = transformers.MBartTokenizer if kind == "mbart" else transformers.MBart50Tokenizer
+        tok, src, tgt = cls(vocab=_unigram_vocab()), "en_XX", "de_DE"
+    tok.save_pretrained(directory)
+    return tok, src, tgt

@@ -80,7 +80,7 @@ BART = FamilyEntry(
     folded="position tables start at row 2 (BART's offset)")
 MBART = FamilyEntry(
     "mbart", "MBartConfig", "MBartForConditionalGeneration", _seq2seq("pre"), _seq2seq_layer(), _seq2seq_embeddings,
-    (), BART.transforms, refuse=BART.refuse, folded=BART.folded, prefix="model")
+    (), BART.transforms, refuse=BART.refuse, folded=BART.folded, prefix="model", shift="rotate")
 def _halves(config):
     """Marian's sinusoid table (all sines, then all cosines), as transformers stores it: float32."""
     from attncomp.lower import ops
