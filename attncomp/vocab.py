@@ -14,7 +14,7 @@ token in the loss.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 PAD, UNK, BOS, EOS, SEP = 0, 1, 2, 3, 4
 SPECIAL_TOKENS = 5
@@ -57,15 +57,21 @@ class Specials:
         return {k: getattr(self, k) for k in ("pad", "unk", "bos", "eos", "sep", "start")}
 
 
-def agree(declared: Specials, tokenizer: Specials, what: str) -> None:
-    """Refuse a tokenizer whose special ids differ from those the spec's vocabulary declares (data
-    prepared for another model): ValueError naming the first role that differs."""
+def agree(declared: Specials, tokenizer: Specials, what: str, languages=()) -> Specials:
+    """The special ids a stage uses: the spec's (`declared`), with the decoder's start and forced tokens of
+    the tokenizer, where a chosen target language sets them (`translate --tgt-lang`, `data prepare
+    --tgt-lang`: mBART starts its decoder with the language). A tokenizer whose ids differ otherwise (data
+    prepared for another model) is refused: ValueError naming the first role that differs. `languages`: the
+    tokenizer's language token ids."""
     for role, value in declared.roles().items():
         theirs = tokenizer.roles()[role]
+        if role == "start" and theirs in set(languages):
+            continue  # the chosen language starts the decoder
         if theirs != value:
             raise ValueError(f"{what} has {role} = {_id(theirs)}, but the spec's vocabulary declares {role} = "
                              f"{_id(value)}: write the tokenizer's ids into the spec's vocab, or prepare the data "
                              "with this model's tokenizer")
+    return replace(declared, start=tokenizer.start, forced=tokenizer.forced)
 
 
 def _id(value: int | None) -> str:

@@ -52,12 +52,14 @@ class Objective:
             return np.ones(len(src), dtype=bool)
         return self.longest(src, tgt) <= arch.positions.max_len
 
-    def batcher_collate(self, spec, specials: Callable, path: str) -> Callable:
-        """collate(split, indices) for this spec, with the special ids its vocabulary declares; `specials()`
-        gives the data's (its tokenizer's), refused where they differ; `path` names the data in errors."""
-        declared = spec.model.specials
+    def batcher_collate(self, spec, tokenizer: Callable, path: str) -> Callable:
+        """collate(split, indices) for this spec, with the special ids its vocabulary declares (and the target
+        language the data chose: attncomp.vocab.agree); `tokenizer()` gives the data's target tokenizer,
+        refused where its ids differ; `path` names the data in errors."""
+        tok = tokenizer()
         try:
-            agree(declared, specials(), f"{path}'s tokenizer")
+            declared = agree(spec.model.specials, tok.specials, f"{path}'s tokenizer",
+                             getattr(tok, "languages", {}).values())
         except ValueError as e:
             raise DataError(str(e)) from None
         if self.masked:

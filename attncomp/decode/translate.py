@@ -8,7 +8,7 @@ line still gets one output line; the output is at most `max_len` of the spec and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import torch
@@ -53,7 +53,8 @@ class Translator:
 
     def __post_init__(self):
         try:
-            agree(self.spec.model.specials, self.tgt_tokenizer.specials, "the target tokenizer")
+            self._specials = agree(self.spec.model.specials, self.tgt_tokenizer.specials, "the target tokenizer",
+                                   getattr(self.tgt_tokenizer, "languages", {}).values())
         except ValueError as e:
             raise DataError(str(e)) from None
 
@@ -89,9 +90,9 @@ class Translator:
 
     @property
     def specials(self) -> Specials:
-        """The special ids the spec's vocabulary declares (attncomp's, or an imported model's own), and the
-        tokens the target tokenizer forces after the start (a chosen target language: attncomp.vocab)."""
-        return replace(self.spec.model.specials, forced=self.tgt_tokenizer.specials.forced)
+        """The special ids the spec's vocabulary declares (attncomp's, or an imported model's own), with the
+        decoder's start and forced tokens a chosen target language sets (attncomp.vocab.agree)."""
+        return self._specials
 
     def _encode(self, lines: list[str]) -> tuple[list[list[int]], list[int]]:
         """Token ids in the source's frame (text and </s>; an imported model's template, e.g. a language

@@ -29,7 +29,7 @@ def perplexity(model: torch.nn.Module, data: PreparedData, split: Split) -> floa
     arch = model.spec.model
     step = TrainStep(model, smoothing=0.0)
     objective = objective_of(arch, data.monolingual)
-    collate = objective.batcher_collate(model.spec, lambda: data.tokenizer("tgt").specials, data.path)
+    collate = objective.batcher_collate(model.spec, lambda: data.tokenizer("tgt"), data.path)
     indices = np.flatnonzero(objective.fits(split, arch))
     lengths = split.src.lengths + split.tgt.lengths
     indices = indices[np.argsort(lengths[indices], kind="stable")]

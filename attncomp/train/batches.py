@@ -27,7 +27,7 @@ class RunData:
         check_vocab(self.data, spec.model)
         self.train_split = self.data.split("train")
         self.valid_split = self.data.split("valid") if self.data.has_split("valid") else None
-        self.collate = self.objective.batcher_collate(spec, lambda: self.data.tokenizer("tgt").specials,
+        self.collate = self.objective.batcher_collate(spec, lambda: self.data.tokenizer("tgt"),
                                                       self.data.path)
         lengths = self.objective.lengths(self.train_split, spec.train.seed, spec.train.mlm.rate, spec.model.specials)
         self.batcher = Batcher(*lengths, spec.train.batch.count, spec.train.seed, world, max_tokens_per_worker,

@@ -195,7 +195,7 @@ def test_gpt2s_own_ids_are_declared_and_its_token_0_is_a_target_like_any_other(t
                 str(checkpoint), "--out", str(data), "--workers", "1"]) == 0
     prepared = PreparedData(data)
     split = prepared.split("train")
-    collate = objective_of(spec.model, True).batcher_collate(spec, lambda: prepared.tokenizer("tgt").specials,
+    collate = objective_of(spec.model, True).batcher_collate(spec, lambda: prepared.tokenizer("tgt"),
                                                              str(data))
     batch = collate(split, np.arange(len(split)))
     assert int((batch["tgt_out"] == 0).sum()) == sum(tok.encode(line).ids.count(0) for line in hf_tokenizers.TEXT) > 0

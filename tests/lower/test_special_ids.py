@@ -5,6 +5,9 @@ with its own ids (BART's <pad> 1, GPT-2's missing <pad>) needs no vocabulary row
 
 from __future__ import annotations
 
+from dataclasses import replace
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -92,8 +95,13 @@ def test_data_whose_tokenizer_declares_other_ids_is_refused_in_one_line():
     bart = Specials(pad=1, unk=3, bos=0, eos=2, sep=None, start=2)
     with pytest.raises(DataError, match=r"^data/de-en's tokenizer has pad = 1, but the spec's vocabulary declares "
                                         r"pad = 0: "):
-        OBJECTIVES["translation"].batcher_collate(spec, lambda: bart, "data/de-en")
-    OBJECTIVES["translation"].batcher_collate(spec, lambda: DEFAULT, "data/de-en")  # the same ids: accepted
+        OBJECTIVES["translation"].batcher_collate(spec, lambda: SimpleNamespace(specials=bart), "data/de-en")
+    # the same ids: accepted; a chosen target language may start the decoder (mBART) and force its tokens
+    chosen = SimpleNamespace(specials=replace(DEFAULT, start=9, forced=(9,)), languages={"de_DE": 9})
+    collate = OBJECTIVES["translation"].batcher_collate(spec, lambda: chosen, "data/de-en")
+    assert collate.keywords["specials"] == replace(DEFAULT, start=9, forced=(9,))
+    with pytest.raises(DataError, match="has start = 9, but the spec's vocabulary declares start = 2"):
+        OBJECTIVES["translation"].batcher_collate(spec, lambda: SimpleNamespace(specials=chosen.specials), "x")
 
 
 BERT = Specials(pad=0, unk=100, bos=101, eos=102, sep=None, mask=103, start=101)
