@@ -39,18 +39,6 @@ def _tokens(b: int, t: int, seed: int = 1) -> torch.Tensor:
     return torch.randint(3, hf_models.VOCAB, (b, t), generator=torch.Generator().manual_seed(seed))
 
 
-def _ids(imported, hf_ids: torch.Tensor) -> torch.Tensor:
-    """attncomp's ids of HF's (ids 0 and pad exchange places where the family moves pad to 0)."""
-    if imported.rows is None:
-        return hf_ids
-    return torch.tensor(imported.rows)[hf_ids]  # the exchange is its own inverse
-
-
-def _columns(imported, hf_logits: torch.Tensor) -> torch.Tensor:
-    """HF's logits in attncomp's id order."""
-    return hf_logits if imported.rows is None else hf_logits[..., imported.rows]
-
-
 @pytest.mark.parametrize("family", DECODER_ONLY)
 def test_decoder_only_logits_equal_transformers(family, tmp_path, monkeypatch):
     hf, imported, ours = _imported(family, tmp_path, monkeypatch)
@@ -85,12 +73,13 @@ def test_masked_lm_logits_equal_transformers(family, tmp_path, monkeypatch):
     hf, imported, ours = _imported(family, tmp_path, monkeypatch)
     pad = hf.config.pad_token_id
     tokens = _tokens(3, 11)
-    tokens[:, 0] = 0  # RoBERTa's <s>: HF id 0, which attncomp would take for padding unless renumbered
+    tokens[:, 0] = 0  # RoBERTa's <s>, HF id 0: a token (the spec declares the model's own pad)
     tokens[1, 7:] = pad
     real = tokens != pad
     with torch.no_grad():
-        expected = _columns(imported, hf(input_ids=tokens, attention_mask=real.long()).logits)
-    hf_models.assert_same_logits(ours, expected, _ids(imported, tokens), atol=TOLERANCE, where=real, steps=False)
+        expected = hf(input_ids=tokens, attention_mask=real.long()).logits
+    assert imported.spec.model.specials.pad == pad  # the model's own ids: no rows moved
+    hf_models.assert_same_logits(ours, expected, tokens, atol=TOLERANCE, where=real, steps=False)
 
 
 @pytest.mark.parametrize("family", SEQ2SEQ)
@@ -101,9 +90,9 @@ def test_encoder_decoder_logits_equal_transformers(family, tmp_path, monkeypatch
     src[:, 0], tgt[:, 0] = 0, hf.config.decoder_start_token_id  # BART's <s> begins every source
     src[2, 6:] = pad
     with torch.no_grad():
-        expected = _columns(imported, hf(input_ids=src, attention_mask=(src != pad).long(),
-                                         decoder_input_ids=tgt).logits)
-    hf_models.assert_same_logits(ours, expected, _ids(imported, src), _ids(imported, tgt), atol=TOLERANCE)
+        expected = hf(input_ids=src, attention_mask=(src != pad).long(), decoder_input_ids=tgt).logits
+    assert imported.spec.model.specials.pad == pad  # the model's own ids: no rows moved
+    hf_models.assert_same_logits(ours, expected, src, tgt, atol=TOLERANCE)
 
 
 def test_distilbert_sinusoidal_positions_are_computed(tmp_path, monkeypatch):

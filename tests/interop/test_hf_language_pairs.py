@@ -56,12 +56,6 @@ def _prepared(kind: str, tmp_path, **model_changes):
     return hf, theirs, checkpoint, PreparedData(data)
 
 
-def _to_model(prepared: PreparedData):
-    """attncomp's ids -> the model's (ids 0 and pad exchanged where the import exchanged them)."""
-    p = prepared.tokenizer("tgt").exchanged
-    return lambda ids: [i if p is None else p if i == 0 else 0 if i == p else i for i in ids]
-
-
 def _shift(kind: str, hf, labels: torch.Tensor) -> torch.Tensor:
     """transformers' decoder input for these labels, as the model makes it from `labels`."""
     if MODEL_TYPE[kind] == "mbart":
@@ -76,26 +70,26 @@ def _shift(kind: str, hf, labels: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("kind", ["mbart", "mbart50", "nllb", "m2m100"])
 def test_prepared_pairs_and_training_loss_are_transformers(kind, tmp_path):
     hf, theirs, checkpoint, prepared = _prepared(kind, tmp_path)
-    to_model, split = _to_model(prepared), prepared.split("train")
+    split = prepared.split("train")  # the model's own ids (its spec declares them): no rows moved
     expected = theirs(ENGLISH, text_target=GERMAN)
     assert len(split) == len(ENGLISH)
     stored = load_checkpoint(checkpoint)[1].header.tokenizers["tgt"].numpy().tobytes()
     assert stored != prepared.tokenizer("tgt").model_bytes  # the languages chosen, the vocabulary the same:
     assert same_vocabulary(stored, prepared.tokenizer("tgt").model_bytes)  # train --init takes it
     for i in range(len(ENGLISH)):
-        assert to_model(split.src[i].tolist()) == expected["input_ids"][i]
-        assert to_model(split.tgt[i].tolist()) == expected["labels"][i]
+        assert split.src[i].tolist() == expected["input_ids"][i]
+        assert split.tgt[i].tolist() == expected["labels"][i]
     # the first batch: the decoder input is transformers' shift of the labels, the loss transformers' loss
     rows = np.arange(len(ENGLISH))
     batch = translation_batch(split, rows, prepared.tokenizer("tgt").specials)
     src_len, tgt_len = split.src.lengths[rows], split.tgt.lengths[rows]
     pad = hf.config.pad_token_id
-    src_ids = torch.tensor([to_model(r) for r in batch["src"].tolist()])
+    src_ids = batch["src"].clone()
     src_ids[torch.arange(src_ids.shape[1]) >= torch.tensor(src_len)[:, None]] = pad
-    labels = torch.tensor([to_model(r) for r in batch["tgt_out"].tolist()])
+    labels = batch["tgt_out"].clone()
     outside = torch.arange(labels.shape[1]) >= torch.tensor(tgt_len)[:, None]
     labels[outside] = -100
-    decoder_in = torch.tensor([to_model(r) for r in batch["tgt_in"].tolist()])
+    decoder_in = batch["tgt_in"].clone()
     shifted = _shift(kind, hf, labels)
     assert torch.equal(decoder_in[~outside], shifted[~outside])
     with torch.no_grad():
@@ -112,7 +106,7 @@ def test_an_imported_mbart_fine_tunes_on_a_chosen_language_pair_and_translates_i
     """mBART (cc25's template, `text </s> lang`): train --init on data prepared with --tgt-lang, and the
     fine-tuned checkpoint decodes from that language (its decoder start) without --tgt-lang."""
     hf, theirs, checkpoint, prepared = _prepared("mbart", tmp_path)
-    de = _to_model(prepared)([theirs.convert_tokens_to_ids("de_DE")])[0]
+    de = theirs.convert_tokens_to_ids("de_DE")
     assert prepared.tokenizer("tgt").specials.start == de and prepared.tokenizer("tgt").specials.forced == ()
     assert run(["train", str(checkpoint.parent / "model.attn"), "--init", str(checkpoint), "--data",
                 str(prepared.path), "--out", str(tmp_path / "run"), "--procs", "1", "--set", "train.steps=3",

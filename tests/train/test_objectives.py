@@ -20,7 +20,7 @@ from attncomp.data.dataset import PreparedData
 from attncomp.train.config import RunConfig
 from attncomp.train.runner import Trainer
 from attncomp.train.step import TrainStep
-from attncomp.vocab import BOS, EOS, PAD, SPECIAL_TOKENS
+from attncomp.vocab import BOS, DEFAULT, EOS, IGNORE, PAD, SEP, SPECIAL_TOKENS
 from tests.conftest import ROOT
 
 TINY = ["model.d_model=16", "model.heads=2", "model.d_ff=32", "model.layers=1", "model.vocab=shared(256)"]
@@ -33,12 +33,12 @@ def test_masking_rates_on_a_big_batch():
     tokens = g.integers(SPECIAL_TOKENS, 1000, size=(400, 250))
     tokens[:, -1], tokens[:, 0] = EOS, BOS  # specials are never chosen
     inputs, target = masking.corrupt(7, 0.15, 0.8, 0.1, 1000, np.arange(400), tokens)
-    picked = target != PAD
+    picked = target != IGNORE
     assert not picked[:, [0, -1]].any()
     real = tokens.shape[0] * (tokens.shape[1] - 2)
     assert abs(picked.sum() / real - 0.15) < 0.005  # 99,200 draws: the standard error is 0.0011
     assert (target[picked] == tokens[picked]).all()
-    masked = (inputs == masking.MASK) & picked
+    masked = (inputs == DEFAULT.mask) & picked
     kept = (inputs == tokens) & picked
     replaced = picked & ~masked & ~kept
     n = picked.sum()
@@ -57,7 +57,7 @@ def test_masking_depends_on_the_sentence_not_the_batch(sample_data):
     assert torch.equal(together["src"][1, :width], alone["src"][0])
     assert torch.equal(together["tgt_out"][1, :width], alone["tgt_out"][0])
     counts = masking.chosen_counts(3, 0.15, split.src)
-    assert counts[[5, 9, 40]].tolist() == (together["tgt_out"] != PAD).sum(1).tolist()
+    assert counts[[5, 9, 40]].tolist() == (together["tgt_out"] != IGNORE).sum(1).tolist()
 
 
 def test_pairs_of_a_model_with_segments_read_source_then_target(sample_data):
@@ -76,7 +76,7 @@ def test_pairs_of_a_model_with_segments_read_source_then_target(sample_data):
         assert got["segments"][row].tolist() == [0] * s + [1] * t + [0] * (got["src"].shape[1] - s - t)
     counts = masking.chosen_counts(3, 0.15, split.src) + masking.chosen_counts(3, 0.15, split.tgt,
                                                                                  after=split.src.lengths)
-    assert counts[indices].tolist() == (got["tgt_out"] != PAD).sum(1).tolist()
+    assert counts[indices].tolist() == (got["tgt_out"] != IGNORE).sum(1).tolist()
 
 
 def test_mlm_loss_reads_the_chosen_positions_only_and_trains_the_output_bias():
@@ -86,7 +86,7 @@ def test_mlm_loss_reads_the_chosen_positions_only_and_trains_the_output_bias():
     with torch.no_grad():
         model.output_bias.normal_(generator=torch.Generator().manual_seed(0))
     src = torch.randint(5, 256, (3, 11), generator=torch.Generator().manual_seed(1))
-    target = torch.full_like(src, PAD)
+    target = torch.full_like(src, IGNORE)
     target[0, 2], target[1, 5], target[2, 9] = 17, 30, 200
     batch = {"src": src, "tgt_out": target}
     losses = {}
@@ -97,7 +97,7 @@ def test_mlm_loss_reads_the_chosen_positions_only_and_trains_the_output_bias():
         losses[fused] = (loss.detach(), {k: p.grad.clone() for k, p in model.named_parameters()})
     assert losses[True][0][2].item() == 3  # three target tokens: the chosen positions
     logits = model(src)
-    expected = torch.nn.functional.cross_entropy(logits[target != PAD], target[target != PAD], reduction="sum")
+    expected = torch.nn.functional.cross_entropy(logits[target != IGNORE], target[target != IGNORE], reduction="sum")
     assert abs(losses[True][0][1].item() - expected.item()) < 1e-9
     assert (losses[True][0] - losses[False][0]).abs().max() < 1e-9
     for key, grad in losses[True][1].items():
@@ -137,7 +137,7 @@ def test_decoder_only_trains_on_monolingual_text(small_data, tmp_path):
     data = PreparedData(small_data / "mono")
     assert data.monolingual
     batch = mono_batch(data.split("train"), np.array([0, 1]))
-    assert (batch["tokens"][:, 0] == BOS).all() and (batch["tgt_out"] == masking.SEP).sum() == 0
+    assert (batch["tokens"][:, 0] == BOS).all() and (batch["tgt_out"] == SEP).sum() == 0
     first = data.split("train").tgt[0]
     assert batch["tgt_out"][0, : len(first)].tolist() == first.tolist() and first[-1] == EOS
     before, after = _train(LM, small_data / "mono", tmp_path / "lm")
