@@ -107,8 +107,7 @@ def matching(model, family_name: str | None = None):
             raise UsageError(f"no Hugging Face family has this spec's architecture (closest, {min(near)[1]})")
         covered = ", ".join(f.label for f in candidates if f.config_of is not None) or "none of these"
         raise UsageError("no Hugging Face family has this spec's architecture: a spec written by hand exports as "
-                         f"{covered} (decoder-only with rotary positions, or encoder-only with learned positions and "
-                         "segments); others only as `attncomp import` read them")
+                         f"{covered} where it is that family's spec; others only as `attncomp import` read them")
     return found[0]
 
 
@@ -143,7 +142,8 @@ def write(found, out: Path, family_name: str | None = None) -> list[Path]:
     with torch.device("meta"):
         model = getattr(transformers, family.model_class)(config)
     names = list(model.state_dict())
-    state = hf_state(family, config, weights, names)
+    state = {name: tensor.to(dtype) if tensor.is_floating_point() else tensor  # a computed table too
+             for name, tensor in hf_state(family, config, weights, names).items()}
     missing = [n for n in names if n not in state]
     if missing:
         raise UsageError(f"export --format hf has nothing for the {family.label} tensor {missing[0]}")
