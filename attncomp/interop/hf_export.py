@@ -105,6 +105,8 @@ def matching(model, family_name: str | None = None):
         near = [reason for reason in reasons if reason[0] < 100]
         if near:
             raise UsageError(f"no Hugging Face family has this spec's architecture (closest, {min(near)[1]})")
+        if family_name is not None and reasons:  # the one family asked for: why its spec is not this one
+            raise UsageError(f"--family {family_name}: not this spec's architecture ({reasons[0][1]})")
         covered = ", ".join(f.label for f in candidates if f.config_of is not None) or "none of these"
         raise UsageError("no Hugging Face family has this spec's architecture: a spec written by hand exports as "
                          f"{covered} where it is that family's spec; others only as `attncomp import` read them")

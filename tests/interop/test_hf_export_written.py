@@ -33,13 +33,14 @@ CASES = {
     "bart": {}, "mbart": {},
     "m2m_100": dict(pad_token_id=0),  # its sinusoids start after the pad id: the spec's, 0
     "t5": {}, "t5:v1.0": dict(feed_forward_proj="relu", tie_word_embeddings=True),
-    "mt5": {},
+    "mt5": {}, "umt5": {},
 }
 # families tests/interop/hf_models.py has no config of: (config class, model class, another family's values)
-OTHER = {"mt5": ("MT5Config", "MT5ForConditionalGeneration", "t5")}
+OTHER = {"mt5": ("MT5Config", "MT5ForConditionalGeneration", "t5"),
+         "umt5": ("UMT5Config", "UMT5ForConditionalGeneration", "t5")}
 DECODERS = ("gpt2", "gpt_neox", "phi", "falcon", "gemma", "olmo", "stablelm")
 ENCODERS = ("roberta", "xlm-roberta", "distilbert")
-SEQ2SEQ = ("bart", "mbart", "m2m_100", "t5", "mt5")
+SEQ2SEQ = ("bart", "mbart", "m2m_100", "t5", "mt5", "umt5")
 FIXED = ("olmo",)  # its LayerNorms have no parameters: export refuses weights moved from 1 and 0
 LINES = ["the friend opens the sad car", "  Hello   wörld, ÄÖ ß 東京!", "a garden takes the big cat", ""]
 
@@ -141,10 +142,13 @@ def test_an_encoder_decoder_written_by_hand_exports_to_its_family(case, sample_d
 
 
 def test_a_spec_of_several_families_needs_family(sample_data, tmp_path, capsys):
-    """Llama's spec with an attention bias on q, k, v only is Qwen2's too... here: a plain Llama spec is
-    only Llama's; OLMo 2, Qwen3 and the others differ from it."""
-    path, _ = _written("gemma", sample_data, tmp_path)
+    """RoBERTa's spec is XLM-R's too (one table): export asks for --family in one line; a family whose spec
+    it is not is refused naming what differs."""
+    path, _ = _written("roberta", sample_data, tmp_path)
     capsys.readouterr()
-    assert run(["export", str(path), "--format", "hf", "--family", "gpt2", "-o", str(tmp_path / "out")]) == 2
+    assert run(["export", str(path), "--format", "hf", "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "GPT2" in err
+    assert "\n" not in err and "several families (roberta, xlm-roberta)" in err and "--family" in err
+    assert run(["export", str(path), "--format", "hf", "--family", "bert", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--family bert: not this spec's architecture (Bert: no segments" in err
