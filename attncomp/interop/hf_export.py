@@ -87,7 +87,7 @@ def matching(model, family_name: str | None = None):
             reasons.append((1000, f"{family.label}: export of a spec written by hand is not built for it"))
             continue
         try:
-            values = family.config_of(model)
+            values = {**mapping.config_values(family, model), **family.config_of(model)}
             config = getattr(transformers, family.config_class)(**values)
             expected = ir.load_flat(mapping.spec_text(family, config), "<family>").model
         except Exception as err:  # UsageError from config_of, a config class's or the spec's own check
@@ -105,10 +105,11 @@ def matching(model, family_name: str | None = None):
         near = [reason for reason in reasons if reason[0] < 100]
         if near:
             raise UsageError(f"no Hugging Face family has this spec's architecture (closest, {min(near)[1]})")
+        if family_name is not None and reasons:  # the one family asked for: why its spec is not this one
+            raise UsageError(f"--family {family_name}: not this spec's architecture ({reasons[0][1]})")
         covered = ", ".join(f.label for f in candidates if f.config_of is not None) or "none of these"
         raise UsageError("no Hugging Face family has this spec's architecture: a spec written by hand exports as "
-                         f"{covered} (decoder-only with rotary positions, or encoder-only with learned positions and "
-                         "segments); others only as `attncomp import` read them")
+                         f"{covered} where it is that family's spec; others only as `attncomp import` read them")
     return found[0]
 
 
@@ -143,7 +144,8 @@ def write(found, out: Path, family_name: str | None = None) -> list[Path]:
     with torch.device("meta"):
         model = getattr(transformers, family.model_class)(config)
     names = list(model.state_dict())
-    state = hf_state(family, config, weights, names)
+    state = {name: tensor.to(dtype) if tensor.is_floating_point() else tensor  # a computed table too
+             for name, tensor in hf_state(family, config, weights, names).items()}
     missing = [n for n in names if n not in state]
     if missing:
         raise UsageError(f"export --format hf has nothing for the {family.label} tensor {missing[0]}")
@@ -160,14 +162,45 @@ def write(found, out: Path, family_name: str | None = None) -> list[Path]:
     if family is families.MARIAN:
         _marian_tokenizer(found, manifest["rows"], config, out)
     else:
-        stored = found.header.tokenizers["tgt"].numpy().tobytes()
-        if is_hf(stored):  # an imported tokenizer, in the envelope that says how attncomp reads it
-            files = HFTokenizer.from_bytes(stored).files()
-        else:  # attncomp's own sentencepiece model
-            files = {"tokenizer.model": stored} if manifest.get("tokenizer") == "tokenizer.model" else {}
+        tokenizer = found.header.tokenizers["tgt"].numpy().tobytes()
+        if is_hf(tokenizer):  # an imported tokenizer, in the envelope that says how attncomp reads it
+            files = HFTokenizer.from_bytes(tokenizer).files()
+        elif manifest.get("tokenizer") == "tokenizer.model":  # a spec written by hand: attncomp's sentencepiece
+            files = {"tokenizer.model": tokenizer, **spm_tokenizer_files(tokenizer, stored)}
+        else:
+            files = {}
         for name, data in files.items():
             (out / name).write_bytes(data)
     return sorted(out.iterdir())
+
+
+# --- a spec written by hand: attncomp's sentencepiece model as a tokenizer.json -----------------------
+
+
+def spm_tokenizer_files(proto_bytes: bytes, model) -> dict[str, bytes]:
+    """tokenizer.json (the `tokenizers` library's reading of the sentencepiece model, through transformers'
+    SpmConverter: its normalizer, pre-tokenizer and pieces, so it encodes text to sentencepiece's ids) and
+    tokenizer_config.json (PreTrainedTokenizerFast, whatever the family, which AutoTokenizer loads; the special
+    tokens are the pieces at the spec's declared ids). Every family's own tokenizer class reads a vocabulary
+    of its own kind (GPT-2's byte-level BPE, BERT's WordPiece, T5's numbering), not attncomp's."""
+    pb = require("sentencepiece.sentencepiece_model_pb2", "export --format hf")
+    convert = require("transformers.convert_slow_tokenizer", "export --format hf")
+    tokenizers = require("tokenizers", "export --format hf")
+    proto = pb.ModelProto()
+    proto.ParseFromString(proto_bytes)
+    pieces = [p.piece for p in proto.pieces]
+    vocab = {piece: i for i, piece in enumerate(pieces)} if proto.trainer_spec.model_type == 2 else \
+        [(p.piece, p.score) for p in proto.pieces]  # BPE: pieces by id (merges from their scores); unigram: scores
+    tokenizer = convert.SpmConverter.build_tokenizer_from_spm_proto(proto, vocab)
+    if tokenizer is None:
+        raise UsageError("export --format hf: the tokenizer's sentencepiece model is neither BPE nor unigram")
+    roles = {"pad": model.vocab.pad, "unk": model.vocab.unk, "bos": model.vocab.bos, "eos": model.vocab.eos,
+             "sep": model.vocab.sep, "mask": getattr(model.vocab, "mask", None)}
+    named = {f"{role}_token": pieces[i] for role, i in roles.items() if i is not None and 0 <= i < len(pieces)}
+    tokenizer.add_special_tokens([tokenizers.AddedToken(piece, special=True) for piece in dict.fromkeys(named.values())])
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", **named}
+    return {"tokenizer.json": tokenizer.to_str().encode("utf-8"),
+            "tokenizer_config.json": json.dumps(config, ensure_ascii=False, indent=2).encode("utf-8")}
 
 
 # --- Marian: the vocabulary back in Marian's numbering -----------------------------------------------

@@ -36,12 +36,19 @@ State = dict[str, torch.Tensor]
 
 @dataclass(frozen=True)
 class Key:
-    """A config attribute, read from transformers' config object (its defaults apply)."""
+    """A config attribute, read from transformers' config object (its defaults apply); `cast` makes its
+    value the spec's type (float for an eps a config may hold as an int). `back` is the way back: the config
+    attribute of a spec value (export of a spec written by hand, `config_values`)."""
 
     name: str
+    cast: Callable[[Any], Any] | None = None
 
     def __call__(self, config) -> Any:
-        return getattr(config, self.name)
+        value = getattr(config, self.name)
+        return self.cast(value) if self.cast is not None and value is not None else value
+
+    def back(self, value: Any) -> dict[str, Any]:
+        return {self.name: value}
 
 
 Value = Union[Key, Callable[[Any], Any], str, int, float, bool]
@@ -116,6 +123,46 @@ def spec_text(family: FamilyEntry, config, name: str | None = None, extra: dict[
         if value is not None:
             lines.append(f"  {key} = {_text(value)}")
     return f"model {name or family.model_type.replace('-', '_')} {{\n" + "\n".join(lines) + "\n}\n"
+
+
+# --- the way back: a spec's config values (export of a spec written by hand) ---------------------------
+
+STACK_KEYS = ("d_model", "heads", "kv_heads", "d_k", "d_v", "d_ff", "activation", "norm", "normalization",
+              "attention", "qk_norm")  # model-level spellings of each stack's keys
+
+
+def spec_value(model, key: str) -> Any:
+    """The model's value of a family's spec key (dotted, as the table writes it): a stack's key written at the
+    model level reads the decoder's (else the encoder's); a choice with arguments is its IR node."""
+    node: Any = model
+    if "." not in key and key in STACK_KEYS:
+        node = model.decoder if model.decoder is not None else model.encoder
+    for part in key.split("."):
+        node = getattr(node, part, None) if node is not None else None
+    return node
+
+
+def config_values(family: FamilyEntry, model) -> dict[str, Any]:
+    """The config attributes the family's spec map reads directly (a `Key`, a dropout `rate`, an
+    activation table: any value with a `back`), from the model's values of those keys; the family's
+    `config_of` gives the rest. One fact in one place: the table says which attribute is which key."""
+    values: dict[str, Any] = {}
+    for key, value in family.spec.items():
+        back = getattr(value, "back", None)
+        found = spec_value(model, key) if back is not None else None
+        if found is not None:
+            values.update(back(found))
+    return values
+
+
+def special_ids(model, *extra: str) -> dict[str, Any]:
+    """pad/bos/eos ids of the spec's vocabulary (attncomp.vocab.Specials) as config attributes; `extra`:
+    decoder_start_token_id (the vocabulary's start) for an encoder-decoder."""
+    vocab = model.vocab
+    values = dict(pad_token_id=vocab.pad, bos_token_id=vocab.bos, eos_token_id=vocab.eos)
+    if "decoder_start_token_id" in extra:
+        values["decoder_start_token_id"] = vocab.start if vocab.start is not None else vocab.bos
+    return values
 
 
 # --- config helpers the tables share -----------------------------------------------------------

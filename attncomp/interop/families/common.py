@@ -3,6 +3,8 @@ mixed layers."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from attncomp.interop.mapping import layer_kinds, rope_scaling, unsupported_scaling
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # HF's name -> attncomp's
@@ -10,8 +12,20 @@ ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"} 
 DECODER_ACTIVATIONS = {**ACTIVATIONS, "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 
 
-def activation_of(name: str, table: dict[str, str] = ACTIVATIONS):
-    return lambda config: table.get(getattr(config, name))
+@dataclass(frozen=True)
+class activation_of:
+    """The spec's activation of a config attribute, through `table` (HF's name -> attncomp's); `back`: the
+    HF name of an activation (the table's last name for it: silu, not swish; gelu_pytorch_tanh)."""
+
+    name: str
+    table: dict[str, str] = field(default_factory=lambda: ACTIVATIONS)
+
+    def __call__(self, config) -> str | None:
+        return self.table.get(getattr(config, self.name))
+
+    def back(self, value: str) -> dict[str, str]:
+        names = [hf for hf, ours in self.table.items() if ours == value]
+        return {self.name: names[-1]} if names else {}
 
 
 def bad_activation(name: str, table: dict[str, str] = ACTIVATIONS):
@@ -26,15 +40,22 @@ def bad_activation(name: str, table: dict[str, str] = ACTIVATIONS):
     return test, what
 
 
-def rate(*names: str):
-    """The first of a config's dropout attributes that it has, as a float."""
-    def read(config) -> float:
-        for name in names:
+class rate:
+    """The first of a config's dropout attributes that it has, as a float; `back`: the first attribute of a
+    spec's rate."""
+
+    def __init__(self, *names: str):
+        self.names = names
+
+    def __call__(self, config) -> float:
+        for name in self.names:
             value = getattr(config, name, None)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return float(value)
         return 0.0
-    return read
+
+    def back(self, value: float) -> dict[str, float]:
+        return {self.names[0]: value}
 
 
 def tied(config) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from attncomp.errors import UsageError
 from attncomp.interop.families.common import DECODER_ACTIVATIONS, MIXED_LAYERS, ROPE_SCALING, activation_of, bad_activation, rate, tied
 from attncomp.interop.mapping import (FamilyEntry, Key, attention, rename_module, fill, head_dim, rope, scaling_parameters,
-                                     split_qkv, transpose)
+                                     special_ids, split_qkv, transpose)
 from attncomp.interop.families.common import PER_TYPE_UNSUPPORTED_SCALING, per_type_scaling, periodic, rope_theta
 from attncomp.interop.mapping import split_rows
 
@@ -59,6 +59,27 @@ _SILU = (lambda c: c.hidden_act != "silu", lambda c: f"hidden_act {c.hidden_act!
          "SwiGLU: silu only)")
 
 
+def _decoder(model, positions: str):
+    """The decoder stack of a decoder-only spec with `positions` (rope, learned); refused otherwise."""
+    if model.encoder is not None or model.decoder is None or getattr(model.positions, "kind", None) != positions:
+        raise UsageError(f"not a decoder-only model with {positions} positions")
+    return model.decoder
+
+
+def _lm_config(model) -> dict:
+    """What every decoder-only config takes from the spec: the vocabulary, its special ids, the tying."""
+    return dict(vocab_size=model.tgt_vocab, tie_word_embeddings=model.tie == "decoder", **special_ids(model))
+
+
+def _rotary(model) -> dict:
+    """rope_parameters (base, scaling, and partial_rotary_factor where only a fraction of d_k rotates) and
+    max_position_embeddings of a spec's `rope(...)`."""
+    rope_parameters, max_len = scaling_parameters(model.positions)
+    if model.positions.fraction != 1.0:
+        rope_parameters["partial_rotary_factor"] = model.positions.fraction
+    return dict(rope_parameters=rope_parameters, max_position_embeddings=max_len)
+
+
 def _llama_config(model) -> dict:
     """The config values of a LLaMA-like decoder spec (the family's spec of them is compared with it)."""
     dec = model.decoder
@@ -87,6 +108,54 @@ def _without(*keys: str, window: bool = False):
     return config_of
 
 
+def _stablelm_config(model) -> dict:
+    """StableLM: Llama's with LayerNorm, a rotary fraction, q/k/v biases (use_qkv_bias), parallel blocks."""
+    values = _without("attention_bias", "mlp_bias", "head_dim", "rms_norm_eps")(model)
+    return dict(values, **_rotary(model), layer_norm_eps=model.norm_eps, use_qkv_bias=bool(model.bias.of("q")),
+                use_parallel_residual=model.decoder.block.kind == "parallel")
+
+
+def _olmo_config(model) -> dict:
+    """OLMo: Llama's with parameter-free LayerNorms (eps fixed) and clip_qkv."""
+    values = _without("mlp_bias", "head_dim", "rms_norm_eps")(model)
+    return dict(values, clip_qkv=model.decoder.attention.clip_qkv or None)
+
+
+def _gemma_config(model) -> dict:
+    """Gemma: Llama's with GeGLU (gelu_pytorch_tanh) or SwiGLU (silu)."""
+    values = _without("mlp_bias")(model)
+    activation = model.decoder.activation
+    return dict(values, hidden_act={"geglu_tanh": "gelu_pytorch_tanh", "swiglu": "silu"}.get(activation, activation))
+
+
+def _gpt2_config(model) -> dict:
+    dec = _decoder(model, "learned")
+    return dict(_lm_config(model), n_inner=dec.d_ff, n_positions=model.positions.max_len)
+
+
+def _neox_config(model) -> dict:
+    dec = _decoder(model, "rope")
+    return dict(_lm_config(model), **_rotary(model), use_parallel_residual=dec.block.kind == "parallel")
+
+
+def _phi_config(model) -> dict:
+    dec = _decoder(model, "rope")
+    return dict(_lm_config(model), **_rotary(model), num_key_value_heads=dec.kv_heads or dec.heads)
+
+
+def _falcon_config(model) -> dict:
+    """Falcon's three block layouts: sequential, parallel with one norm (parallel_attn), parallel with two
+    (new_decoder_architecture: num_kv_heads); without the new architecture, kv heads are one (multi_query)
+    or every head."""
+    dec = _decoder(model, "rope")
+    parallel = dec.block.kind == "parallel"
+    new = parallel and dec.block.norms == 2
+    kv = dec.kv_heads or dec.heads
+    return dict(_lm_config(model), **_rotary(model), ffn_hidden_size=dec.d_ff, parallel_attn=parallel,
+                new_decoder_architecture=new, num_kv_heads=kv if new else None, multi_query=not new and kv == 1,
+                num_ln_in_parallel_attn=None, alibi=False)
+
+
 def _llama_like(model_type: str, config: str, model: str, spec: dict | None = None, renames=_PRE_NORMS,
                 refuse=(), activation=_SILU, transforms=(), folded: str = "", config_of=None) -> FamilyEntry:
     return FamilyEntry(model_type, config, model, _decoder_only(**(spec or {})), _LLAMA_LAYER + renames,
@@ -113,7 +182,7 @@ STABLELM = _llama_like(
           "bias.v": Key("use_qkv_bias"), "bias.ffn": False, "norm_eps": lambda c: float(c.layer_norm_eps),
           "decoder.normalization": "layernorm", "decoder.attention": "scaled_dot",
           "decoder.block": lambda c: "parallel" if c.use_parallel_residual else None,
-          "dropout.attention": rate("attention_dropout")},
+          "dropout.attention": rate("attention_dropout")}, config_of=_stablelm_config,
     renames=((r"model\.layers\.(\d+)\.input_layernorm\.(weight|bias)", r"decoder.layers.\1.input_layernorm.\2"),
              (r"model\.layers\.(\d+)\.post_attention_layernorm\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2")),
     transforms=(rename_module("input_layernorm", lambda c: "norm" if c.use_parallel_residual else "self_attn_norm"),),
@@ -140,7 +209,8 @@ GEMMA = _llama_like(
     spec={"decoder.activation": lambda c: _GATED.get(c.hidden_act), "scale_embeddings": True,
           "decoder.normalization": "rmsnorm(offset = 1)"},  # x / rms(x) * (1 + w): the stored w is the parameter
     activation=(lambda c: c.hidden_act not in _GATED,
-                lambda c: f"hidden_act {c.hidden_act!r} (Gemma's gated feed-forward has {', '.join(_GATED)})"))
+                lambda c: f"hidden_act {c.hidden_act!r} (Gemma's gated feed-forward has {', '.join(_GATED)})"),
+    config_of=_gemma_config)
 
 
 def _olmo_norms(config) -> dict[str, tuple[float, int]]:
@@ -156,7 +226,8 @@ OLMO = _llama_like(
     spec={"decoder.normalization": "layernorm", "norm_eps": 1e-5,
           "decoder.attention": lambda c: "scaled_dot" if c.clip_qkv is None else
           f"scaled_dot(clip_qkv = {float(c.clip_qkv)!r})"},  # q, k, v clamped to [-c, c]
-    transforms=(fill(_olmo_norms),), folded="its parameter-free LayerNorms as weight 1, bias 0")
+    transforms=(fill(_olmo_norms),), folded="its parameter-free LayerNorms as weight 1, bias 0",
+    config_of=_olmo_config)
 
 # --- GPT-2 and GPT-NeoX: fused QKV ---------------------------------------------------------------
 
@@ -165,7 +236,7 @@ GPT2 = FamilyEntry(
     {"d_model": Key("n_embd"), "heads": Key("n_head"), "d_ff": lambda c: c.n_inner or 4 * c.n_embd,
      "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
      "positions": lambda c: f"learned(max_len = {c.n_positions})", "scale_embeddings": False,
-     "bias.attention": True, "bias.ffn": True, "norm_eps": lambda c: float(c.layer_norm_epsilon),
+     "bias.attention": True, "bias.ffn": True, "norm_eps": Key("layer_norm_epsilon", float),
      "decoder.layers": Key("n_layer"), "decoder.norm": "pre",
      "decoder.activation": activation_of("activation_function", DECODER_ACTIVATIONS),
      "dropout.residual": rate("resid_pdrop"), "dropout.embedding": rate("embd_pdrop"),
@@ -184,14 +255,14 @@ GPT2 = FamilyEntry(
             (lambda c: not c.scale_attn_weights, "scale_attn_weights = false (unscaled dot products)"),
             (lambda c: c.scale_attn_by_inverse_layer_idx, "scale_attn_by_inverse_layer_idx (a per-layer score scale)"),
             (lambda c: c.add_cross_attention, "add_cross_attention")),
-    folded="Conv1D weights transposed; c_attn split into q, k, v", prefix="transformer")
+    folded="Conv1D weights transposed; c_attn split into q, k, v", prefix="transformer", config_of=_gpt2_config)
 
 GPT_NEOX = FamilyEntry(
     "gpt_neox", "GPTNeoXConfig", "GPTNeoXForCausalLM",
     {"d_model": Key("hidden_size"), "heads": Key("num_attention_heads"), "d_ff": Key("intermediate_size"),
      "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
      "positions": rope, "scale_embeddings": False, "bias.attention": Key("attention_bias"), "bias.ffn": True,
-     "norm_eps": lambda c: float(c.layer_norm_eps), "decoder.layers": Key("num_hidden_layers"),
+     "norm_eps": Key("layer_norm_eps", float), "decoder.layers": Key("num_hidden_layers"),
      "decoder.norm": "pre", "decoder.activation": activation_of("hidden_act", DECODER_ACTIVATIONS),
      "decoder.block": lambda c: "parallel(norms = 2)" if c.use_parallel_residual else None,
      "dropout.residual": rate("hidden_dropout"), "dropout.embedding": 0.0,
@@ -207,7 +278,7 @@ GPT_NEOX = FamilyEntry(
     _lm_embeddings("gpt_neox.embed_in.weight", ("embed_out.weight", "lm_head.weight")),
     _ROTARY + (r"gpt_neox\.layers\.\d+\.attention\.bias",), (split_qkv("per_head"),),
     refuse=(ROPE_SCALING, bad_activation("hidden_act", DECODER_ACTIVATIONS)),
-    folded="query_key_value split into q, k, v (per-head layout)", prefix="gpt_neox")
+    folded="query_key_value split into q, k, v (per-head layout)", prefix="gpt_neox", config_of=_neox_config)
 
 # --- parallel blocks: Phi and Falcon ---------------------------------------------------------------
 
@@ -217,7 +288,7 @@ PHI = FamilyEntry(
      "kv_heads": lambda c: c.num_key_value_heads or c.num_attention_heads, "d_k": head_dim, "d_v": head_dim,
      "d_ff": Key("intermediate_size"), "vocab": lambda c: f"shared({c.vocab_size})",
      "tie": lambda c: "decoder" if tied(c) else "none", "positions": rope, "scale_embeddings": False,
-     "bias.attention": True, "bias.ffn": True, "bias.output": True, "norm_eps": lambda c: float(c.layer_norm_eps),
+     "bias.attention": True, "bias.ffn": True, "bias.output": True, "norm_eps": Key("layer_norm_eps", float),
      "decoder.layers": Key("num_hidden_layers"), "decoder.norm": "pre", "decoder.normalization": "layernorm",
      "decoder.block": "parallel", "decoder.activation": activation_of("hidden_act", DECODER_ACTIVATIONS),
      "dropout.residual": rate("resid_pdrop"), "dropout.embedding": rate("embd_pdrop"),
@@ -231,7 +302,7 @@ PHI = FamilyEntry(
     _lm_embeddings("model.embed_tokens.weight"), _ROTARY, (),
     refuse=(ROPE_SCALING, bad_activation("hidden_act", DECODER_ACTIVATIONS),
             (lambda c: c.qk_layernorm, "qk_layernorm (a LayerNorm of q and k; attncomp's qk_norm is RMSNorm)")),
-    prefix="model")
+    prefix="model", config_of=_phi_config)
 
 
 def _falcon_groups(config) -> int:
@@ -269,7 +340,7 @@ FALCON = FamilyEntry(
      "d_k": head_dim, "d_v": head_dim, "d_ff": lambda c: c.ffn_hidden_size or 4 * c.hidden_size,
      "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
      "positions": rope, "scale_embeddings": False, "bias.attention": Key("bias"), "bias.ffn": Key("bias"),
-     "norm_eps": lambda c: float(c.layer_norm_epsilon), "decoder.layers": Key("num_hidden_layers"),
+     "norm_eps": Key("layer_norm_epsilon", float), "decoder.layers": Key("num_hidden_layers"),
      "decoder.norm": "pre", "decoder.normalization": "layernorm", "decoder.block": _falcon_block,
      "decoder.activation": activation_of("activation", DECODER_ACTIVATIONS),
      "dropout.residual": rate("hidden_dropout"), "dropout.embedding": 0.0,
@@ -290,7 +361,7 @@ FALCON = FamilyEntry(
             (lambda c: not c.new_decoder_architecture and c.parallel_attn and _falcon_norms(c) == 2,
              "num_ln_in_parallel_attn = 2 without new_decoder_architecture")),
     folded="query_key_value split into q, k, v (kv-group layout: each group's queries, then its key and value)",
-    prefix="transformer")
+    prefix="transformer", config_of=_falcon_config)
 
 
 # --- Gemma 2: sandwich norms, soft-capped attention and logits, alternating local and global layers ---------------

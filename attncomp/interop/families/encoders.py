@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from attncomp.interop.families.common import (ACTIVATIONS, PER_TYPE_ROPE_SCALING, activation_of, periodic, rate,
                                               rope_theta, tied)
-from attncomp.interop.mapping import FamilyEntry, Key, add_row, drop, slice_rows, split_qkv, split_rows
+from attncomp.errors import UsageError
+from attncomp.interop.mapping import FamilyEntry, Key, add_row, drop, slice_rows, special_ids, split_qkv, split_rows
 
 
 
@@ -46,7 +47,7 @@ def _encoder_only(**changes) -> dict:
         "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "encoder" if tied(c) else "none",
         "positions": lambda c: f"learned(max_len = {c.max_position_embeddings})", "scale_embeddings": False,
         "embedding_norm": True, "head": lambda c: f"dense(activation = {ACTIVATIONS[c.hidden_act]})",
-        "norm_eps": lambda c: float(c.layer_norm_eps),
+        "norm_eps": Key("layer_norm_eps", float),
         "bias.attention": True, "bias.ffn": True, "bias.output": True,
         "encoder.layers": Key("num_hidden_layers"), "encoder.norm": "post",
         "encoder.activation": activation_of("hidden_act"),
@@ -57,27 +58,45 @@ def _encoder_only(**changes) -> dict:
     return spec
 
 
-def _encoder_config(factorised: bool):
-    """The config values of a BERT-like encoder spec written by hand (the family's spec of them is compared
-    with it, so anything else the spec chose is refused there); `factorised`: ELECTRA's embedding_size."""
-    def config_of(model) -> dict:
-        from attncomp.errors import UsageError
+def _encoder(model, *positions: str):
+    """The stack of an encoder-only spec with one of `positions`; refused otherwise."""
+    if model.decoder is not None or model.encoder is None or getattr(model.positions, "kind", None) not in positions:
+        raise UsageError(f"not an encoder-only model with {' or '.join(positions)} positions")
+    return model.encoder
 
-        enc = model.encoder
-        if model.decoder is not None or enc is None or getattr(model.positions, "kind", None) != "learned":
-            raise UsageError("not an encoder-only model with learned positions")
-        if not model.segments:
+
+def _masked_lm_config(model) -> dict:
+    """What every encoder-only config takes from the spec: the vocabulary, its special ids, the tying."""
+    return dict(vocab_size=model.src_vocab, tie_word_embeddings=model.tie == "encoder", **special_ids(model))
+
+
+def _encoder_config(factorised: bool = False, segments: bool = True):
+    """The config values of a BERT-like encoder spec written by hand that the table's keys do not give
+    (mapping.config_values; the family's spec of them is compared with it, so anything else the spec chose
+    is refused there); `factorised`: ELECTRA's embedding_size; without `segments`: RoBERTa's one token type
+    and its positions after padding_idx + 1 rows."""
+    def config_of(model) -> dict:
+        enc = _encoder(model, "learned")
+        values = dict(_masked_lm_config(model), hidden_act=enc.activation,
+                      max_position_embeddings=model.positions.max_len, type_vocab_size=model.segments)
+        if not segments:
+            if model.vocab.pad is None:
+                raise UsageError("no pad id (RoBERTa's positions start after padding_idx)")
+            values.update(type_vocab_size=1, max_position_embeddings=model.positions.max_len + model.vocab.pad + 1)
+        elif not model.segments:
             raise UsageError("no segments (token_type_embeddings): set segments = 1 or more")
-        values = dict(vocab_size=model.src_vocab, hidden_size=enc.d_model, num_attention_heads=enc.heads,
-                      intermediate_size=enc.d_ff, num_hidden_layers=enc.layers, hidden_act=enc.activation,
-                      max_position_embeddings=model.positions.max_len, type_vocab_size=model.segments,
-                      layer_norm_eps=model.norm_eps, hidden_dropout_prob=model.dropout.residual,
-                      attention_probs_dropout_prob=model.dropout.attention, tie_word_embeddings=model.tie == "encoder",
-                      pad_token_id=model.vocab.pad)
         if factorised:
             values["embedding_size"] = model.d_embed or enc.d_model
         return values
     return config_of
+
+
+def _distilbert_config(model) -> dict:
+    """DistilBERT: learned positions, or its sinusoidal table (sinusoidal_pos_embds)."""
+    _encoder(model, "learned", "sinusoidal")
+    learned = model.positions.kind == "learned"
+    return dict(_masked_lm_config(model), sinusoidal_pos_embds=not learned,
+                **({"max_position_embeddings": model.positions.max_len} if learned else {}))
 
 
 _HEAD_ACTIVATION = (lambda c: c.hidden_act not in ("relu", "gelu"),
@@ -94,7 +113,7 @@ BERT = FamilyEntry(
     _masked_lm_embeddings("bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight",
                           ("cls.predictions.bias", "cls.predictions.decoder.bias")),
     _BERT_DROPPED + (r"cls\.seq_relationship\..*",), (),
-    refuse=(_HEAD_ACTIVATION, _ABSOLUTE), prefix="bert", config_of=_encoder_config(False))
+    refuse=(_HEAD_ACTIVATION, _ABSOLUTE), prefix="bert", config_of=_encoder_config())
 
 
 def _roberta(model_type: str, config: str, model: str) -> FamilyEntry:
@@ -108,7 +127,7 @@ def _roberta(model_type: str, config: str, model: str) -> FamilyEntry:
                               ("lm_head.bias", "lm_head.decoder.bias")),
         _BERT_DROPPED, (add_row("encoder.pos.weight", "token_type.weight", _type_rows),
                         slice_rows("encoder.pos.weight", _roberta_offset)),
-        refuse=(_HEAD_ACTIVATION, _ABSOLUTE), prefix="roberta",
+        refuse=(_HEAD_ACTIVATION, _ABSOLUTE), prefix="roberta", config_of=_encoder_config(segments=False),
         folded="token type 0's embedding added to every position's; the position table starts at padding_idx + 1")
 
 
@@ -119,7 +138,8 @@ def _distil_table(config):
     from attncomp.lower import ops
     import torch
 
-    return ops.sinusoidal(torch.arange(config.max_position_embeddings), config.dim, torch.float32)
+    # float64, as transformers computes it (numpy) before storing it: export casts it to the checkpoint's dtype
+    return ops.sinusoidal(torch.arange(config.max_position_embeddings), config.dim, torch.float64)
 
 
 def _embedding_size(config) -> int | None:
@@ -137,7 +157,7 @@ ELECTRA = FamilyEntry(
     _masked_lm_embeddings("electra.embeddings.word_embeddings.weight", "generator_lm_head.weight",
                           ("generator_lm_head.bias",)),
     _BERT_DROPPED, (), refuse=(_HEAD_ACTIVATION, _ABSOLUTE), prefix="electra",
-    config_of=_encoder_config(True))
+    config_of=_encoder_config(factorised=True))
 
 _DISTIL = r"distilbert\.transformer\.layer\.(\d+)\."
 DISTILBERT = FamilyEntry(
@@ -162,7 +182,7 @@ DISTILBERT = FamilyEntry(
                           ("vocab_projector.bias",)),
     _BERT_DROPPED, (drop("encoder.pos.weight", lambda c: c.sinusoidal_pos_embds, _distil_table),),
     refuse=((lambda c: c.activation not in ("relu", "gelu"), lambda c: f"activation {c.activation!r}"),),
-    prefix="distilbert")
+    prefix="distilbert", config_of=_distilbert_config)
 # DistilBERT's sinusoidal_pos_embds table is the paper's interleaved one, computed rather than copied
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from attncomp.interop.families.common import activation_of, bad_activation, rate, tied
-from attncomp.interop.mapping import FamilyEntry, Key, drop, flatten, output_of, slice_rows
+from attncomp.errors import UsageError
+from attncomp.interop.mapping import FamilyEntry, Key, drop, flatten, output_of, slice_rows, special_ids
 
 
 
@@ -69,6 +70,23 @@ def _seq2seq(norm: str, **changes) -> dict:
     return spec
 
 
+def _encoder_decoder(model, *positions: str) -> None:
+    if model.encoder is None or model.decoder is None or getattr(model.positions, "kind", None) not in positions:
+        raise UsageError(f"not an encoder-decoder model with {' or '.join(positions)} positions")
+
+
+def _seq2seq_config(model) -> dict:
+    """BART, mBART and M2M100's config values that the table's keys do not give (mapping.config_values):
+    the vocabulary, its special ids (the decoder's start too), the tying, the embedding scale, the length of
+    learned positions (M2M100's sinusoids start after its pad id: the spec's offset must be pad + 1)."""
+    _encoder_decoder(model, "learned", "sinusoidal")
+    values = dict(vocab_size=model.tgt_vocab, tie_word_embeddings=model.tie == "all",
+                  scale_embedding=model.scale_embeddings, **special_ids(model, "decoder_start_token_id"))
+    if model.positions.kind == "learned":
+        values["max_position_embeddings"] = model.positions.max_len
+    return values
+
+
 _BART_OFFSET = 2  # BartLearnedPositionalEmbedding: position p reads row p + 2
 
 BART = FamilyEntry(
@@ -77,10 +95,11 @@ BART = FamilyEntry(
          slice_rows("decoder.pos.weight", lambda c: _BART_OFFSET),
          flatten("output_bias")),
     refuse=(bad_activation("activation_function"),), prefix="model",
-    folded="position tables start at row 2 (BART's offset)")
+    folded="position tables start at row 2 (BART's offset)", config_of=_seq2seq_config)
 MBART = FamilyEntry(
     "mbart", "MBartConfig", "MBartForConditionalGeneration", _seq2seq("pre"), _seq2seq_layer(), _seq2seq_embeddings,
-    (), BART.transforms, refuse=BART.refuse, folded=BART.folded, prefix="model", shift="rotate")
+    (), BART.transforms, refuse=BART.refuse, folded=BART.folded, prefix="model", shift="rotate",
+    config_of=_seq2seq_config)
 def _halves(config):
     """Marian's sinusoid table (all sines, then all cosines), as transformers stores it: float32."""
     from attncomp.lower import ops
@@ -116,7 +135,7 @@ M2M100 = FamilyEntry(
     refuse=(bad_activation("activation_function"),
             (lambda c: not isinstance(c.pad_token_id, int), "no pad_token_id (fairseq's positions start after it)")),
     prefix="model", folded="sinusoid tables computed (fairseq's frequencies, from padding_idx + 1)",
-    slow_tokenizer="M2M100Tokenizer")  # facebook/m2m100_*: sentencepiece.bpe.model and vocab.json, no tokenizer.json
+    slow_tokenizer="M2M100Tokenizer", config_of=_seq2seq_config)  # facebook/m2m100_*: sentencepiece.bpe.model and vocab.json, no tokenizer.json
 
 
 # --- T5: T5's bucketed relative bias, unscaled attention, RMSNorm, no biases ------------------------------
@@ -137,6 +156,26 @@ def _t5_tied(config) -> bool:
     tie_word_embeddings is false (`scale_decoder_outputs`): v1.0 is tied and rescaled, v1.1 and Flan neither.
     MT5Config has no such attribute: mT5 never rescales."""
     return bool(getattr(config, "scale_decoder_outputs", False))
+
+
+# attncomp's activation -> feed_forward_proj (T5Config reads "gated-gelu" as gelu_new, the tanh form)
+_T5_PROJECTIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "silu",
+                   "geglu_tanh": "gated-gelu", "swiglu": "gated-silu"}
+
+
+def _t5_config(model) -> dict:
+    """T5's config values that the table's keys do not give (mapping.config_values): the buckets, the
+    feed-forward's projection, the vocabulary and its ids (T5 starts its decoder with the spec's start), the
+    tying (v1.0: tied, its output rescaled; v1.1: an output projection of its own)."""
+    _encoder_decoder(model, "buckets")
+    activation = model.decoder.activation
+    if activation not in _T5_PROJECTIONS:
+        raise UsageError(f"activation {activation} (T5's feed_forward_proj has {', '.join(_T5_PROJECTIONS)})")
+    ids = special_ids(model, "decoder_start_token_id")
+    return dict(vocab_size=model.tgt_vocab, relative_attention_num_buckets=model.positions.count,
+                relative_attention_max_distance=model.positions.max_distance,
+                feed_forward_proj=_T5_PROJECTIONS[activation], tie_word_embeddings=model.tie == "all",
+                **{k: v for k, v in ids.items() if k != "bos_token_id"})
 
 
 _T5_STACK = "scaled_dot(scale = none)"  # T5's W^Q initialisation carries 1/sqrt(d_k)
@@ -183,7 +222,7 @@ def _t5(model_type: str, config: str, model: str, per_layer: bool = False) -> Fa
          "positions": lambda c: f"buckets(count = {c.relative_attention_num_buckets}, "
                                 f"max_distance = {c.relative_attention_max_distance}"
                                 + (", per_layer = true)" if per_layer else ")"),
-         "scale_embeddings": False, "bias": False, "norm_eps": lambda c: float(c.layer_norm_epsilon),
+         "scale_embeddings": False, "bias": False, "norm_eps": Key("layer_norm_epsilon", float),
          "logit_scale": lambda c: float(c.d_model) ** -0.5 if _t5_tied(c) else None,
          "activation": _t5_activation, **_t5_stack("encoder", "num_layers"),
          **_t5_stack("decoder", "num_decoder_layers"), "decoder.cross_attention": _T5_STACK,
@@ -196,7 +235,8 @@ def _t5(model_type: str, config: str, model: str, per_layer: bool = False) -> Fa
         refuse=((lambda c: _t5_activation(c) is None,
                  lambda c: f"feed_forward_proj {c.feed_forward_proj!r} (attncomp has relu, gelu, gelu_new, silu "
                            "and their gated forms but for relu)"),),
-        folded="lm_head.weight is shared.weight where tied (v1.0); a file without one, untied, copies it")
+        folded="lm_head.weight is shared.weight where tied (v1.0); a file without one, untied, copies it",
+        config_of=_t5_config)
 
 
 T5 = _t5("t5", "T5Config", "T5ForConditionalGeneration")
