@@ -41,11 +41,8 @@ def _ctranslate2_imported(spec, found, stored: dict, out: Path, quantization: st
     if stored["src"] != stored["tgt"]:
         raise UsageError("--format ctranslate2: this imported model has two tokenizers (not exported to CTranslate2)")
     tokenizer = HFTokenizer.from_bytes(stored["tgt"])
-    if ctranslate2_export.start_is_language(tokenizer):
-        raise UsageError("--format ctranslate2: a model whose decoder starts with its target language (mBART's) is "
-                         "not exported: CTranslate2 scores that start otherwise than attncomp and transformers")
     vocab = ctranslate2_export.hf_vocabulary(tokenizer, spec.model.tgt_vocab)
-    tokens = ctranslate2_export.config_tokens(tokenizer.specials, vocab)
+    tokens = ctranslate2_export.config_tokens(tokenizer.specials, vocab, ctranslate2_export.start_is_language(tokenizer))
     ctranslate2_export.write(spec, found.model, vocab, vocab, out, quantization, tokens)
     for name, data in tokenizer.files().items():
         (out / name).write_bytes(data)

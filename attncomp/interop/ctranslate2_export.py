@@ -13,8 +13,9 @@ attncomp's id (`hf_vocabulary`: tokenizer.json's, or M2M100's vocab.json and lan
 config names its special tokens: CTranslate2's decoder starts from the token attncomp's starts from
 (`<s>`; an imported model's decoder_start_token_id); the forced tokens (BART's `<s>`, a target language)
 are the target prefix the caller gives (`decoding`). A model whose decoder starts with the target
-language (mBART's) is refused by the command: CTranslate2's log-probabilities after such a start differ
-from attncomp's and transformers' (by about 1e-2 on a tiny model), and the cause is not found yet.
+language (mBART's) gets no decoder start in the config: CTranslate2 then starts from the target prefix's
+first token, the language, as its own TransformersConverter writes mBART-25 (with a fixed start, `</s>`
+came before the language and the log-probabilities differed by about 1e-2).
 """
 
 from __future__ import annotations
@@ -222,17 +223,21 @@ def hf_vocabulary(tokenizer, size: int) -> list[str]:
     return tokens
 
 
-def config_tokens(specials, vocab: list[str]) -> dict:
+def config_tokens(specials, vocab: list[str], start_from_prefix: bool = False) -> dict:
     """CTranslate2's config of an imported model's special tokens: its unknown, begin and end tokens, and
-    the decoder start (decoder_start_token_id's)."""
+    the decoder start (decoder_start_token_id's); none where the decoder starts with the target language
+    (`start_from_prefix`: mBART's): CTranslate2 then starts its decoder from the target prefix's first token,
+    as its own TransformersConverter writes mBART-25 (a fixed start would put a token before the language)."""
     tokens = {"unk_token": specials.unk, "bos_token": specials.bos, "eos_token": specials.eos,
-              "decoder_start_token": specials.start}
-    return {k: vocab[i] for k, i in tokens.items() if i is not None}
+              "decoder_start_token": None if start_from_prefix else specials.start}
+    found = {k: vocab[i] for k, i in tokens.items() if i is not None}
+    return {**found, "decoder_start_token": None} if start_from_prefix else found
 
 
 def start_is_language(tokenizer) -> bool:
     """Whether the decoder starts with the target language (mBART; a model whose decoder_start_token_id is
-    one), so that CTranslate2's decoder start is the target prefix's first token, not a fixed one."""
+    one), so that CTranslate2's decoder start is the target prefix's first token, not a fixed one (the
+    config's decoder_start_token is null)."""
     if tokenizer.specials.start in tokenizer.languages.values():
         return True
     if not tokenizer.languages or tokenizer.target_lang is None:

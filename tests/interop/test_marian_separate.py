@@ -24,10 +24,10 @@ from tests.interop.test_marian_import import _lines, _marian_vocab, _train_spm
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(scope="module")
-def separate(tmp_path_factory):
-    out = tmp_path_factory.mktemp("marian") / "separate"
-    out.mkdir()
+def separate_directory(out):
+    """A random MarianMTModel with separate vocabularies (swish, a final_logits_bias) and its tokenizer files,
+    saved in `out` (made here): (out, the model in float64, its tokenizer)."""
+    out.mkdir(parents=True)
     pairs = generate(seed=3, pairs=400)
     source = _train_spm([s for s, _ in pairs], out / "src_spm", 48)
     target = _train_spm([t for _, t in pairs], out / "tgt_spm", 36)
@@ -60,6 +60,12 @@ def separate(tmp_path_factory):
     tokenizer.save_pretrained(out)
     for leftover in out.glob("*_spm.*"):
         leftover.unlink()
+    return out, hf, tokenizer
+
+
+@pytest.fixture(scope="module")
+def separate(tmp_path_factory):
+    out, hf, tokenizer = separate_directory(tmp_path_factory.mktemp("marian") / "separate")
     return out, hf, tokenizer, importing.import_directory(out)
 
 
