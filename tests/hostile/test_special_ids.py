@@ -1,0 +1,48 @@
+"""Hostile special token ids (`vocab = shared(N, pad = ..., mask = ...)`): what bench/hostile.py's special_ids
+category found. Ids that the encoder's padding mask would hide are refused at the spec's line; the refusals
+of a vocabulary that does not fit the data name ids that `train` then accepts; translate's refusal of ids
+that differ from the model's tokenizer says what to do there (not "prepare the data")."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from attncomp.cli.main import run
+
+MODEL = "model m {{\n  d_model = 16  heads = 2  d_ff = 32  layers = 1\n  vocab = {vocab}\n  {stacks}\n}}\n"
+
+
+def _spec(tmp_path, vocab: str, stacks: str):
+    path = tmp_path / "m.attn"
+    path.write_text(MODEL.format(vocab=vocab, stacks=stacks))
+    return path
+
+
+@pytest.mark.parametrize("vocab, stacks, message", [
+    ("shared(64, mask = 0)", "encoder { }", "mask and pad are both 0"),
+    ("shared(64, sep = 0)", "encoder { }", r"mask (unset: sep's id) and pad are both 0"),
+    ("shared(64, pad = 4)", "encoder { }", r"mask (unset: sep's id) and pad are both 4"),
+    ("shared(64, pad = 3)", "encoder { } decoder { }", "eos and pad are both 3"),
+    ("shared(64, pad = 7, bos = 7)", "encoder { } decoder { }", "bos and pad are both 7"),
+    ("shared(64, eos = 0)", "encoder { }", "eos and pad are both 0"),
+])
+def test_an_id_the_encoder_would_hide_as_padding_is_refused_at_its_line(vocab, stacks, message, tmp_path, capsys):
+    """Before: masked-LM trained with mask = pad (every <mask> hidden from attention), and an encoder read
+    sources whose </s> was padding, silently."""
+    path = _spec(tmp_path, vocab, stacks)
+    assert run(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"m\.attn:3:(22|31): error: " + re.escape(message) + ", but the encoder masks pad's id", err)
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("vocab, stacks", [
+    ("shared(64, mask = 0)", "encoder { } decoder { }"),  # an encoder-decoder never writes <mask>
+    ("shared(64, pad = 3)", "decoder { }"),  # a decoder-only model masks no padding
+    ("shared(64, sep = 0, mask = 5)", "encoder { }"),  # an encoder-only model never reads <sep>
+    ("shared(64, pad = 54, eos = 0, start = 54)", "encoder { } decoder { }"),  # Marian's: start = pad
+])
+def test_ids_shared_where_nothing_hides_them_are_kept(vocab, stacks, tmp_path, capsys):
+    assert run(["check", str(_spec(tmp_path, vocab, stacks))]) == 0
