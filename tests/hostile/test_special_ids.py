@@ -6,10 +6,15 @@ that differ from the model's tokenizer says what to do there (not "prepare the d
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 
 from attncomp.cli.main import run
+from attncomp.errors import DataError
+from attncomp import ir
+from attncomp.train.config import check_vocab
+from attncomp.vocab import Specials
 
 MODEL = "model m {{\n  d_model = 16  heads = 2  d_ff = 32  layers = 1\n  vocab = {vocab}\n  {stacks}\n}}\n"
 
@@ -46,3 +51,19 @@ def test_an_id_the_encoder_would_hide_as_padding_is_refused_at_its_line(vocab, s
 ])
 def test_ids_shared_where_nothing_hides_them_are_kept(vocab, stacks, tmp_path, capsys):
     assert run(["check", str(_spec(tmp_path, vocab, stacks))]) == 0
+
+
+def test_the_resize_hint_declares_the_data_tokenizers_ids(tmp_path):
+    """Before: `--set "model.vocab=shared(N)"`, which dropped the spec's ids (an imported GPT-2's pad = none,
+    bos = eos = 50256), or kept ones outside the new size; now the data's tokenizer's, which train accepts."""
+    gpt2 = Specials(pad=None, unk=None, bos=300, eos=300, sep=None, mask=None, start=300)
+    data = SimpleNamespace(path=tmp_path / "data", vocab={"src_size": 301, "tgt_size": 301, "shared": True},
+                           tokenizer=lambda side: SimpleNamespace(specials=gpt2))
+    arch = ir.load(str(_spec(tmp_path, "shared(64, mask = 9)", "encoder { }"))).model
+    with pytest.raises(DataError) as info:
+        check_vocab(data, arch)
+    assert 'model.vocab=shared(301, pad = none, unk = none, bos = 300, eos = 300, sep = none, mask = 9)"' \
+        in str(info.value)
+    ours = SimpleNamespace(**{**vars(data), "tokenizer": lambda side: SimpleNamespace(specials=Specials())})
+    with pytest.raises(DataError, match=r'model\.vocab=shared\(301, mask = 9\)"'):
+        check_vocab(ours, arch)
