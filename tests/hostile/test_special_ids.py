@@ -67,3 +67,12 @@ def test_the_resize_hint_declares_the_data_tokenizers_ids(tmp_path):
     ours = SimpleNamespace(**{**vars(data), "tokenizer": lambda side: SimpleNamespace(specials=Specials())})
     with pytest.raises(DataError, match=r'model\.vocab=shared\(301, mask = 9\)"'):
         check_vocab(ours, arch)
+
+
+def test_translate_with_ids_set_away_from_the_models_says_to_keep_them(tiny_artifacts, tmp_path, capsys):
+    code = run(["translate", str(tiny_artifacts["ckpt"]), "--input", str(tiny_artifacts["src"]), "--device", "cpu",
+                "--set", "model.vocab=shared(256, pad = 5)"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("error:") == 1
+    assert "the model's target tokenizer has pad = 0, but the spec's vocabulary declares pad = 5: keep the ids " \
+           "the model was trained with" in err and "prepare the data" not in err
