@@ -76,3 +76,15 @@ def test_translate_with_ids_set_away_from_the_models_says_to_keep_them(tiny_arti
     assert code == 2 and err.count("error:") == 1
     assert "the model's target tokenizer has pad = 0, but the spec's vocabulary declares pad = 5: keep the ids " \
            "the model was trained with" in err and "prepare the data" not in err
+
+
+def test_a_sweep_row_whose_ids_disagree_with_the_data_is_refused_before_anything_trains(tiny_artifacts, tmp_path,
+                                                                                         capsys):
+    """Before: the row's training refused it, then the sweep said the row failed (two error lines, after
+    the rows before it had trained); now `plan` refuses it with the spec's other checks."""
+    code = run(["sweep", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]), "--out",
+                str(tmp_path / "sweep"), "--steps", "1", "--bleu-sentences", "0",
+                "--set", "model.vocab=shared(256, bos = 7)"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("error:") == 1 and "tokenizer has bos = 2" in err
+    assert not (tmp_path / "sweep" / "rows").exists()
