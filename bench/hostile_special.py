@@ -122,9 +122,9 @@ def _hf(root: Path) -> dict[str, Path]:
             shutil.rmtree(d / name, ignore_errors=True)
             if _quiet(["import", str(make()), "--out", str(d / name)]) != 0:
                 raise RuntimeError(f"could not import the {name} model the special_ids category attacks")
-    for name, argv in (("gpt2_mono", ["--train", str(text / "mono"), "--lang", "xx", "--tokenizers", str(out["gpt2"])]),
-                       ("gpt2_pairs", ["--train", str(text / "pairs"), "--tokenizers", str(out["gpt2"])]),
-                       ("bert_mono", ["--train", str(text / "mono"), "--lang", "xx", "--tokenizers", str(out["bert"])])):
+    mono = ["--train", str(text / "mono"), "--lang", "xx", "--tokenizers"]
+    for name, argv in (("gpt2_mono", [*mono, str(out["gpt2"])]), ("bert_mono", [*mono, str(out["bert"])]),
+                       ("gpt2_pairs", ["--train", str(text / "pairs"), "--tokenizers", str(out["gpt2"])])):
         out[name] = d / "data" / name
         if not (out[name] / "manifest.json").exists():
             if _quiet(["data", "prepare", *argv, "--out", str(out[name]), "--workers", "1", "--force"]) != 0:
@@ -136,7 +136,8 @@ def special_ids(root: Path, f: Files, g: Files) -> list[Case]:
     d = root / "special_ids"
     cases = []
     for name, vocab, stacks, said in SPECS:
-        spec = _write(d / "specs" / f"{re.sub(r'[^a-z0-9]+', '_', name)}.attn", MODEL.format(vocab=vocab, stacks=stacks))
+        path = d / "specs" / f"{re.sub(r'[^a-z0-9]+', '_', name)}.attn"
+        spec = _write(path, MODEL.format(vocab=vocab, stacks=stacks))
         for argv in (["check", str(spec)], ["build", str(spec), "--no-write"]):
             cases.append(Case("special_ids", argv, "front", timeout=30, bad_value=True, note=name,
                               expect=LOCATED + ".*" + said))
@@ -177,7 +178,8 @@ def special_ids(root: Path, f: Files, g: Files) -> list[Case]:
     if not hf:
         return cases
     gpt2, bert = hf["gpt2"].parent / "model.attn", hf["bert"].parent / "model.attn"
-    edited = {"gpt2_pad5": (gpt2, "pad = none", "pad = 5"), "gpt2_eos_none": (gpt2, f"eos = {_eos(gpt2)}", "eos = none"),
+    edited = {"gpt2_pad5": (gpt2, "pad = none", "pad = 5"),
+              "gpt2_eos_none": (gpt2, f"eos = {_eos(gpt2)}", "eos = none"),
               "bert_mask_none": (bert, "mask = 4", "mask = none"), "bert_mask_pad": (bert, "mask = 4", "mask = 0")}
     for name, (source, old, new) in edited.items():
         spec = _write(d / "specs" / f"{name}.attn", source.read_text().replace(old, new, 1))
