@@ -57,20 +57,21 @@ class Specials:
         return {k: getattr(self, k) for k in ("pad", "unk", "bos", "eos", "sep", "start")}
 
 
-def agree(declared: Specials, tokenizer: Specials, what: str, languages=()) -> Specials:
+def agree(declared: Specials, tokenizer: Specials, what: str, languages=(),
+          remedy: str = "write the tokenizer's ids into the spec's vocab, or prepare the data with this model's "
+                        "tokenizer") -> Specials:
     """The special ids a stage uses: the spec's (`declared`), with the decoder's start and forced tokens of
     the tokenizer, where a chosen target language sets them (`translate --tgt-lang`, `data prepare
     --tgt-lang`: mBART starts its decoder with the language). A tokenizer whose ids differ otherwise (data
     prepared for another model) is refused: ValueError naming the first role that differs. `languages`: the
-    tokenizer's language token ids."""
+    tokenizer's language token ids; `remedy`: what the refusal tells the user to do."""
     for role, value in declared.roles().items():
         theirs = tokenizer.roles()[role]
         if role == "start" and theirs in set(languages):
             continue  # the chosen language starts the decoder
         if theirs != value:
             raise ValueError(f"{what} has {role} = {_id(theirs)}, but the spec's vocabulary declares {role} = "
-                             f"{_id(value)}: write the tokenizer's ids into the spec's vocab, or prepare the data "
-                             "with this model's tokenizer")
+                             f"{_id(value)}: {remedy}")
     return replace(declared, start=tokenizer.start, forced=tokenizer.forced)
 
 

@@ -420,7 +420,8 @@ def workers(root: Path, f: Files, g: Files) -> list[Case]:
 
 
 from bench.hostile_imports import imports  # noqa: E402 - issue 23's categories, in files of their own
+from bench.hostile_special import special_ids  # noqa: E402
 from bench.hostile_surfaces import SURFACES  # noqa: E402
 
 ALL = [spec_files, extends, spec_text, codegen, checkpoints, run_dirs, data_dirs, options, outputs, inputs, workers,
-       *SURFACES, imports]
+       *SURFACES, imports, special_ids]

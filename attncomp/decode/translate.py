@@ -53,8 +53,9 @@ class Translator:
 
     def __post_init__(self):
         try:
-            self._specials = agree(self.spec.model.specials, self.tgt_tokenizer.specials, "the target tokenizer",
-                                   getattr(self.tgt_tokenizer, "languages", {}).values())
+            self._specials = agree(self.spec.model.specials, self.tgt_tokenizer.specials,
+                                   "the model's target tokenizer", getattr(self.tgt_tokenizer, "languages", {}).values(),
+                                   remedy="keep the ids the model was trained with, its tokenizer's (no --set of them)")
         except ValueError as e:
             raise DataError(str(e)) from None
 

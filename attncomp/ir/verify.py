@@ -66,6 +66,18 @@ def _vocab(spec: nodes.Spec) -> None:
     if m.encoder is not None and m.vocab.pad is None:
         raise SpecError("an encoder masks its padding, so its vocabulary needs a pad",
                         spec.span("model", "vocab", "pad"), hint="declare pad = ID (a decoder-only model may lack one)")
+    if m.encoder is not None:  # the encoder hides pad's id as padding: a token it reads needs an id of its own
+        specials = m.specials
+        read = [("bos", "bos", specials.bos), ("eos", "eos", specials.eos)]  # (what, the key that set it, id)
+        if m.decoder is None:  # masked LM writes <mask> into the encoder's input (unset: sep's id)
+            read.append(("mask", "mask", specials.mask) if m.vocab.mask is not None or m.vocab.sep is None
+                        else ("mask (unset: sep's id)", "sep", specials.mask))
+        for what, role, token in read:
+            if token is not None and token == m.vocab.pad:
+                where = spec._spans.get(("model", "vocab", role)) or spec.span("model", "vocab", "pad")
+                raise SpecError(f"{what} and pad are both {token}, but the encoder masks pad's id as padding: it "
+                                f"would hide every {what.split()[0]} token it reads", where,
+                                hint="give it an id of its own" + (": declare mask = ID" if role == "sep" else ""))
     if m.decoder is not None and m.specials.start is None:
         raise SpecError("a decoder needs a first input, but the vocabulary declares neither bos nor start",
                         spec.span("model", "vocab", "bos"), hint="declare bos = ID or start = ID")

@@ -24,6 +24,7 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from attncomp import checkpoint as ckpt
 from attncomp import ir, train
 from attncomp.data.dataset import PreparedData
+from attncomp.data.objective import objective_of
 from attncomp.errors import AttncompError, TrainingError, UsageError, printable, printable_lines
 from attncomp.ir import nodes
 from attncomp.loading import load_checkpoint
@@ -66,6 +67,8 @@ def plan(paths: list[str], options: Options) -> list[Planned]:
         spec = ir.load(path, row_overrides(options))
         refuse_if_too_large(spec, printable(path), remedy="a sweep trains only specs within it")
         check_vocab(data, spec.model)
+        # the special ids against the data's tokenizer, a <mask> or <sep> the objective needs: refused here, once
+        objective_of(spec.model, data.monolingual).batcher_collate(spec, lambda: data.tokenizer("tgt"), data.path)
         planned[name] = Planned(name, path, spec)
     return list(planned.values())
 

@@ -12,6 +12,7 @@ from attncomp.data.dataset import PreparedData
 from attncomp.errors import DataError, UsageError
 from attncomp.ir import nodes
 from attncomp.lower.family import family_of
+from attncomp.vocab import DEFAULT, Specials
 
 
 @dataclass
@@ -46,11 +47,26 @@ def check_vocab(data: PreparedData, arch: nodes.ModelSpec) -> None:
         raise DataError(f"a decoder-only model reads source and target with one vocabulary, but {data.path} "
                         "has separate ones; prepare it without --separate-vocab")
     if have != need:
-        shown = f"shared({have[0]})" if data.vocab["shared"] else f"separate(src = {have[0]}, tgt = {have[1]})"
+        try:
+            roles = _declared(data.tokenizer("tgt").specials, arch.vocab.mask)
+        except DataError:  # a damaged tokenizer: refused in its own words when training reads it
+            roles = ""
+        shown = f"shared({have[0]}{roles})" if data.vocab["shared"] else \
+            f"separate(src = {have[0]}, tgt = {have[1]}{roles})"
         raise DataError(f"{data.path} has a vocabulary of {have[0]}{'' if have[0] == have[1] else ' + ' + str(have[1])}"
                         f" tokens but the spec's model expects {need[0]}"
                         f"{'' if need[0] == need[1] else ' + ' + str(need[1])}; prepare the data with that size, "
                         f'or train with --set "model.vocab={shown}"')
+
+
+def _declared(specials: Specials, mask: int | None) -> str:
+    """The arguments of a vocabulary that declares these special ids: the roles away from their defaults
+    (the data's tokenizer's ids, which train then accepts: attncomp.vocab.agree), and the spec's own mask
+    (a tokenizer stores none)."""
+    unset = {**DEFAULT.roles(), "start": specials.bos}
+    ids = [(k, v) for k, v in specials.roles().items() if v != unset[k]]
+    ids += [("mask", mask)] if mask is not None else []
+    return "".join(f", {k} = {'none' if v is None else v}" for k, v in ids)
 
 
 def check_validation(spec_train, data: PreparedData) -> None:

@@ -157,6 +157,12 @@ def _repair(data: dict, stack: dict) -> dict:
         vocab["start"] = 2
     if decoder is None and vocab.get("mask") is None and vocab.get("sep", 4) is None:
         vocab["mask"] = 4
+    if model["encoder"] is not None:  # the tokens an encoder reads are not hidden as padding (verify._vocab)
+        read = {vocab.get("bos", 2), vocab.get("eos", 3)}
+        if decoder is None:
+            read.add(vocab["mask"] if vocab.get("mask") is not None else vocab.get("sep", 4))
+        if vocab.get("pad", 0) in read:
+            vocab["pad"] = min(set(range(8)) - read)
     positions = model["positions"]
     if positions["kind"] == "sinusoidal" and positions["timescales"] == "tensor2tensor":
         positions["layout"] = "halves"  # with d_model >= 4, below
