@@ -29,6 +29,13 @@ CASES = {
     "falcon:sequential": dict(parallel_attn=False, multi_query=False),
     "gemma": {}, "gemma:silu": dict(hidden_act="silu"), "olmo": {}, "olmo:clip": dict(clip_qkv=0.5),
     "stablelm": {}, "stablelm:parallel": dict(use_parallel_residual=True),
+    "gemma3_text": {},  # two local layers, a global one: rotary bases 10000 and 1e6
+    "gemma3_text:scaled": dict(  # a global layer every third from 2, its rotary scaled; logits soft-capped
+        num_hidden_layers=6, layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+        final_logit_softcapping=2.5, hidden_activation="silu",
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 40000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 500.0}}),
+    "gemma3_text:global": dict(layer_types=["full_attention"] * 3),
     "roberta": {}, "xlm-roberta": {}, "distilbert": {}, "distilbert:sinusoidal": dict(sinusoidal_pos_embds=True),
     "bart": {}, "mbart": {},
     "m2m_100": dict(pad_token_id=0),  # its sinusoids start after the pad id: the spec's, 0
@@ -38,7 +45,7 @@ CASES = {
 # families tests/interop/hf_models.py has no config of: (config class, model class, another family's values)
 OTHER = {"mt5": ("MT5Config", "MT5ForConditionalGeneration", "t5"),
          "umt5": ("UMT5Config", "UMT5ForConditionalGeneration", "t5")}
-DECODERS = ("gpt2", "gpt_neox", "phi", "falcon", "gemma", "olmo", "stablelm")
+DECODERS = ("gpt2", "gpt_neox", "phi", "falcon", "gemma", "olmo", "stablelm", "gemma3_text")
 ENCODERS = ("roberta", "xlm-roberta", "distilbert")
 SEQ2SEQ = ("bart", "mbart", "m2m_100", "t5", "mt5", "umt5")
 FIXED = ("olmo",)  # its LayerNorms have no parameters: export refuses weights moved from 1 and 0
@@ -99,11 +106,13 @@ def _export(case: str, sample_data, tmp_path, monkeypatch):
     out = tmp_path / "hf"
     assert run(["export", str(path), "--format", "hf", "--family", family, "-o", str(out)]) == 0
     model_class = getattr(transformers, _family(family)[1])
-    hf = model_class.from_pretrained(out, dtype=torch.float64, attn_implementation="sdpa").eval()
+    attn = "eager" if family == "gemma3_text" else "sdpa"
+    hf = model_class.from_pretrained(out, dtype=torch.float64, attn_implementation=attn).eval()
     hf_models.float64_exact(monkeypatch, hf)
-    for module in hf.modules():  # T5's RMSNorm computes its variance in float32 on purpose: in float64
-        if type(module).__name__.endswith("T5LayerNorm"):
-            monkeypatch.setattr(type(module), "forward", _rms_float64)
+    if family == "gemma3_text":  # its rotary angles per layer type and its eager attention, in float64
+        from tests.interop import test_hf_gemma3
+
+        test_hf_gemma3._float64(monkeypatch, hf)
     config = hf_models.read_json(out / "config.json")
     assert config["model_type"] == family
     tok = transformers.AutoTokenizer.from_pretrained(out)

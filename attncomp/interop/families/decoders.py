@@ -509,6 +509,43 @@ def _gemma3_global_key(key: str):
     return value
 
 
+
+def _gemma3_layer_types(dec) -> list[str]:
+    """layer_types of a Gemma 3 stack: its one layer kind's layers full, the others the stack's kind."""
+    stack = "sliding_attention" if dec.attention.kind == "local" else "full_attention"
+    if not dec.layer:
+        return [stack] * dec.layers
+    if len(dec.layer) > 1:
+        raise UsageError("more than one layer kind (Gemma 3 has its global layers among local ones)")
+    kind = dec.layer[0]
+    indices = range(kind.start, dec.layers, kind.every)
+    if kind.count is not None:
+        indices = indices[:kind.count]
+    full = set(indices)
+    return ["full_attention" if i in full else stack for i in range(dec.layers)]
+
+
+def _gemma3_config(model) -> dict:
+    """The Gemma3TextConfig of a spec: Gemma 2's values, layer_types from the global layer kind (start,
+    every), rope_parameters per layer type (the sliding layers' from the stack's `rope`, the full layers'
+    from the kind's rope_base and rope_scaling, the stack's where the kind leaves them unset)."""
+    values = _gemma2_config(model)
+    dec = model.decoder
+    values["layer_types"] = _gemma3_layer_types(dec)
+    stack, max_len = scaling_parameters(model.positions)
+    full = stack
+    if dec.layer:
+        kind = dec.layer[0]
+        rotary = model.positions.model_copy(update={
+            "base": kind.rope_base if kind.rope_base is not None else model.positions.base,
+            "scaling": kind.rope_scaling if kind.rope_scaling is not None else model.positions.scaling})
+        full, full_len = scaling_parameters(rotary)
+        max_len = max(max_len or 0, full_len or 0) or None
+    values["rope_parameters"] = {"sliding_attention": stack, "full_attention": full}
+    values["max_position_embeddings"] = max_len  # every layer global: the config's default window, unread
+    return values
+
+
 GEMMA3_TEXT = _llama_like(
     "gemma3_text", "Gemma3TextConfig", "Gemma3ForCausalLM",
     spec={**{k: v for k, v in GEMMA2.spec.items() if not k.startswith("decoder.layer.")},
@@ -534,4 +571,5 @@ GEMMA3_TEXT = _llama_like(
              "use_bidirectional_attention (a decoder stack's self-attention is causal)"),
             (lambda c: c.attn_logit_softcapping is not None,
              "attn_logit_softcapping (transformers' Gemma 3 attention does not apply it, so the model's logits "
-             "would depend on who reads its config)")))
+             "would depend on who reads its config)")),
+    config_of=_gemma3_config)
