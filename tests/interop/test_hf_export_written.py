@@ -36,6 +36,13 @@ CASES = {
         rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 40000.0},
                          "sliding_attention": {"rope_type": "default", "rope_theta": 500.0}}),
     "gemma3_text:global": dict(layer_types=["full_attention"] * 3),
+    "modernbert": {},  # layer 0 and 3 global (the `first` and `global` kinds), 1 and 2 local
+    "modernbert:every2": dict(  # biases, norm biases, silu, a relu head with a bias; layer 0 global, then every 2
+        num_hidden_layers=5, global_attn_every_n_layers=2, norm_bias=True, attention_bias=True, mlp_bias=True,
+        classifier_bias=True, hidden_activation="silu", classifier_activation="relu", norm_eps=1e-6,
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 90000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 700.0}}),
+    "modernbert:local0": dict(layer_types=["sliding_attention", "full_attention"] * 2),  # layer 0 local
     "roberta": {}, "xlm-roberta": {}, "distilbert": {}, "distilbert:sinusoidal": dict(sinusoidal_pos_embds=True),
     "bart": {}, "mbart": {},
     "m2m_100": dict(pad_token_id=0),  # its sinusoids start after the pad id: the spec's, 0
@@ -46,7 +53,7 @@ CASES = {
 OTHER = {"mt5": ("MT5Config", "MT5ForConditionalGeneration", "t5"),
          "umt5": ("UMT5Config", "UMT5ForConditionalGeneration", "t5")}
 DECODERS = ("gpt2", "gpt_neox", "phi", "falcon", "gemma", "olmo", "stablelm", "gemma3_text")
-ENCODERS = ("roberta", "xlm-roberta", "distilbert")
+ENCODERS = ("modernbert", "roberta", "xlm-roberta", "distilbert")
 SEQ2SEQ = ("bart", "mbart", "m2m_100", "t5", "mt5", "umt5")
 FIXED = ("olmo",)  # its LayerNorms have no parameters: export refuses weights moved from 1 and 0
 LINES = ["the friend opens the sad car", "  Hello   wörld, ÄÖ ß 東京!", "a garden takes the big cat", ""]
@@ -113,6 +120,14 @@ def _export(case: str, sample_data, tmp_path, monkeypatch):
         from tests.interop import test_hf_gemma3
 
         test_hf_gemma3._float64(monkeypatch, hf)
+    if family == "modernbert":  # its rotary angles per layer type, in float64
+        from tests.interop import test_hf_modernbert as mb
+
+        monkeypatch.setattr(mb.modeling_modernbert.ModernBertRotaryEmbedding, "forward", mb._rotary_float64)
+        monkeypatch.setattr(mb.modeling_modernbert, "apply_rotary_pos_emb", mb._apply_rotary_float64)
+    for module in hf.modules():  # T5's RMSNorm computes its variance in float32 on purpose: in float64
+        if type(module).__name__.endswith("T5LayerNorm"):
+            monkeypatch.setattr(type(module), "forward", _rms_float64)
     config = hf_models.read_json(out / "config.json")
     assert config["model_type"] == family
     tok = transformers.AutoTokenizer.from_pretrained(out)
