@@ -80,7 +80,8 @@ def matching(model, family_name: str | None = None):
     transformers = require("transformers", "export --format hf")
     if family_name is not None and family_name not in families.IMPORTED:
         raise UsageError(f"--family {family_name[:40]!r}: not a family (one of {', '.join(families.IMPORTED)})")
-    candidates = [families.IMPORTED[family_name]] if family_name else list(families.IMPORTED.values())
+    candidates = [families.IMPORTED[family_name]] if family_name else \
+        [family for family in families.IMPORTED.values() if not family.named_only]
     found, reasons = [], []
     for family in candidates:
         if family.config_of is None:

@@ -29,6 +29,7 @@ CASES = {
     "falcon:sequential": dict(parallel_attn=False, multi_query=False),
     "gemma": {}, "gemma:silu": dict(hidden_act="silu"), "olmo": {}, "olmo:clip": dict(clip_qkv=0.5),
     "stablelm": {}, "stablelm:parallel": dict(use_parallel_residual=True),
+    "phi3": {}, "phi3:window": dict(sliding_window=4),  # --family phi3 (the spec is Llama's, or Mistral's)
     "gemma3_text": {},  # two local layers, a global one: rotary bases 10000 and 1e6
     "gemma3_text:scaled": dict(  # a global layer every third from 2, its rotary scaled; logits soft-capped
         num_hidden_layers=6, layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
@@ -52,7 +53,7 @@ CASES = {
 # families tests/interop/hf_models.py has no config of: (config class, model class, another family's values)
 OTHER = {"mt5": ("MT5Config", "MT5ForConditionalGeneration", "t5"),
          "umt5": ("UMT5Config", "UMT5ForConditionalGeneration", "t5")}
-DECODERS = ("gpt2", "gpt_neox", "phi", "falcon", "gemma", "olmo", "stablelm", "gemma3_text")
+DECODERS = ("gpt2", "gpt_neox", "phi", "falcon", "gemma", "olmo", "stablelm", "gemma3_text", "phi3")
 ENCODERS = ("modernbert", "roberta", "xlm-roberta", "distilbert")
 SEQ2SEQ = ("bart", "mbart", "m2m_100", "t5", "mt5", "umt5")
 FIXED = ("olmo",)  # its LayerNorms have no parameters: export refuses weights moved from 1 and 0
@@ -176,3 +177,12 @@ def test_a_spec_of_several_families_needs_family(sample_data, tmp_path, capsys):
     assert run(["export", str(path), "--format", "hf", "--family", "bert", "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "--family bert: not this spec's architecture (Bert: no segments" in err
+
+
+@pytest.mark.parametrize("case, family", [("phi3", "llama"), ("phi3:window", "mistral")])
+def test_a_phi3_spec_exports_as_phi3_only_where_named(case, family, sample_data, tmp_path):
+    """Phi-3's spec is Llama's (Mistral's with a window): without --family it exports as that family, not
+    as a choice between two; `--family phi3` writes Phi-3 (test_a_decoder_written_by_hand_exports_to_its_family)."""
+    path, _ = _written(case, sample_data, tmp_path)
+    assert run(["export", str(path), "--format", "hf", "-o", str(tmp_path / "out")]) == 0
+    assert hf_models.read_json(tmp_path / "out" / "config.json")["model_type"] == family

@@ -108,6 +108,18 @@ def _without(*keys: str, window: bool = False):
     return config_of
 
 
+def _phi3_config(model) -> dict:
+    """Phi-3: Llama's without biases or head_dim (d_model / heads), a sliding window where the stack's
+    attention is local, the config-level original_max_position_embeddings of LongRoPE."""
+    values = _without("attention_bias", "mlp_bias", "head_dim")(model)
+    attention = model.decoder.attention
+    if getattr(attention, "kind", None) == "local":
+        values["sliding_window"] = attention.window + 1
+    original = values["rope_parameters"].get("original_max_position_embeddings")
+    values["original_max_position_embeddings"] = original or values["max_position_embeddings"]
+    return values
+
+
 def _stablelm_config(model) -> dict:
     """StableLM: Llama's with LayerNorm, a rotary fraction, q/k/v biases (use_qkv_bias), parallel blocks."""
     values = _without("attention_bias", "mlp_bias", "head_dim", "rms_norm_eps")(model)
@@ -157,10 +169,12 @@ def _falcon_config(model) -> dict:
 
 
 def _llama_like(model_type: str, config: str, model: str, spec: dict | None = None, renames=_PRE_NORMS,
-                refuse=(), activation=_SILU, transforms=(), folded: str = "", config_of=None) -> FamilyEntry:
+                refuse=(), activation=_SILU, transforms=(), folded: str = "", config_of=None,
+                named_only: bool = False) -> FamilyEntry:
     return FamilyEntry(model_type, config, model, _decoder_only(**(spec or {})), _LLAMA_LAYER + renames,
                   _lm_embeddings("model.embed_tokens.weight"), _ROTARY, transforms,
-                  refuse=(ROPE_SCALING, activation, *refuse), prefix="model", folded=folded, config_of=config_of)
+                  refuse=(ROPE_SCALING, activation, *refuse), prefix="model", folded=folded, config_of=config_of,
+                       named_only=named_only)
 
 
 LLAMA = _llama_like("llama", "LlamaConfig", "LlamaForCausalLM", refuse=(MIXED_LAYERS,), config_of=_llama_config)
@@ -199,7 +213,8 @@ PHI3 = _llama_like(
         (r"model\.layers\.(\d+)\.mlp\.gate_up_proj\.(weight|bias)", r"decoder.layers.\1.ffn.gate_up.\2")),
     transforms=(split_qkv("concat", lambda c: c.num_key_value_heads or c.num_attention_heads),
                 split_rows("gate_up", ("gate", "fc1"))),
-    folded="qkv_proj split into q, k, v (concat layout, kv heads wide k and v); gate_up_proj split into gate, fc1")
+    folded="qkv_proj split into q, k, v (concat layout, kv heads wide k and v); gate_up_proj split into gate, fc1",
+    config_of=_phi3_config, named_only=True)  # its every spec is Llama's (or Mistral's, with a window)
 
 # Gemma's gated feed-forward: silu -> SwiGLU; GELU's tanh approximation (gelu_pytorch_tanh, Gemma's default, and
 # the legacy "gelu" of the released configs, which GemmaConfig reads as the tanh form) -> GeGLU with tanh
