@@ -122,6 +122,8 @@ def write(found, out: Path, family_name: str | None = None) -> list[Path]:
     if manifest is None:  # a spec written by hand: the family whose spec it is
         family, config = matching(stored, family_name)
         manifest = {"family": family.model_type, "tokenizer": "tokenizer.model"}
+        if family is families.MARIAN:  # its rows are attncomp's ids: vocab.json in attncomp's numbering
+            manifest["rows"] = {"src": list(range(stored.src_vocab)), "tgt": list(range(stored.tgt_vocab))}
     else:
         family = families.IMPORTED[manifest["family"]]
         if family_name is not None and family_name != family.model_type:
@@ -240,6 +242,9 @@ def _vocabulary(proto_bytes: bytes, rows: list[int]) -> dict[str, int]:
     pieces = [p.piece for p in proto.pieces]
     vocab = {"</s>": rows[3], "<unk>": rows[1], "<pad>": rows[0]}
     vocab.update({pieces[a]: rows[a] for a in range(5, len(rows)) if rows[a] != rows[1]})
+    for a in (2, 4):  # <s> and <sep> where they have rows of their own (a spec written by hand: attncomp's ids)
+        if rows[a] not in vocab.values():
+            vocab[pieces[a]] = rows[a]
     return dict(sorted(vocab.items(), key=lambda item: item[1]))
 
 

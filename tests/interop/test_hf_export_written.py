@@ -47,15 +47,18 @@ CASES = {
     "roberta": {}, "xlm-roberta": {}, "distilbert": {}, "distilbert:sinusoidal": dict(sinusoidal_pos_embds=True),
     "bart": {}, "mbart": {},
     "m2m_100": dict(pad_token_id=0),  # its sinusoids start after the pad id: the spec's, 0
+    "marian": {}, "marian:separate": dict(share_encoder_decoder_embeddings=False, decoder_vocab_size=VOCAB,
+                                          tie_word_embeddings=True),
     "t5": {}, "t5:v1.0": dict(feed_forward_proj="relu", tie_word_embeddings=True),
     "mt5": {}, "umt5": {},
 }
 # families tests/interop/hf_models.py has no config of: (config class, model class, another family's values)
 OTHER = {"mt5": ("MT5Config", "MT5ForConditionalGeneration", "t5"),
-         "umt5": ("UMT5Config", "UMT5ForConditionalGeneration", "t5")}
+         "umt5": ("UMT5Config", "UMT5ForConditionalGeneration", "t5"),
+         "marian": ("MarianConfig", "MarianMTModel", "bart")}
 DECODERS = ("gpt2", "gpt_neox", "phi", "falcon", "gemma", "olmo", "stablelm", "gemma3_text", "phi3")
 ENCODERS = ("modernbert", "roberta", "xlm-roberta", "distilbert")
-SEQ2SEQ = ("bart", "mbart", "m2m_100", "t5", "mt5", "umt5")
+SEQ2SEQ = ("bart", "mbart", "m2m_100", "marian", "t5", "mt5", "umt5")
 FIXED = ("olmo",)  # its LayerNorms have no parameters: export refuses weights moved from 1 and 0
 LINES = ["the friend opens the sad car", "  Hello   wörld, ÄÖ ß 東京!", "a garden takes the big cat", ""]
 
@@ -121,6 +124,12 @@ def _export(case: str, sample_data, tmp_path, monkeypatch):
         from tests.interop import test_hf_gemma3
 
         test_hf_gemma3._float64(monkeypatch, hf)
+    if family == "marian":  # its sinusoid table, stored in float32 (the checkpoint has none): in float64
+        from attncomp.lower import ops
+
+        for stack in (hf.model.encoder, hf.model.decoder):
+            rows, dim = stack.embed_positions.weight.shape
+            stack.embed_positions.weight.data = ops.sinusoidal_halves(torch.arange(rows), dim, torch.float64)
     if family == "modernbert":  # its rotary angles per layer type, in float64
         from tests.interop import test_hf_modernbert as mb
 
