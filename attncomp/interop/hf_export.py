@@ -80,7 +80,8 @@ def matching(model, family_name: str | None = None):
     transformers = require("transformers", "export --format hf")
     if family_name is not None and family_name not in families.IMPORTED:
         raise UsageError(f"--family {family_name[:40]!r}: not a family (one of {', '.join(families.IMPORTED)})")
-    candidates = [families.IMPORTED[family_name]] if family_name else list(families.IMPORTED.values())
+    candidates = [families.IMPORTED[family_name]] if family_name else \
+        [family for family in families.IMPORTED.values() if not family.named_only]
     found, reasons = [], []
     for family in candidates:
         if family.config_of is None:
@@ -121,6 +122,8 @@ def write(found, out: Path, family_name: str | None = None) -> list[Path]:
     if manifest is None:  # a spec written by hand: the family whose spec it is
         family, config = matching(stored, family_name)
         manifest = {"family": family.model_type, "tokenizer": "tokenizer.model"}
+        if family is families.MARIAN:  # its rows are attncomp's ids: vocab.json in attncomp's numbering
+            manifest["rows"] = {"src": list(range(stored.src_vocab)), "tgt": list(range(stored.tgt_vocab))}
     else:
         family = families.IMPORTED[manifest["family"]]
         if family_name is not None and family_name != family.model_type:
@@ -239,6 +242,9 @@ def _vocabulary(proto_bytes: bytes, rows: list[int]) -> dict[str, int]:
     pieces = [p.piece for p in proto.pieces]
     vocab = {"</s>": rows[3], "<unk>": rows[1], "<pad>": rows[0]}
     vocab.update({pieces[a]: rows[a] for a in range(5, len(rows)) if rows[a] != rows[1]})
+    for a in (2, 4):  # <s> and <sep> where they have rows of their own (a spec written by hand: attncomp's ids)
+        if rows[a] not in vocab.values():
+            vocab[pieces[a]] = rows[a]
     return dict(sorted(vocab.items(), key=lambda item: item[1]))
 
 

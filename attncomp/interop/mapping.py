@@ -86,6 +86,9 @@ class FamilyEntry:
     # decoder_start_token_id; a chosen target language (data prepare --tgt-lang) sets the start from it
     shift: str | None = None
     config_of: Callable[[Any], dict] | None = None  # IR model -> config values (export of a spec written by hand)
+    # a family whose every spec is another family's too (Phi-3's, Llama's or Mistral's): a spec written by hand
+    # exports as it only where --family names it, so that those specs are not all ambiguous
+    named_only: bool = False
 
     @property
     def label(self) -> str:

@@ -127,10 +127,11 @@ def test_a_llama_spec_written_by_hand_exports_to_llama(sample_data, tmp_path, mo
 
 def test_a_spec_of_no_family_is_refused_in_one_line(random_tiny, tmp_path, capsys):
     """The paper's encoder-decoder (specs/examples/tiny.attn, interleaved sinusoids) matches no family: the
-    closest (BART's, an encoder-decoder) and what differs from it, in one line."""
+    closest (Marian's, an encoder-decoder with sinusoids in halves) and what differs from it, in one line."""
     assert run(["export", str(random_tiny), "--format", "hf", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "no Hugging Face family" in err and "closest, Bart: " in err
+    assert "\n" not in err and "no Hugging Face family" in err and "closest, Marian: " in err
+    assert "positions.layout = interleaved (halves in the family)" in err
     assert "(True in the family)" in err
 
 

@@ -29,18 +29,36 @@ CASES = {
     "falcon:sequential": dict(parallel_attn=False, multi_query=False),
     "gemma": {}, "gemma:silu": dict(hidden_act="silu"), "olmo": {}, "olmo:clip": dict(clip_qkv=0.5),
     "stablelm": {}, "stablelm:parallel": dict(use_parallel_residual=True),
+    "phi3": {}, "phi3:window": dict(sliding_window=4),  # --family phi3 (the spec is Llama's, or Mistral's)
+    "gemma3_text": {},  # two local layers, a global one: rotary bases 10000 and 1e6
+    "gemma3_text:scaled": dict(  # a global layer every third from 2, its rotary scaled; logits soft-capped
+        num_hidden_layers=6, layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+        final_logit_softcapping=2.5, hidden_activation="silu",
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 40000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 500.0}}),
+    "gemma3_text:global": dict(layer_types=["full_attention"] * 3),
+    "modernbert": {},  # layer 0 and 3 global (the `first` and `global` kinds), 1 and 2 local
+    "modernbert:every2": dict(  # biases, norm biases, silu, a relu head with a bias; layer 0 global, then every 2
+        num_hidden_layers=5, global_attn_every_n_layers=2, norm_bias=True, attention_bias=True, mlp_bias=True,
+        classifier_bias=True, hidden_activation="silu", classifier_activation="relu", norm_eps=1e-6,
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 90000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 700.0}}),
+    "modernbert:local0": dict(layer_types=["sliding_attention", "full_attention"] * 2),  # layer 0 local
     "roberta": {}, "xlm-roberta": {}, "distilbert": {}, "distilbert:sinusoidal": dict(sinusoidal_pos_embds=True),
     "bart": {}, "mbart": {},
     "m2m_100": dict(pad_token_id=0),  # its sinusoids start after the pad id: the spec's, 0
+    "marian": {}, "marian:separate": dict(share_encoder_decoder_embeddings=False, decoder_vocab_size=VOCAB,
+                                          tie_word_embeddings=True),
     "t5": {}, "t5:v1.0": dict(feed_forward_proj="relu", tie_word_embeddings=True),
     "mt5": {}, "umt5": {},
 }
 # families tests/interop/hf_models.py has no config of: (config class, model class, another family's values)
 OTHER = {"mt5": ("MT5Config", "MT5ForConditionalGeneration", "t5"),
-         "umt5": ("UMT5Config", "UMT5ForConditionalGeneration", "t5")}
-DECODERS = ("gpt2", "gpt_neox", "phi", "falcon", "gemma", "olmo", "stablelm")
-ENCODERS = ("roberta", "xlm-roberta", "distilbert")
-SEQ2SEQ = ("bart", "mbart", "m2m_100", "t5", "mt5", "umt5")
+         "umt5": ("UMT5Config", "UMT5ForConditionalGeneration", "t5"),
+         "marian": ("MarianConfig", "MarianMTModel", "bart")}
+DECODERS = ("gpt2", "gpt_neox", "phi", "falcon", "gemma", "olmo", "stablelm", "gemma3_text", "phi3")
+ENCODERS = ("modernbert", "roberta", "xlm-roberta", "distilbert")
+SEQ2SEQ = ("bart", "mbart", "m2m_100", "marian", "t5", "mt5", "umt5")
 FIXED = ("olmo",)  # its LayerNorms have no parameters: export refuses weights moved from 1 and 0
 LINES = ["the friend opens the sad car", "  Hello   wörld, ÄÖ ß 東京!", "a garden takes the big cat", ""]
 
@@ -99,8 +117,24 @@ def _export(case: str, sample_data, tmp_path, monkeypatch):
     out = tmp_path / "hf"
     assert run(["export", str(path), "--format", "hf", "--family", family, "-o", str(out)]) == 0
     model_class = getattr(transformers, _family(family)[1])
-    hf = model_class.from_pretrained(out, dtype=torch.float64, attn_implementation="sdpa").eval()
+    attn = "eager" if family == "gemma3_text" else "sdpa"
+    hf = model_class.from_pretrained(out, dtype=torch.float64, attn_implementation=attn).eval()
     hf_models.float64_exact(monkeypatch, hf)
+    if family == "gemma3_text":  # its rotary angles per layer type and its eager attention, in float64
+        from tests.interop import test_hf_gemma3
+
+        test_hf_gemma3._float64(monkeypatch, hf)
+    if family == "marian":  # its sinusoid table, stored in float32 (the checkpoint has none): in float64
+        from attncomp.lower import ops
+
+        for stack in (hf.model.encoder, hf.model.decoder):
+            rows, dim = stack.embed_positions.weight.shape
+            stack.embed_positions.weight.data = ops.sinusoidal_halves(torch.arange(rows), dim, torch.float64)
+    if family == "modernbert":  # its rotary angles per layer type, in float64
+        from tests.interop import test_hf_modernbert as mb
+
+        monkeypatch.setattr(mb.modeling_modernbert.ModernBertRotaryEmbedding, "forward", mb._rotary_float64)
+        monkeypatch.setattr(mb.modeling_modernbert, "apply_rotary_pos_emb", mb._apply_rotary_float64)
     for module in hf.modules():  # T5's RMSNorm computes its variance in float32 on purpose: in float64
         if type(module).__name__.endswith("T5LayerNorm"):
             monkeypatch.setattr(type(module), "forward", _rms_float64)
@@ -152,3 +186,12 @@ def test_a_spec_of_several_families_needs_family(sample_data, tmp_path, capsys):
     assert run(["export", str(path), "--format", "hf", "--family", "bert", "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "--family bert: not this spec's architecture (Bert: no segments" in err
+
+
+@pytest.mark.parametrize("case, family", [("phi3", "llama"), ("phi3:window", "mistral")])
+def test_a_phi3_spec_exports_as_phi3_only_where_named(case, family, sample_data, tmp_path):
+    """Phi-3's spec is Llama's (Mistral's with a window): without --family it exports as that family, not
+    as a choice between two; `--family phi3` writes Phi-3 (test_a_decoder_written_by_hand_exports_to_its_family)."""
+    path, _ = _written(case, sample_data, tmp_path)
+    assert run(["export", str(path), "--format", "hf", "-o", str(tmp_path / "out")]) == 0
+    assert hf_models.read_json(tmp_path / "out" / "config.json")["model_type"] == family

@@ -108,6 +108,18 @@ def _without(*keys: str, window: bool = False):
     return config_of
 
 
+def _phi3_config(model) -> dict:
+    """Phi-3: Llama's without biases or head_dim (d_model / heads), a sliding window where the stack's
+    attention is local, the config-level original_max_position_embeddings of LongRoPE."""
+    values = _without("attention_bias", "mlp_bias", "head_dim")(model)
+    attention = model.decoder.attention
+    if getattr(attention, "kind", None) == "local":
+        values["sliding_window"] = attention.window + 1
+    original = values["rope_parameters"].get("original_max_position_embeddings")
+    values["original_max_position_embeddings"] = original or values["max_position_embeddings"]
+    return values
+
+
 def _stablelm_config(model) -> dict:
     """StableLM: Llama's with LayerNorm, a rotary fraction, q/k/v biases (use_qkv_bias), parallel blocks."""
     values = _without("attention_bias", "mlp_bias", "head_dim", "rms_norm_eps")(model)
@@ -157,10 +169,12 @@ def _falcon_config(model) -> dict:
 
 
 def _llama_like(model_type: str, config: str, model: str, spec: dict | None = None, renames=_PRE_NORMS,
-                refuse=(), activation=_SILU, transforms=(), folded: str = "", config_of=None) -> FamilyEntry:
+                refuse=(), activation=_SILU, transforms=(), folded: str = "", config_of=None,
+                named_only: bool = False) -> FamilyEntry:
     return FamilyEntry(model_type, config, model, _decoder_only(**(spec or {})), _LLAMA_LAYER + renames,
                   _lm_embeddings("model.embed_tokens.weight"), _ROTARY, transforms,
-                  refuse=(ROPE_SCALING, activation, *refuse), prefix="model", folded=folded, config_of=config_of)
+                  refuse=(ROPE_SCALING, activation, *refuse), prefix="model", folded=folded, config_of=config_of,
+                       named_only=named_only)
 
 
 LLAMA = _llama_like("llama", "LlamaConfig", "LlamaForCausalLM", refuse=(MIXED_LAYERS,), config_of=_llama_config)
@@ -199,7 +213,8 @@ PHI3 = _llama_like(
         (r"model\.layers\.(\d+)\.mlp\.gate_up_proj\.(weight|bias)", r"decoder.layers.\1.ffn.gate_up.\2")),
     transforms=(split_qkv("concat", lambda c: c.num_key_value_heads or c.num_attention_heads),
                 split_rows("gate_up", ("gate", "fc1"))),
-    folded="qkv_proj split into q, k, v (concat layout, kv heads wide k and v); gate_up_proj split into gate, fc1")
+    folded="qkv_proj split into q, k, v (concat layout, kv heads wide k and v); gate_up_proj split into gate, fc1",
+    config_of=_phi3_config, named_only=True)  # its every spec is Llama's (or Mistral's, with a window)
 
 # Gemma's gated feed-forward: silu -> SwiGLU; GELU's tanh approximation (gelu_pytorch_tanh, Gemma's default, and
 # the legacy "gelu" of the released configs, which GemmaConfig reads as the tanh form) -> GeGLU with tanh
@@ -509,6 +524,43 @@ def _gemma3_global_key(key: str):
     return value
 
 
+
+def _gemma3_layer_types(dec) -> list[str]:
+    """layer_types of a Gemma 3 stack: its one layer kind's layers full, the others the stack's kind."""
+    stack = "sliding_attention" if dec.attention.kind == "local" else "full_attention"
+    if not dec.layer:
+        return [stack] * dec.layers
+    if len(dec.layer) > 1:
+        raise UsageError("more than one layer kind (Gemma 3 has its global layers among local ones)")
+    kind = dec.layer[0]
+    indices = range(kind.start, dec.layers, kind.every)
+    if kind.count is not None:
+        indices = indices[:kind.count]
+    full = set(indices)
+    return ["full_attention" if i in full else stack for i in range(dec.layers)]
+
+
+def _gemma3_config(model) -> dict:
+    """The Gemma3TextConfig of a spec: Gemma 2's values, layer_types from the global layer kind (start,
+    every), rope_parameters per layer type (the sliding layers' from the stack's `rope`, the full layers'
+    from the kind's rope_base and rope_scaling, the stack's where the kind leaves them unset)."""
+    values = _gemma2_config(model)
+    dec = model.decoder
+    values["layer_types"] = _gemma3_layer_types(dec)
+    stack, max_len = scaling_parameters(model.positions)
+    full = stack
+    if dec.layer:
+        kind = dec.layer[0]
+        rotary = model.positions.model_copy(update={
+            "base": kind.rope_base if kind.rope_base is not None else model.positions.base,
+            "scaling": kind.rope_scaling if kind.rope_scaling is not None else model.positions.scaling})
+        full, full_len = scaling_parameters(rotary)
+        max_len = max(max_len or 0, full_len or 0) or None
+    values["rope_parameters"] = {"sliding_attention": stack, "full_attention": full}
+    values["max_position_embeddings"] = max_len  # every layer global: the config's default window, unread
+    return values
+
+
 GEMMA3_TEXT = _llama_like(
     "gemma3_text", "Gemma3TextConfig", "Gemma3ForCausalLM",
     spec={**{k: v for k, v in GEMMA2.spec.items() if not k.startswith("decoder.layer.")},
@@ -534,4 +586,5 @@ GEMMA3_TEXT = _llama_like(
              "use_bidirectional_attention (a decoder stack's self-attention is causal)"),
             (lambda c: c.attn_logit_softcapping is not None,
              "attn_logit_softcapping (transformers' Gemma 3 attention does not apply it, so the model's logits "
-             "would depend on who reads its config)")))
+             "would depend on who reads its config)")),
+    config_of=_gemma3_config)

@@ -239,6 +239,49 @@ def _modernbert_embeddings(config) -> dict[str, tuple[str, ...]]:
     return names
 
 
+def _modernbert_layer_types(enc) -> tuple[list[str], float | None]:
+    """layer_types of a ModernBERT stack (its `first` kind's layer 0 full where its attention is scaled_dot,
+    its `global` kind's layers full) and the full layers' rotary base (the kinds' rope_base)."""
+    kinds = {kind.name: kind for kind in enc.layer}
+    if set(kinds) - {"first", "global"}:
+        raise UsageError("layer kinds other than ModernBERT's `first` and `global`")
+    full, bases = set(), set()
+    for name, kind in kinds.items():
+        if kind.attention is None or kind.attention.kind != "scaled_dot":
+            continue
+        indices = range(kind.start, enc.layers, kind.every)
+        full.update(indices[:kind.count] if kind.count is not None else indices)
+        if kind.rope_base is not None:
+            bases.add(kind.rope_base)
+    if len(bases) > 1:
+        raise UsageError("full layers of two rotary bases (ModernBERT has one global_rope_theta)")
+    types = ["full_attention" if i in full else "sliding_attention" for i in range(enc.layers)]
+    return types, next(iter(bases), None)
+
+
+def _modernbert_config(model) -> dict:
+    """The ModernBertConfig of a spec (the family's spec of it is compared with the model): layer_types from
+    the `first` and `global` kinds, local_attention twice the stack's window, the two rotary bases, the
+    activations, the norms' bias (norm_bias), the head's."""
+    enc = _encoder(model, "rope")
+    if model.positions.scaling is not None or model.positions.fraction != 1.0:
+        raise UsageError("rotary scaling or a rotary fraction (ModernBERT rotates every dimension, unscaled)")
+    if getattr(enc.attention, "kind", None) != "local":
+        raise UsageError("no local attention in the stack (ModernBERT's layers are local but for its global ones)")
+    if model.head is None or model.head.kind != "dense":
+        raise UsageError("no dense head (ModernBERT's masked-LM head)")
+    types, full_base = _modernbert_layer_types(enc)
+    gated = {ours: theirs for theirs, ours in _MODERNBERT_GATED.items()}
+    sliding = {"rope_type": "default", "rope_theta": model.positions.base}
+    vocab = model.vocab
+    return dict(
+        _masked_lm_config(model), cls_token_id=vocab.bos, sep_token_id=vocab.sep if vocab.sep is not None else vocab.eos,
+        hidden_activation=gated.get(enc.activation, enc.activation), norm_eps=model.norm_eps,
+        norm_bias=bool(getattr(enc.normalization, "bias", True)), local_attention=2 * enc.attention.window,
+        layer_types=types, classifier_activation=model.head.activation, classifier_bias=bool(model.head.bias),
+        rope_parameters={"sliding_attention": sliding,
+                         "full_attention": {"rope_type": "default",
+                                            "rope_theta": full_base if full_base is not None else sliding["rope_theta"]}})
 
 
 _MB = r"model\.layers\.(\d+)\."
@@ -281,5 +324,5 @@ MODERNBERT = FamilyEntry(
             (lambda c: any(i > 0 for i in _full(c)) and _modernbert_global(c) is None,
              lambda c: "layer_types " + "/".join(c.layer_types) + " (attncomp's layer kinds repeat every N "
                        "layers from a start)")),
-    prefix="model",
+    prefix="model", config_of=_modernbert_config,
     folded="Wqkv split into q, k, v; Wi split into GeGLU's activated input (gate) and its multiplier (fc1)")

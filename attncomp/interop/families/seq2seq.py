@@ -109,6 +109,19 @@ def _halves(config):
     return table.float()
 
 
+def _marian_config(model) -> dict:
+    """Marian's config values of a spec written by hand: BART's (the special ids are the spec's: its rows are
+    attncomp's ids, export writes vocab.json in that numbering), the vocabularies shared (`tie = all`) or
+    separate (decoder_vocab_size, `tie = decoder`)."""
+    _encoder_decoder(model, "sinusoidal")
+    values = _seq2seq_config(model)
+    shared = model.src_vocab == model.tgt_vocab and model.vocab.kind == "shared"
+    values.update(vocab_size=model.src_vocab, decoder_vocab_size=model.tgt_vocab,
+                  share_encoder_decoder_embeddings=shared,
+                  tie_word_embeddings=model.tie == ("all" if shared else "decoder"))
+    return values
+
+
 MARIAN = FamilyEntry(
     "marian", "MarianConfig", "MarianMTModel",
     _seq2seq("post", **{"vocab": lambda c: f"shared({c.vocab_size})" if _marian_shared(c)
@@ -118,7 +131,8 @@ MARIAN = FamilyEntry(
     (flatten("output_bias"), drop("encoder.pos.weight", lambda c: True, lambda c: _halves(c)),
      drop("decoder.pos.weight", lambda c: True, lambda c: _halves(c))),
     refuse=(bad_activation("activation_function"),),
-    folded="sinusoid tables computed, not copied; vocabulary rows renumbered with the tokenizers")
+    folded="sinusoid tables computed, not copied; vocabulary rows renumbered with the tokenizers",
+    config_of=_marian_config)
 
 
 def _fairseq_offset(config) -> int:
