@@ -178,7 +178,7 @@ def import_directory(directory: str | Path, allow_pickle: bool = False) -> Impor
         raise UsageError(f"{directory}: a Marian model is imported by attncomp.interop.importing")
     _, plain = spec_of(family, config, directory)  # which stacks it has
     tokenizer, specials = hf_tokens.tokenizer_record(directory, family, config, plain.model.encoder is None,
-                                                     family.label)
+                                                     family.label, plain.model.decoder is None)
     text, spec = spec_of(family, config, directory, extra={"vocab": mapping.vocabulary(config.vocab_size, specials)})
     weights = mapping.convert(family, config, read_weights(directory, allow_pickle))
     check_weights(spec, weights, family.label)

@@ -160,9 +160,12 @@ def tokenizer_name(directory: Path, family) -> str:
     return TOKENIZER
 
 
-def tokenizer_record(directory: Path, family, config, decoder_only: bool, label: str) -> tuple[bytes, Specials]:
+def tokenizer_record(directory: Path, family, config, decoder_only: bool, label: str,
+                     encoder_only: bool = False) -> tuple[bytes, Specials]:
     """The envelope the checkpoint stores for the tokenizer of DIR (attncomp.data.hf_tokenizer), and the
-    special ids it declares (the model's own: the imported spec's vocabulary declares the same)."""
+    special ids it declares (the model's own: the imported spec's vocabulary declares the same). An
+    encoder-only model whose config names no bos or eos takes them from its template (BERT's [CLS] and
+    [SEP]), so that masked LM never chooses them."""
     if tokenizer_name(directory, family) != TOKENIZER:
         return m2m100_record(directory, config)
     text, tok = read_tokenizer(directory, label)
@@ -176,8 +179,14 @@ def tokenizer_record(directory: Path, family, config, decoder_only: bool, label:
                             start=0 if start is None else start)
         source, source_lang, target_lang = ["text", *([] if eos is None else [eos])], None, None
     else:
-        specials = _seq2seq_specials(values, _unk(text, tok), _mask(tok))
         source, source_lang = _frame(tok, languages)
+        if encoder_only:  # [CLS] text [SEP]: the template's first and last ids, where the config has none
+            first, last = source[0], source[-1]
+            values = {**values, "bos_token_id": values["bos_token_id"] if values["bos_token_id"] is not None
+                      else first if isinstance(first, int) else None,
+                      "eos_token_id": values["eos_token_id"] if values["eos_token_id"] is not None
+                      else last if isinstance(last, int) else None}
+        specials = _seq2seq_specials(values, _unk(text, tok), _mask(tok))
         if source == ["text"] and eos is not None:
             source = ["text", eos]
         target_lang = _target_lang(specials, languages)

@@ -158,6 +158,9 @@ def test_wordpiece_bert_encodes_with_its_template(tmp_path):
     found = load_checkpoint_file(checkpoint)
     ours = tokenizer_of(found.header.tokenizers["src"].numpy().tobytes())
     assert ours.specials.pad == 0 and ours.specials.unk == 1
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    spec = load_checkpoint(checkpoint)[0].spec.model.specials  # the template's [CLS] and [SEP]: never masked
+    assert (spec.bos, spec.eos, ours.specials.bos, ours.specials.eos) == (cls, sep, cls, sep)
     assert ours.encode_source(PROMPTS) == [tok.encode(line).ids for line in PROMPTS]  # [CLS] text [SEP]
     assert ours.decode(ours.encode(PROMPTS)) == [tok.decode(tok.encode(line).ids) for line in PROMPTS]
 
