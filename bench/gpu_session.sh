@@ -9,6 +9,11 @@
 #   compile   bench/throughput.py, every configuration (torch.compile included), one spec: SPEC (default base)
 #   table     bench/throughput.py, base then big, the configurations in CONFIGS (default: the bar's rows first,
 #             then the eager ones) in that order, each spec cut at TABLE_LIMIT seconds (default 250; rows so far kept)
+#   bar       the bar's rows, base then big, BAR_base and BAR_big (comma-separated configurations, in order):
+#             each spec's first WARM_base / WARM_big configurations are compiled at once, one process each
+#             (one step; this fills Inductor's caches), with the GPU tests beside base's when WITH_TESTS=1;
+#             then one bench/throughput.py run times them all one by one, the compiled ones from the caches;
+#             limits WARM_LIMIT, TESTS_LIMIT, TABLE_LIMIT_base, TABLE_LIMIT_big (seconds)
 #   train     `attncomp train specs/base.attn --gpus 1` on real de-en batches for TRAIN_MINUTES (default 1.5)
 #   train-compile   the same with --compile (compiling takes minutes: give it TRAIN_MINUTES=5 TRAIN_LIMIT=330)
 #   real      bench/throughput.py --real-only: the runner's real batches, eager and compiled, one spec
@@ -58,6 +63,22 @@ for stage in "$@"; do
                --configs "${CONFIGS:-attncomp + compile,nn.Transformer + loss compiled,attncomp,nn.Transformer,attncomp unfused,attncomp - fuse_qkv,attncomp - fused loss,attncomp - dense graph,naive,attncomp + compile + CUDA graphs,nn.Transformer + compile}" \
                --json "$out/throughput-$spec.json" 2>&1 | tee "$out/throughput-$spec.log"
            done ;;
+    bar) for spec in base big; do
+           configs_var=BAR_$spec warm_var=WARM_$spec limit_var=TABLE_LIMIT_$spec
+           IFS=, read -ra configs <<< "${!configs_var}"
+           for config in "${configs[@]:0:${!warm_var:-3}}"; do
+             (timeout -k 10 "${WARM_LIMIT:-150}" python3 bench/throughput.py --spec $spec --configs "$config" \
+                --steps 1 --warmup 1 2>&1 | sed "s/^/[$spec $config] /" >> "$out/warm.log") &
+           done
+           if [ $spec = base ] && [ -n "${WITH_TESTS:-}" ]; then
+             (timeout "${TESTS_LIMIT:-150}" python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider \
+                > "$out/tests.log" 2>&1; tail -3 "$out/tests.log") &
+           fi
+           wait
+           echo "=== $spec compiled side by side $(date +%T)"
+           timeout -k 20 "${!limit_var:-250}" python3 bench/throughput.py --spec $spec --configs "${!configs_var}" \
+             --json "$out/throughput-$spec.json" 2>&1 | tee "$out/throughput-$spec.log"
+         done ;;
     profile) IFS=, read -ra configs <<< "${CONFIG:-attncomp}"
              for config in "${configs[@]}"; do
                name=profile-${SPEC:-base}-$(echo "$config" | tr -c 'a-zA-Z0-9\n' '-')
@@ -79,7 +100,7 @@ for stage in "$@"; do
               timeout "${DECODE_LIMIT:-240}" $attncomp eval "$CKPT" --src "$SRC" --ref "$REF" --device cuda --json \
                 --batch-tokens $tokens --output "$out/decode.hyp" 2>&1 | tee "$out/decode-$tokens.json"
             done ;;
-    *) echo "unknown stage $stage (tests table eager compile real updates profile flex loss train train-compile decode)" >&2 ;;
+    *) echo "unknown stage $stage (tests table bar eager compile real updates profile flex loss train train-compile decode)" >&2 ;;
   esac
 done
 echo "=== done $(date +%T)"

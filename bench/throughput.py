@@ -22,6 +22,8 @@ Configurations:
     nn.Transformer              torch.nn.Transformer eager (bench/reference.py)
     nn.Transformer + compile    torch.compile over the model
     nn.Transformer + loss compiled   torch.compile over the model and the loss together
+    ... - mix-order reduction   a compiled configuration with Inductor's mix-order reduction off: layer norm's
+                                backward as a row reduction and a column reduction, not one fused kernel
 All use the spec's dropout: residual and embedding P_drop; none on attention weights or activations.
 
 With --data, the attncomp configurations also run on real batches (the runner's length-bucketed
@@ -46,7 +48,10 @@ sys.path.insert(0, str(ROOT))
 CONFIGS = ["attncomp unfused", "attncomp", "attncomp + compile", "attncomp + compile + CUDA graphs",
            "attncomp + compile - fused loss",
            "attncomp - fuse_qkv", "attncomp - fused loss", "attncomp - dense graph", "naive", "nn.Transformer",
-           "nn.Transformer + compile", "nn.Transformer + loss compiled"]
+           "nn.Transformer + compile", "nn.Transformer + loss compiled",
+           "attncomp + compile - mix-order reduction", "attncomp + compile + CUDA graphs - mix-order reduction",
+           "nn.Transformer + loss compiled - mix-order reduction"]
+NO_MIX_ORDER = " - mix-order reduction"
 TINY = ["model.d_model=64", "model.heads=4", "model.d_ff=128", "model.layers=2", "model.vocab=shared(300)"]
 
 
@@ -163,6 +168,18 @@ def check_trained(step, device: torch.device) -> dict:
     return row
 
 
+def _compile(fn: Callable, config: str) -> Callable:
+    """torch.compile as the configuration says: CUDA graphs (Inductor's cudagraphs, as mode reduce-overhead),
+    and Inductor's mix-order reduction off (it fuses layer norm's backward, the per-row gradient with the
+    column sums of its gain and bias, into one kernel)."""
+    options = {}
+    if "CUDA graphs" in config:
+        options["triton.cudagraphs"] = True
+    if config.endswith(NO_MIX_ORDER):
+        options["triton.mix_order_reduction"] = False
+    return torch.compile(fn, options=options or None)
+
+
 def build(config: str, spec, batch: dict, device: torch.device) -> Callable[[], None]:
     """One full training step of a configuration, as a closure."""
     from attncomp.compiler import compile_spec
@@ -171,6 +188,7 @@ def build(config: str, spec, batch: dict, device: torch.device) -> Callable[[], 
     from attncomp.train.step import TrainStep
 
     eps = spec.train.loss.label_smoothing
+    compile_as, config = config, config.removesuffix(NO_MIX_ORDER)
     if config.startswith("attncomp"):
         passes = () if config == "attncomp unfused" else \
             tuple(p for p in DEFAULT_PASSES if not (config == "attncomp - fuse_qkv" and p == "fuse_qkv"))
@@ -180,7 +198,7 @@ def build(config: str, spec, batch: dict, device: torch.device) -> Callable[[], 
         step_module = TrainStep(model, eps, fused_loss=fused_loss)
         run = step_module
         if "compile" in config:
-            run = torch.compile(step_module, mode="reduce-overhead" if config.endswith("CUDA graphs") else None)
+            run = _compile(step_module, compile_as)
         tokens = batch["tgt_out"].numel()
         eager = (lambda: step_module(batch, dense)[0] / tokens) if "compile" in config else None
         return _trainer(model, model.parameters(), lambda: run(batch, dense)[0] / tokens, device, eager)
@@ -194,10 +212,10 @@ def build(config: str, spec, batch: dict, device: torch.device) -> Callable[[], 
 
     eager = lambda: loss_of(model)  # noqa: E731
     if config == "nn.Transformer + compile":
-        compiled = torch.compile(model)
+        compiled = _compile(model, compile_as)
         return _trainer(model, model.parameters(), lambda: loss_of(compiled), device, eager)
     if config == "nn.Transformer + loss compiled":
-        whole = torch.compile(lambda: loss_of(model))
+        whole = _compile(lambda: loss_of(model), compile_as)
         return _trainer(model, model.parameters(), whole, device, eager)
     return _trainer(model, model.parameters(), lambda: loss_of(model), device)
 
