@@ -73,8 +73,11 @@ def _translator(args: argparse.Namespace):
     passes = [p for p in DEFAULT_PASSES if p != "fuse_qkv"] if device.type == "cpu" else DEFAULT_PASSES
     if args.int8 and device.type != "cpu":
         raise UsageError("--int8 is dynamic int8 quantisation for CPU decoding; use it with --device cpu")
+    if args.int8 and args.dtype != "float32":
+        raise UsageError(f"--int8 quantises a float32 model; it cannot be combined with --dtype {args.dtype}")
     model, found = load_checkpoint(args.checkpoint, args.overrides, device=device, expect_spec=args.spec,
                                    passes=passes)
+    model = model.to(DTYPES[args.dtype])  # the beam's scores stay float32: beam.py takes log_softmax of .float()
     if args.int8:
         with warnings.catch_warnings():  # torch.ao.quantization's deprecation notices are not the user's to act on
             warnings.simplefilter("ignore")
@@ -191,15 +194,18 @@ def _eval(args: argparse.Namespace) -> int:
         _write(args.output, hypotheses)
     result = score(hypotheses, references)
     speed = {"seconds": round(seconds, 3), "sentences_per_s": round(len(sources) / max(seconds, 1e-9), 2),
-             "beam": translator.beam, "device": str(translator.device)}
+             "beam": translator.beam, "device": str(translator.device), "dtype": args.dtype}
     if args.json:
         print(json.dumps({**result.to_json(), **speed}, indent=2))
     else:
         print(f"{result.bleu_text}\nBLEU signature: {result.bleu_signature}")
         print(f"chrF2 = {result.chrf:.2f}\nchrF signature: {result.chrf_signature}")
         print(f"{len(sources)} sentences in {seconds:.1f}s ({speed['sentences_per_s']:.1f}/s, beam "
-              f"{translator.beam}, {translator.device})")
+              f"{translator.beam}, {translator.device}, {args.dtype})")
     return 0
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def _decode_options(p: argparse.ArgumentParser) -> None:
@@ -225,6 +231,9 @@ def _decode_options(p: argparse.ArgumentParser) -> None:
                         "start: generation_config.json)")
     p.add_argument("--int8", action="store_true",
                    help="CPU: dynamic int8 quantisation of the linear layers (faster; translations may change)")
+    p.add_argument("--dtype", choices=tuple(DTYPES), default="float32",
+                   help="the weights' and activations' type while decoding (default float32); bfloat16 and "
+                        "float16 are for GPUs (faster; translations may change; scores are summed in float32)")
     add_overrides(p)
 
 

@@ -27,6 +27,27 @@ def test_eval_scores_held_out_sentences(trained_tiny, sample_data, capsys):
     assert result["sentences"] == 200 and result["sentences_per_s"] > 0 and result["chrf"] > 0
 
 
+def test_eval_in_half_precision_keeps_most_translations(trained_tiny, sample_data, tmp_path, capsys):
+    """--dtype float16 decodes with half-precision weights and activations (the beam's scores stay float32):
+    the JSON says so, and most translations equal float32's (rounding may change a few)."""
+    lines = (sample_data / "text/test.src").read_text().splitlines()[:40]
+    (tmp_path / "src").write_text("\n".join(lines) + "\n")
+    outputs = {}
+    for dtype in ("float32", "float16"):
+        assert run(["eval", _avg(trained_tiny), "--src", str(tmp_path / "src"), "--ref", str(tmp_path / "src"),
+                    "--json", "--device", "cpu", "--dtype", dtype, "--output", str(tmp_path / dtype)]) == 0
+        assert json.loads(capsys.readouterr().out)["dtype"] == dtype
+        outputs[dtype] = (tmp_path / dtype).read_text().splitlines()
+    same = sum(a == b for a, b in zip(outputs["float32"], outputs["float16"]))
+    assert len(outputs["float16"]) == 40 and same >= 32, same
+
+
+def test_int8_refuses_a_half_precision_dtype(trained_tiny, capsys):
+    assert run(["translate", _avg(trained_tiny), "--device", "cpu", "--int8", "--dtype", "bfloat16"]) == 2
+    err = capsys.readouterr().err
+    assert "--int8" in err and "--dtype bfloat16" in err and "Traceback" not in err
+
+
 def test_translate_keeps_order_and_empty_lines(trained_tiny, sample_data, tmp_path, capsys):
     lines = (sample_data / "text/test.src").read_text().splitlines()[:6]
     lines.insert(2, "")
