@@ -3,6 +3,12 @@ data, tokenizer, time budget and recipe, both scored with sacreBLEU on the same 
 
     python bench/quality.py --minutes 15 --out bench_runs/quality        # ../shared/data/de-en
     python bench/quality.py --prepared DIR --src T.src --ref T.tgt --minutes 0.1   # any prepared data
+    python bench/quality.py --spec specs/base.attn --device cuda --compile --minutes 10 --only attncomp ...
+
+On a GPU (`--device cuda`) attncomp trains with `--gpus 1` (and `--compile`) and decodes there; the
+reference trains there too, with bf16 autocast, fused Adam and the runner's micro-batch size (and
+`--compile`: torch.compile over its model and loss). `--only attncomp` or `--only reference` trains and
+scores one side: the two sides can then run in two sessions, each side's figures kept in results.json.
 
 attncomp trains through its own command (`attncomp train ... --time-limit`), averages its last
 checkpoints and decodes with the key/value cache; the reference trains in this process with the
@@ -41,13 +47,15 @@ def _prepare_de_en(data_dir: Path, out: Path, vocab: int) -> tuple[Path, Path, P
     return out / "data", texts[0], texts[1]
 
 
-def _ours(spec: Path, data: Path, out: Path, minutes: float, src: Path, ref: Path) -> dict:
+def _ours(spec: Path, data: Path, out: Path, minutes: float, src: Path, ref: Path, device: str = "cpu",
+          compile: bool = False) -> dict:
     run_dir = out / "attncomp"
+    workers = ["--gpus", "1"] if device == "cuda" else ["--procs", "1"]
     if not (run_dir / "checkpoint_avg.pt").exists():  # a finished run is reused (it spent its whole budget)
-        subprocess.run([*ATTNCOMP, "train", str(spec), "--data", str(data), "--out", str(run_dir), "--procs", "1",
-                        "--time-limit", str(minutes)], check=True)
+        subprocess.run([*ATTNCOMP, "train", str(spec), "--data", str(data), "--out", str(run_dir), *workers,
+                        "--time-limit", str(minutes), *(["--compile"] if compile else [])], check=True)
     result = subprocess.run([*ATTNCOMP, "eval", str(run_dir / "checkpoint_avg.pt"), "--src", str(src),
-                             "--ref", str(ref), "--json", "--device", "cpu", "--output", str(out / "attncomp.hyp")],
+                             "--ref", str(ref), "--json", "--device", device, "--output", str(out / "attncomp.hyp")],
                             check=True, capture_output=True, text=True)
     scores = json.loads(result.stdout)
     from attncomp import checkpoint as ckpt
@@ -56,7 +64,8 @@ def _ours(spec: Path, data: Path, out: Path, minutes: float, src: Path, ref: Pat
     return scores
 
 
-def _reference(spec_path: Path, data_dir: Path, minutes: float, src: Path, ref: Path, out: Path) -> dict:
+def _reference(spec_path: Path, data_dir: Path, minutes: float, src: Path, ref: Path, out: Path,
+               device: str = "cpu", compile: bool = False) -> dict:
     import torch
 
     from attncomp import ir
@@ -64,15 +73,17 @@ def _reference(spec_path: Path, data_dir: Path, minutes: float, src: Path, ref: 
     from attncomp.decode.beam import FullStepper
     from attncomp.decode.score import score
     from attncomp.decode.translate import Translator
+    from attncomp.train.run_job import DEFAULT_TOKENS
     from bench.reference import train_reference
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     spec = ir.load(spec_path)
     data = PreparedData(data_dir)
-    model, stats = train_reference(spec, data, minutes)
+    model, stats = train_reference(spec, data, minutes, max_tokens=DEFAULT_TOKENS[device],
+                                   device=torch.device(device), compile=compile)
     tok = data.tokenizer("src")
     translator = Translator(model, tok, data.tokenizer("tgt"), spec.decode.beam, spec.decode.length_penalty,
-                            spec.decode.max_len, stepper=FullStepper, progress=False)
+                            spec.decode.max_len, stepper=FullStepper, progress=False, device=torch.device(device))
     sources, references = src.read_text().splitlines(), ref.read_text().splitlines()
     start = time.perf_counter()
     hypotheses = [t[0].text for t in translator.translate(sources)]
@@ -92,6 +103,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--prepared", help="use this prepared data directory instead")
     parser.add_argument("--src", help="with --prepared: test source file")
     parser.add_argument("--ref", help="with --prepared: test reference file")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="train and decode here (cpu)")
+    parser.add_argument("--compile", action="store_true", help="both sides under torch.compile")
+    parser.add_argument("--only", choices=("attncomp", "reference"),
+                        help="train and score one side; results.json keeps the other side's earlier figures")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -102,16 +117,25 @@ def main(argv=None) -> dict:
 
         vocab = ir.load(args.spec).model.tgt_vocab  # the data's vocabulary is the spec's
         data, src, ref = _prepare_de_en(Path(args.data_dir), out, vocab)
-    results = {"attncomp": _ours(Path(args.spec), data, out, args.minutes, src, ref),
-               "reference": _reference(Path(args.spec), data, args.minutes, src, ref, out),
-               "minutes": args.minutes, "spec": args.spec, "command": " ".join(sys.argv)}
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    print("| model | steps | BLEU | chrF | decoding (sentences/s, beam 4, CPU) |")
-    print("|-------|-------|------|------|--------------------------------------|")
+    path = out / "results.json"
+    results = json.loads(path.read_text()) if args.only and path.exists() else {}
+    setup = {"minutes": args.minutes, "spec": args.spec, "device": args.device, "compile": args.compile,
+             "command": " ".join(sys.argv)}
+    if args.only != "reference":
+        results["attncomp"] = {**_ours(Path(args.spec), data, out, args.minutes, src, ref, args.device,
+                                       args.compile), **setup}
+    if args.only != "attncomp":
+        results["reference"] = {**_reference(Path(args.spec), data, args.minutes, src, ref, out, args.device,
+                                             args.compile), **setup}
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print("| model | device | minutes | steps | BLEU | chrF | decoding (sentences/s, beam 4) |")
+    print("|-------|--------|---------|-------|------|------|--------------------------------|")
     for name in ("attncomp", "reference"):
-        r = results[name]
-        print(f"| {name} | {r['steps']} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['sentences_per_s']:.1f} |")
-    print(f"BLEU signature: {results['attncomp']['bleu_signature']}")
+        if name in results:
+            r = results[name]
+            print(f"| {name} | {r.get('device', 'cpu')} | {r.get('minutes')} | {r['steps']} | {r['bleu']:.2f} | "
+                  f"{r['chrf']:.2f} | {r['sentences_per_s']:.1f} |")
+    print(f"BLEU signature: {next(iter(results.values()))['bleu_signature']}")
     return results
 
 

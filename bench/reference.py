@@ -62,26 +62,38 @@ class Reference(nn.Module):
 
 
 def train_reference(spec: nodes.Spec, data: PreparedData, minutes: float, max_tokens: int = 4096,
-                    log=print) -> tuple[Reference, dict]:
-    """Train for `minutes` of wall time with the spec's recipe; return the averaged model and stats."""
+                    log=print, device: torch.device = torch.device("cpu"),
+                    compile: bool = False) -> tuple[Reference, dict]:
+    """Train for `minutes` of wall time with the spec's recipe; return the averaged model and stats.
+    On a GPU as the runner trains there: bf16 autocast and fused Adam; `compile`: torch.compile over the model
+    and the loss together, with dynamic shapes (the strongest peer of bench/throughput.py, on real batches)."""
+    import contextlib
+
     recipe = spec.train
     torch.manual_seed(recipe.seed)
-    model = Reference(spec)
+    model = Reference(spec).to(device)
     split = data.split("train")
     batcher = Batcher(split.src.lengths, split.tgt.lengths, recipe.batch.count, recipe.seed, 1, max_tokens)
-    optimizer = make_optimizer(recipe.optimizer, model.parameters(), cuda=False)
+    optimizer = make_optimizer(recipe.optimizer, model.parameters(), cuda=device.type == "cuda")
     lr = learning_rate(recipe.schedule, spec.model.d_model, recipe.steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: lr(i + 1))
     every, keep = recipe.checkpoint.every, recipe.checkpoint.average_last
+    eps = recipe.loss.label_smoothing
+
+    def summed_loss(src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
+        return token_losses(model(src, tgt_in), tgt_out, eps)[0]
+
+    loss_of = torch.compile(summed_loss, dynamic=True) if compile else summed_loss
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     snapshots: list[dict] = []
     start = last_save = time.monotonic()
     step = tokens = 0
     for update in batcher.updates():
         for part in update.parts:
-            batch = translation_batch(split, part)
-            losses = token_losses(model(batch["src"], batch["tgt_in"]), batch["tgt_out"],
-                                  recipe.loss.label_smoothing)
-            (losses[0] / update.target_tokens).backward()
+            batch = {k: v.to(device, non_blocking=True) for k, v in translation_batch(split, part).items()}
+            with autocast:
+                loss = loss_of(batch["src"], batch["tgt_in"], batch["tgt_out"])
+            (loss / update.target_tokens).backward()
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
@@ -89,9 +101,10 @@ def train_reference(spec: nodes.Spec, data: PreparedData, minutes: float, max_to
         now = time.monotonic()
         if (every.kind == "time" and now - last_save >= every.minutes * 60) or \
                 (every.kind == "steps" and step % every.steps == 0) or now - start >= minutes * 60:
-            snapshots = (snapshots + [copy.deepcopy(model.state_dict())])[-keep:]
+            snapshots = (snapshots + [{k: v.detach().clone() for k, v in model.state_dict().items()}])[-keep:]
             last_save = now
-            log(f"reference: step {step}, {tokens / (now - start):,.0f} tok/s")
+            log(f"reference: step {step}, {tokens / (now - start):,.0f} tok/s, loss "
+                f"{float(loss) / max(1, int((batch['tgt_out'] >= 0).sum())):.3f} (last micro-batch, per token)")
         if now - start >= minutes * 60:
             break
     averaged = {k: sum(s[k].double() for s in snapshots).div(len(snapshots)).to(v.dtype)
