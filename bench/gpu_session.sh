@@ -14,6 +14,14 @@
 #             (one step; this fills Inductor's caches), with the GPU tests beside base's when WITH_TESTS=1;
 #             then one bench/throughput.py run times them all one by one, the compiled ones from the caches;
 #             limits WARM_LIMIT, TESTS_LIMIT, TABLE_LIMIT_base, TABLE_LIMIT_big (seconds)
+#   quality   bench/quality.py --only SIDE (attncomp, the default, or reference) on de-en: specs/base.attn on the GPU
+#             with --compile for QUALITY_MINUTES (10), checkpoints every 2 minutes, the last 5 averaged, scored
+#             on TEST_SRC/TEST_REF (.devdata/de-en-test/test.{en,de}); it runs in a session of its own (setsid)
+#             under /tmp/quality, so it outlasts this call: the stage waits at most QUALITY_WAIT seconds
+#             (540) and copies its log; `quality-wait` (the next call, on the same warm machine) waits for the
+#             rest and copies results.json
+#   gpu-decode  bench/gpu_decode.py on /tmp/quality/attncomp/checkpoint_avg.pt: attncomp eval (DTYPES,
+#             default float32,bfloat16) beside its CTranslate2 export (CT2, default float16,bfloat16), beam 4
 #   train     `attncomp train specs/base.attn --gpus 1` on real de-en batches for TRAIN_MINUTES (default 1.5)
 #   train-compile   the same with --compile (compiling takes minutes: give it TRAIN_MINUTES=5 TRAIN_LIMIT=330)
 #   real      bench/throughput.py --real-only: the runner's real batches, eager and compiled, one spec
@@ -29,7 +37,8 @@
 # ln -sfn ../cli attncomp/cli; ATTNCOMP="python3 -m attncomp.cli.main". Results: bench/results/ (h100-DATE/: logs).
 #
 # Inputs (environment): DATA, de-en prepared with a 37000 vocabulary (`attncomp data prepare ... --vocab-size
-# 37000`); CKPT, SRC, REF for decode; ATTNCOMP, the command (default `attncomp`). Logs and JSON go to OUT.
+# 37000`); TEST_SRC, TEST_REF, the de-en test set as text (`zcat ../shared/data/de-en/test.en.gz >
+# .devdata/de-en-test/test.en`, and .de); CKPT, SRC, REF for decode; ATTNCOMP, the command (default `attncomp`). Logs and JSON go to OUT.
 set -u
 [ $# -ge 2 ] || { echo "usage: bash bench/gpu_session.sh OUT STAGE...  (stages: see the head of this file)" >&2; exit 2; }
 out=$1
@@ -38,6 +47,8 @@ mkdir -p "$out"
 data=${DATA:-.devdata/de-en-37k}
 attncomp=${ATTNCOMP:-attncomp}
 minutes=${TRAIN_MINUTES:-1.5}
+test_src=${TEST_SRC:-.devdata/de-en-test/test.en}
+test_ref=${TEST_REF:-.devdata/de-en-test/test.de}
 export PYTHONUNBUFFERED=1
 
 train() {  # train NAME EXTRA-ARGS...
@@ -47,6 +58,16 @@ train() {  # train NAME EXTRA-ARGS...
     --time-limit "$minutes" --set train.checkpoint.every=250 --log-interval 10 "$@" 2>&1 | tr '\r' '\n' \
     | tee "$out/$name.log"
   cp "/tmp/$name/run.json" "$out/$name.run.json" 2>/dev/null
+}
+
+quality_wait() {  # quality_wait SECONDS: until bench/quality.py (started by the stage quality) ends, at most SECONDS
+  local waited=0
+  local pid
+  pid=$(cat /tmp/quality/pid)
+  while [ "$waited" -lt "$1" ] && kill -0 "$pid" 2> /dev/null; do sleep 10; waited=$((waited + 10)); done
+  kill -0 "$pid" 2> /dev/null && echo "bench/quality.py still runs after $1 s"
+  cp /tmp/quality/*.log "$out/" 2>/dev/null
+  tail -5 /tmp/quality/*.log
 }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
@@ -94,13 +115,25 @@ for stage in "$@"; do
             | tee "$out/real-${SPEC:-base}.log" ;;
     updates) TORCH_LOGS=recompiles timeout "${REAL_LIMIT:-300}" python3 bench/compile_updates.py \
                --spec "${SPEC:-base}" --data "$data" 2>&1 | tee "$out/updates-${SPEC:-base}.log" ;;
+    quality) mkdir -p /tmp/quality
+             setsid nohup python3 bench/quality.py --spec specs/base.attn --device cuda --compile \
+               --minutes "${QUALITY_MINUTES:-10}" --only "${SIDE:-attncomp}" --set train.checkpoint.every=2min \
+               --prepared "$data" --src "$test_src" --ref "$test_ref" --out /tmp/quality \
+               > "/tmp/quality/${SIDE:-attncomp}.log" 2>&1 < /dev/null &
+             echo $! > /tmp/quality/pid
+             quality_wait "${QUALITY_WAIT:-540}" ;;
+    quality-wait) quality_wait "${QUALITY_WAIT:-300}"
+                  cp /tmp/quality/results.json "$out/quality-results.json" ;;
+    gpu-decode) timeout "${DECODE_LIMIT:-300}" python3 bench/gpu_decode.py /tmp/quality/attncomp/checkpoint_avg.pt \
+                  --src "$test_src" --ref "$test_ref" --dtypes "${DTYPES:-float32,bfloat16}" \
+                  --ct2 "${CT2:-float16,bfloat16}" --json "$out/gpu-decode.json" 2>&1 | tee "$out/gpu-decode.log" ;;
     train) train train-base ;;
     train-compile) train train-base-compile --compile ;;
     decode) for tokens in 6000 24000; do
               timeout "${DECODE_LIMIT:-240}" $attncomp eval "$CKPT" --src "$SRC" --ref "$REF" --device cuda --json \
                 --batch-tokens $tokens --output "$out/decode.hyp" 2>&1 | tee "$out/decode-$tokens.json"
             done ;;
-    *) echo "unknown stage $stage (tests table bar eager compile real updates profile flex loss train train-compile decode)" >&2 ;;
+    *) echo "unknown stage $stage (tests table bar quality quality-wait gpu-decode eager compile real updates profile flex loss train train-compile decode)" >&2 ;;
   esac
 done
 echo "=== done $(date +%T)"

@@ -48,12 +48,13 @@ def _prepare_de_en(data_dir: Path, out: Path, vocab: int) -> tuple[Path, Path, P
 
 
 def _ours(spec: Path, data: Path, out: Path, minutes: float, src: Path, ref: Path, device: str = "cpu",
-          compile: bool = False) -> dict:
+          compile: bool = False, sets: list[str] = ()) -> dict:
     run_dir = out / "attncomp"
     workers = ["--gpus", "1"] if device == "cuda" else ["--procs", "1"]
     if not (run_dir / "checkpoint_avg.pt").exists():  # a finished run is reused (it spent its whole budget)
         subprocess.run([*ATTNCOMP, "train", str(spec), "--data", str(data), "--out", str(run_dir), *workers,
-                        "--time-limit", str(minutes), *(["--compile"] if compile else [])], check=True)
+                        "--time-limit", str(minutes), *(["--compile"] if compile else []),
+                        *(arg for kv in sets for arg in ("--set", kv))], check=True)
     result = subprocess.run([*ATTNCOMP, "eval", str(run_dir / "checkpoint_avg.pt"), "--src", str(src),
                              "--ref", str(ref), "--json", "--device", device, "--output", str(out / "attncomp.hyp")],
                             check=True, capture_output=True, text=True)
@@ -65,7 +66,7 @@ def _ours(spec: Path, data: Path, out: Path, minutes: float, src: Path, ref: Pat
 
 
 def _reference(spec_path: Path, data_dir: Path, minutes: float, src: Path, ref: Path, out: Path,
-               device: str = "cpu", compile: bool = False) -> dict:
+               device: str = "cpu", compile: bool = False, sets: list[str] = ()) -> dict:
     import torch
 
     from attncomp import ir
@@ -77,7 +78,7 @@ def _reference(spec_path: Path, data_dir: Path, minutes: float, src: Path, ref: 
     from bench.reference import train_reference
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    spec = ir.load(spec_path)
+    spec = ir.load(spec_path, list(sets))
     data = PreparedData(data_dir)
     model, stats = train_reference(spec, data, minutes, max_tokens=DEFAULT_TOKENS[device],
                                    device=torch.device(device), compile=compile)
@@ -105,6 +106,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--ref", help="with --prepared: test reference file")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="train and decode here (cpu)")
     parser.add_argument("--compile", action="store_true", help="both sides under torch.compile")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a spec override for both sides, e.g. train.checkpoint.every=2min (repeatable)")
     parser.add_argument("--only", choices=("attncomp", "reference"),
                         help="train and score one side; results.json keeps the other side's earlier figures")
     args = parser.parse_args(argv)
@@ -115,18 +118,18 @@ def main(argv=None) -> dict:
     else:
         from attncomp import ir
 
-        vocab = ir.load(args.spec).model.tgt_vocab  # the data's vocabulary is the spec's
+        vocab = ir.load(args.spec, args.set).model.tgt_vocab  # the data's vocabulary is the spec's
         data, src, ref = _prepare_de_en(Path(args.data_dir), out, vocab)
     path = out / "results.json"
     results = json.loads(path.read_text()) if args.only and path.exists() else {}
-    setup = {"minutes": args.minutes, "spec": args.spec, "device": args.device, "compile": args.compile,
-             "command": " ".join(sys.argv)}
+    setup = {"minutes": args.minutes, "spec": args.spec, "set": args.set, "device": args.device,
+             "compile": args.compile, "command": " ".join(sys.argv)}
     if args.only != "reference":
         results["attncomp"] = {**_ours(Path(args.spec), data, out, args.minutes, src, ref, args.device,
-                                       args.compile), **setup}
+                                       args.compile, args.set), **setup}
     if args.only != "attncomp":
         results["reference"] = {**_reference(Path(args.spec), data, args.minutes, src, ref, out, args.device,
-                                             args.compile), **setup}
+                                             args.compile, args.set), **setup}
     path.write_text(json.dumps(results, indent=2) + "\n")
     print("| model | device | minutes | steps | BLEU | chrF | decoding (sentences/s, beam 4) |")
     print("|-------|--------|---------|-------|------|------|--------------------------------|")

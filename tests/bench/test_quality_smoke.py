@@ -25,7 +25,9 @@ def test_quality_benchmark_runs_side_by_side_and_one_side_at_a_time(sample_data,
         assert 0.0 <= results[name]["bleu"] <= 100.0 and results[name]["sentences_per_s"] > 0
         assert results[name]["compile"] is False and results[name]["device"] == "cpu"
     assert (tmp_path / "out/results.json").exists() and (tmp_path / "out/reference.hyp").exists()
-    again = quality.main([*common, "--minutes", "0.02", "--only", "reference", "--compile"])
+    again = quality.main([*common, "--minutes", "0.02", "--only", "reference", "--compile",
+                          "--set", "train.checkpoint.average_last=2"])
     assert again["attncomp"] == results["attncomp"] and again["reference"]["compile"] is True
+    assert again["reference"]["set"] == ["train.checkpoint.average_last=2"]
     assert again["reference"]["steps"] > 0 and again["reference"]["sentences"] == 5
     assert json.loads((tmp_path / "out/results.json").read_text()) == again
