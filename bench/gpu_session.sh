@@ -22,6 +22,13 @@
 #             rest and copies results.json
 #   gpu-decode  bench/gpu_decode.py on /tmp/quality/attncomp/checkpoint_avg.pt: attncomp eval (DTYPES,
 #             default float32,bfloat16) beside its CTranslate2 export (CT2, default float16,bfloat16), beam 4
+#   sweep     Table 3 in direction: `attncomp sweep specs/table3-small` on SWEEP_DATA (de-en, 4000 vocabulary:
+#             .devdata/de-en-4k) for SWEEP_STEPS updates a row (5000), SWEEP_PARALLEL rows at once on the GPU (6),
+#             validating every SWEEP_EVERY updates (500), BLEU on 300 validation sentences; beside it the
+#             base row with seeds 2 and 3 (the seed band); under /tmp/sweep*, so that a call cut at SWEEP_LIMIT
+#             (540 s) can run the stage again on the same warm machine and resume. Files: sweep.log,
+#             sweep-results.{md,json} (the main sweep), sweep-seeds.md, sweep-valid.log (every row's
+#             validations, to see whether perplexity levelled off)
 #   train     `attncomp train specs/base.attn --gpus 1` on real de-en batches for TRAIN_MINUTES (default 1.5)
 #   train-compile   the same with --compile (compiling takes minutes: give it TRAIN_MINUTES=5 TRAIN_LIMIT=330)
 #   real      bench/throughput.py --real-only: the runner's real batches, eager and compiled, one spec
@@ -127,13 +134,27 @@ for stage in "$@"; do
     gpu-decode) timeout "${DECODE_LIMIT:-300}" python3 bench/gpu_decode.py /tmp/quality/attncomp/checkpoint_avg.pt \
                   --src "$test_src" --ref "$test_ref" --dtypes "${DTYPES:-float32,bfloat16}" \
                   --ct2 "${CT2:-float16,bfloat16}" --json "$out/gpu-decode.json" 2>&1 | tee "$out/gpu-decode.log" ;;
+    sweep) sweep_args=(--data "${SWEEP_DATA:-.devdata/de-en-4k}" --steps "${SWEEP_STEPS:-5000}" --bleu-sentences 300
+                       --set "train.checkpoint.every=${SWEEP_EVERY:-500}")
+           for seed in 2 3; do
+             timeout -k 30 "${SWEEP_LIMIT:-540}" $attncomp sweep specs/table3-small/base.attn "${sweep_args[@]}" \
+               --set train.seed=$seed --out /tmp/sweep-seed$seed > /tmp/sweep-seed$seed.log 2>&1 &
+           done
+           timeout -k 30 "${SWEEP_LIMIT:-540}" $attncomp sweep specs/table3-small "${sweep_args[@]}" \
+             --parallel "${SWEEP_PARALLEL:-6}" --out /tmp/sweep 2>&1 | tee "$out/sweep.log"
+           wait
+           cp /tmp/sweep/results.md "$out/sweep-results.md"; cp /tmp/sweep/results.json "$out/sweep-results.json"
+           for seed in 2 3; do echo "seed $seed"; cat /tmp/sweep-seed$seed/results.md; done > "$out/sweep-seeds.md"
+           for log in /tmp/sweep*/rows/*/train.log; do
+             grep -h "valid loss" "$log" | sed "s|^|$(basename "$(dirname "$(dirname "$(dirname "$log")")")")/$(basename "$(dirname "$log")") |"
+           done > "$out/sweep-valid.log" ;;
     train) train train-base ;;
     train-compile) train train-base-compile --compile ;;
     decode) for tokens in 6000 24000; do
               timeout "${DECODE_LIMIT:-240}" $attncomp eval "$CKPT" --src "$SRC" --ref "$REF" --device cuda --json \
                 --batch-tokens $tokens --output "$out/decode.hyp" 2>&1 | tee "$out/decode-$tokens.json"
             done ;;
-    *) echo "unknown stage $stage (tests table bar quality quality-wait gpu-decode eager compile real updates profile flex loss train train-compile decode)" >&2 ;;
+    *) echo "unknown stage $stage (tests table bar quality quality-wait gpu-decode sweep eager compile real updates profile flex loss train train-compile decode)" >&2 ;;
   esac
 done
 echo "=== done $(date +%T)"
