@@ -9,6 +9,7 @@ from typing import Callable
 import torch
 
 from attncomp.data.dataset import PreparedData
+from attncomp.data.objective import objective_of
 from attncomp.errors import DataError, UsageError
 from attncomp.ir import nodes
 from attncomp.lower.family import family_of
@@ -57,6 +58,12 @@ def check_vocab(data: PreparedData, arch: nodes.ModelSpec) -> None:
                         f" tokens but the spec's model expects {need[0]}"
                         f"{'' if need[0] == need[1] else ' + ' + str(need[1])}; prepare the data with that size, "
                         f'or train with --set "model.vocab={shown}"')
+
+
+def check_tokenizer(data: PreparedData, spec) -> None:
+    """The data's tokenizer must declare the spec's special ids (attncomp.vocab.agree), and the vocabulary the
+    ids the objective needs (a <mask>, a <sep>): refused before a run directory is written or a worker starts."""
+    objective_of(spec.model, data.monolingual).batcher_collate(spec, lambda: data.tokenizer("tgt"), data.path)
 
 
 def _declared(specials: Specials, mask: int | None) -> str:

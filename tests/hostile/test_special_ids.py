@@ -88,3 +88,16 @@ def test_a_sweep_row_whose_ids_disagree_with_the_data_is_refused_before_anything
     err = capsys.readouterr().err
     assert code == 2 and err.count("error:") == 1 and "tokenizer has bos = 2" in err
     assert not (tmp_path / "sweep" / "rows").exists()
+
+
+def test_train_refuses_ids_that_disagree_with_the_data_before_it_says_it_trains(tiny_artifacts, tmp_path, capfd):
+    """Before: the run directory, its spec.attn and run.json were written and "training tiny on 1 CPU
+    worker(s)" printed, then the worker refused the tokenizer; now the refusal comes first, alone."""
+    out = tmp_path / "run"
+    code = run(["train", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]), "--out", str(out),
+                "--procs", "1", "--set", "model.vocab=shared(256, bos = 7)"])
+    captured = capfd.readouterr()
+    both = captured.out + captured.err
+    assert code == 2 and both.count("error:") == 1 and "tokenizer has bos = 2" in both
+    assert not re.search(r"^training ", both, re.MULTILINE)
+    assert not out.exists()
