@@ -64,11 +64,16 @@ def agree(declared: Specials, tokenizer: Specials, what: str, languages=(),
     the tokenizer, where a chosen target language sets them (`translate --tgt-lang`, `data prepare
     --tgt-lang`: mBART starts its decoder with the language). A tokenizer whose ids differ otherwise (data
     prepared for another model) is refused: ValueError naming the first role that differs. `languages`: the
-    tokenizer's language token ids; `remedy`: what the refusal tells the user to do."""
-    for role, value in declared.roles().items():
-        theirs = tokenizer.roles()[role]
+    tokenizer's language token ids; `remedy`: what the refusal tells the user to do. <mask> is compared only
+    where the tokenizer has one (BERT's [MASK]; attncomp's sentencepiece models and most imported ones have
+    none, and masked-LM then uses the spec's)."""
+    tokenizers = {**tokenizer.roles(), "mask": tokenizer.mask}
+    for role, value in {**declared.roles(), "mask": declared.mask}.items():
+        theirs = tokenizers[role]
         if role == "start" and theirs in set(languages):
             continue  # the chosen language starts the decoder
+        if role == "mask" and theirs is None:
+            continue  # the tokenizer has no <mask>: masked-LM uses the spec's
         if theirs != value:
             raise ValueError(f"{what} has {role} = {_id(theirs)}, but the spec's vocabulary declares {role} = "
                              f"{_id(value)}: {remedy}")

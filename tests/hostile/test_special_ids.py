@@ -6,11 +6,13 @@ that differ from the model's tokenizer says what to do there (not "prepare the d
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
 from attncomp.cli.main import run
+from attncomp.data.tokenizer import Tokenizer
 from attncomp.errors import DataError
 from attncomp import ir
 from attncomp.train.config import check_vocab
@@ -64,9 +66,14 @@ def test_the_resize_hint_declares_the_data_tokenizers_ids(tmp_path):
         check_vocab(data, arch)
     assert 'model.vocab=shared(301, pad = none, unk = none, bos = 300, eos = 300, sep = none, mask = 9)"' \
         in str(info.value)
-    ours = SimpleNamespace(**{**vars(data), "tokenizer": lambda side: SimpleNamespace(specials=Specials())})
+    ours = SimpleNamespace(**{**vars(data), "tokenizer": lambda side: SimpleNamespace(specials=Tokenizer.specials)})
     with pytest.raises(DataError, match=r'model\.vocab=shared\(301, mask = 9\)"'):
         check_vocab(ours, arch)
+    bert = replace(gpt2, pad=0, mask=103)  # a tokenizer with a <mask> of its own: the hint declares that one
+    bertlike = SimpleNamespace(**{**vars(data), "tokenizer": lambda side: SimpleNamespace(specials=bert)})
+    with pytest.raises(DataError, match=r'model\.vocab=shared\(301, unk = none, bos = 300, eos = 300, sep = none, '
+                                        r'mask = 103\)"'):
+        check_vocab(bertlike, arch)
 
 
 def test_translate_with_ids_set_away_from_the_models_says_to_keep_them(tiny_artifacts, tmp_path, capsys):

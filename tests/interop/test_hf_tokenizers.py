@@ -161,6 +161,7 @@ def test_wordpiece_bert_encodes_with_its_template(tmp_path):
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     spec = load_checkpoint(checkpoint)[0].spec.model.specials  # the template's [CLS] and [SEP]: never masked
     assert (spec.bos, spec.eos, ours.specials.bos, ours.specials.eos) == (cls, sep, cls, sep)
+    assert spec.mask == ours.specials.mask == tok.token_to_id("[MASK]")  # recorded, so train compares them
     assert ours.encode_source(PROMPTS) == [tok.encode(line).ids for line in PROMPTS]  # [CLS] text [SEP]
     assert ours.decode(ours.encode(PROMPTS)) == [tok.decode(tok.encode(line).ids) for line in PROMPTS]
 
