@@ -57,8 +57,8 @@ def is_hf(model_bytes: bytes) -> bool:
 
 def _specials_record(specials: Specials) -> dict:
     """The envelope's "specials"; "mask" only where the tokenizer has one (earlier envelopes have none)."""
-    return {**{k: getattr(specials, k) for k in ("pad", "unk", "bos", "eos", "sep", "start")},
-            **({} if specials.mask is None else {"mask": specials.mask}), "forced": list(specials.forced)}
+    return {**specials.tokenizer_roles(), **({} if specials.mask is None else {"mask": specials.mask}),
+            "forced": list(specials.forced)}
 
 
 def envelope(tokenizer_json: str | None, specials: Specials, source: list, languages: dict, source_lang: str | None,

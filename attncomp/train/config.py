@@ -70,8 +70,8 @@ def _declared(specials: Specials, mask: int | None) -> str:
     """The arguments of a vocabulary that declares these special ids: the roles away from their defaults
     (the data's tokenizer's ids, which train then accepts: attncomp.vocab.agree), and its mask where it has one
     (BERT's), else the spec's own."""
-    unset = {**DEFAULT.roles(), "start": specials.bos}
-    ids = [(k, v) for k, v in specials.roles().items() if v != unset[k]]
+    unset = {**DEFAULT.tokenizer_roles(), "start": specials.bos}
+    ids = [(k, v) for k, v in specials.tokenizer_roles().items() if v != unset[k]]
     if specials.mask is not None:  # the tokenizer's <mask> (a vocabulary's unset mask is its sep's id)
         mask = None if specials.mask == specials.sep else specials.mask
     ids += [("mask", mask)] if mask is not None else []

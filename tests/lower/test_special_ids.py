@@ -15,6 +15,7 @@ import torch
 
 import attncomp
 from attncomp import ir
+from attncomp.ir import nodes
 from attncomp.codegen import render
 from attncomp.data import masking
 from attncomp.data.batching import mono_batch
@@ -135,6 +136,13 @@ def test_an_hf_envelope_records_the_tokenizers_mask_and_an_earlier_one_declares_
     del record["specials"]["mask"]  # as envelopes were written before <mask> was recorded
     assert HFTokenizer.from_bytes(json.dumps(record).encode()).specials == replace(bert, mask=None)
     assert "mask" not in json.loads(envelope(text, replace(bert, mask=None), ["text"], {}, None, None, 150))["specials"]
+
+
+def test_a_tokenizer_records_every_role_of_a_vocabulary_but_mask():
+    """The names say which is which: a vocabulary's roles (nodes.ROLES) and a stored tokenizer's, without <mask>
+    (Specials.roles() was the latter under the former's name)."""
+    assert tuple(BERT.tokenizer_roles()) == tuple(r for r in nodes.ROLES if r != "mask")
+    assert not hasattr(BERT, "roles")
 
 
 def test_masked_lm_never_chooses_nor_draws_a_declared_special_and_masks_with_the_declared_mask():
