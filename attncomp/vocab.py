@@ -66,8 +66,8 @@ def agree(declared: Specials, tokenizer: Specials, what: str, languages=(),
     --tgt-lang`: mBART starts its decoder with the language). A tokenizer whose ids differ otherwise (data
     prepared for another model) is refused: ValueError naming the first role that differs. `languages`: the
     tokenizer's language token ids; `remedy`: what the refusal tells the user to do. <mask> is compared only
-    where the tokenizer has one (BERT's [MASK]; attncomp's sentencepiece models and most imported ones have
-    none, and masked-LM then uses the spec's)."""
+    where the tokenizer has one (BERT's [MASK], BART's <mask>; attncomp's sentencepiece models and GPT-2's
+    have none, and masked-LM then uses the spec's)."""
     recorded = {**tokenizer.tokenizer_roles(), "mask": tokenizer.mask}
     for role, value in {**declared.tokenizer_roles(), "mask": declared.mask}.items():
         theirs = recorded[role]
