@@ -24,12 +24,7 @@ transformers = pytest.importorskip("transformers")
 PROMPTS = ["the quick brown fox", "a cat sees", "der hund und"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _import(directory, tmp_path, name="imported"):
