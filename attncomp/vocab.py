@@ -52,8 +52,9 @@ class Specials:
         """Tokens decoding never emits: padding, <s> and <sep> (none of them when it is also </s>)."""
         return sorted({t for t in (self.pad, self.bos, self.sep) if t is not None and t != self.eos})
 
-    def roles(self) -> dict[str, int | None]:
-        """The ids a tokenizer also declares, by role (what `agree` compares; <mask> is the spec's alone)."""
+    def tokenizer_roles(self) -> dict[str, int | None]:
+        """The ids every stored tokenizer records, by role (attncomp.data.hf_tokenizer's "specials"; an export's
+        special_ids): a vocabulary's roles (attncomp.ir.nodes.ROLES) but <mask>, which only some have (BERT's)."""
         return {k: getattr(self, k) for k in ("pad", "unk", "bos", "eos", "sep", "start")}
 
 
@@ -64,11 +65,16 @@ def agree(declared: Specials, tokenizer: Specials, what: str, languages=(),
     the tokenizer, where a chosen target language sets them (`translate --tgt-lang`, `data prepare
     --tgt-lang`: mBART starts its decoder with the language). A tokenizer whose ids differ otherwise (data
     prepared for another model) is refused: ValueError naming the first role that differs. `languages`: the
-    tokenizer's language token ids; `remedy`: what the refusal tells the user to do."""
-    for role, value in declared.roles().items():
-        theirs = tokenizer.roles()[role]
+    tokenizer's language token ids; `remedy`: what the refusal tells the user to do. <mask> is compared only
+    where the tokenizer has one (BERT's [MASK], BART's <mask>; attncomp's sentencepiece models and GPT-2's
+    have none, and masked-LM then uses the spec's)."""
+    recorded = {**tokenizer.tokenizer_roles(), "mask": tokenizer.mask}
+    for role, value in {**declared.tokenizer_roles(), "mask": declared.mask}.items():
+        theirs = recorded[role]
         if role == "start" and theirs in set(languages):
             continue  # the chosen language starts the decoder
+        if role == "mask" and theirs is None:
+            continue  # the tokenizer has no <mask>: masked-LM uses the spec's
         if theirs != value:
             raise ValueError(f"{what} has {role} = {_id(theirs)}, but the spec's vocabulary declares {role} = "
                              f"{_id(value)}: {remedy}")

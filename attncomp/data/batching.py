@@ -22,6 +22,7 @@ import torch
 
 from attncomp.data import masking
 from attncomp.data.dataset import Side, Split
+from attncomp.errors import DataError
 from attncomp.vocab import DEFAULT, IGNORE, Specials
 
 
@@ -140,17 +141,34 @@ def translation_batch(split: Split, indices: np.ndarray, specials: Specials = DE
 
 def lm_batch(split: Split, indices: np.ndarray, specials: Specials = DEFAULT) -> dict[str, torch.Tensor]:
     """A decoder-only model reads `source <sep> target </s>` (the source's </s> becomes <sep>): those
-    sequences right-padded (tgt_out), and the same shifted right by <s> (tokens)."""
+    sequences right-padded (tgt_out), and the same shifted right by <s> (tokens). A source that does not
+    end in the vocabulary's </s> is refused: its last token would be lost, and the objective counts a pair
+    as its two sides' tokens (attncomp.data.objective), which holds only where <sep> replaces a </s>."""
     src_lengths, tgt_lengths = split.src.lengths[indices], split.tgt.lengths[indices]
+    sep = specials.sep
+    if sep is None:
+        raise ValueError("a decoder-only model whose vocabulary has no <sep> reads monolingual text, not pairs")
+    _refuse_sources_without_eos(split.src, np.asarray(indices), src_lengths, specials.eos)
     lengths = src_lengths + tgt_lengths
     cols = np.arange(int(lengths.max(initial=0)))
     src, from_src = _place(split.src, indices, cols, np.zeros_like(src_lengths), src_lengths - 1)  # no </s>
     tgt, from_tgt = _place(split.tgt, indices, cols, src_lengths, tgt_lengths)
-    sep = specials.sep
-    if sep is None:
-        raise ValueError("a decoder-only model whose vocabulary has no <sep> reads monolingual text, not pairs")
     seq = np.select([from_src, cols == src_lengths[:, None] - 1, from_tgt], [src, sep, tgt], IGNORE)
     return {"tokens": torch.from_numpy(_shifted(seq, lengths, specials)), "tgt_out": torch.from_numpy(seq)}
+
+
+def _refuse_sources_without_eos(side: Side, indices: np.ndarray, lengths: np.ndarray, eos: int | None) -> None:
+    if eos is None:
+        raise DataError("a decoder-only model reads a pair as `source <sep> target`, the source's </s> replaced "
+                        "by <sep>, but the spec's vocabulary declares no eos: declare the data's </s> (eos = ID)")
+    last = side.tokens[np.maximum(side.offsets[indices] + lengths - 1, 0)]
+    wrong = np.flatnonzero((lengths < 1) | (last != eos))
+    if len(wrong):
+        i = int(wrong[0])
+        found = f"ends in token {int(last[i])}" if lengths[i] else "is empty"
+        raise DataError(f"source sentence {int(indices[i])} of {side.name} {found}, not the vocabulary's </s> "
+                        f"(eos = {eos}): a decoder-only model reads a pair as `source <sep> target`, the source's "
+                        "</s> replaced by <sep>; prepare the data with the model's tokenizer (its sources end in </s>)")
 
 
 def mono_batch(split: Split, indices: np.ndarray, specials: Specials = DEFAULT) -> dict[str, torch.Tensor]:

@@ -8,6 +8,7 @@ An imported checkpoint's tokenizer is this JSON object (UTF-8), where a sentence
      "exchanged": null | P,          null; P: ids 0 and P exchange places (checkpoints imported before the
                                      spec's vocabulary declared the model's ids, which moved its pad P to 0)
      "specials": {"pad", "unk", "bos", "eos", "sep", "start", "forced"},   as the spec's vocab declares them
+                                     (and "mask", where the tokenizer has a special [MASK] or <mask>: BERT's)
      "source": [...],                the source frame: ids and "text" (and "lang", a language token)
      "languages": {"en_XX": id, ...},   language tokens (mBART, M2M100, NLLB)
      "source_lang": "en_XX" | null,  the source language of the stored tokenizer's template
@@ -55,7 +56,8 @@ def is_hf(model_bytes: bytes) -> bool:
 
 
 def _specials_record(specials: Specials) -> dict:
-    return {**{k: getattr(specials, k) for k in ("pad", "unk", "bos", "eos", "sep", "start")},
+    """The envelope's "specials"; "mask" only where the tokenizer has one (earlier envelopes have none)."""
+    return {**specials.tokenizer_roles(), **({} if specials.mask is None else {"mask": specials.mask}),
             "forced": list(specials.forced)}
 
 
@@ -69,9 +71,10 @@ def envelope(tokenizer_json: str | None, specials: Specials, source: list, langu
     return json.dumps(record, ensure_ascii=False).encode("utf-8")
 
 
-# what a language choice changes in a record (`data prepare --src-lang/--tgt-lang`): not the vocabulary
+# what a language choice changes in a record (`data prepare --src-lang/--tgt-lang`): not the vocabulary; nor does
+# "mask", which envelopes written before it was recorded lack (the spec's vocabulary is checked against it)
 CHOICES = ("source_lang", "target")
-CHOSEN_SPECIALS = ("start", "forced")
+CHOSEN_SPECIALS = ("start", "forced", "mask")
 
 
 def vocabulary_record(model_bytes: bytes) -> dict:
@@ -195,7 +198,7 @@ class HFTokenizer:
         try:
             s = record["specials"]
             specials = Specials(pad=_id(s["pad"], "pad"), unk=_id(s["unk"], "unk"), bos=_id(s["bos"], "bos"),
-                                eos=_id(s["eos"], "eos"), sep=_id(s["sep"], "sep"),
+                                eos=_id(s["eos"], "eos"), sep=_id(s["sep"], "sep"), mask=_id(s.get("mask"), "mask"),
                                 start=_id(s["start"], "start"),
                                 forced=tuple(_id(t, "a forced token") for t in s["forced"]))
             languages = {str(k): _id(v, f"language {k}") for k, v in record["languages"].items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 import sentencepiece as spm
@@ -46,7 +47,7 @@ def tokenizer_file(path: Path):
 class Tokenizer:
     """Text <-> token ids for one sentencepiece model (attncomp's special ids: attncomp.vocab.DEFAULT)."""
 
-    specials = DEFAULT
+    specials = replace(DEFAULT, mask=None)  # no <mask> piece: masked-LM's is the spec's (unset: <sep>'s id)
 
     def __init__(self, model_bytes: bytes):
         self.model_bytes = bytes(model_bytes)

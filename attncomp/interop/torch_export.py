@@ -202,7 +202,7 @@ def write(found: Checkpoint, out: Path) -> list[Path]:
             "torch": torch.__version__, "spec_hash": header.spec_hash, "step": header.step,
             "metrics": dict(header.metrics), "programs": {name: f"{name}.pt2" for name in exported},
             "cache": _cache_layout(compiled.spec.model),
-            "special_ids": compiled.spec.model.specials.roles()}
+            "special_ids": compiled.spec.model.specials.tokenizer_roles()}
     write_atomically(out / META, json.dumps(meta, indent=2) + "\n")
     return written + [out / SPEC, *(out / n for n in TOKENIZER_FILES.values()), out / META]
 

@@ -475,6 +475,7 @@ class DecoderSpec(Stack):
 # `ModelSpec.specials`). The defaults are attncomp's own (<pad> 0, <unk> 1, <s> 2, </s> 3, <sep> 4); an imported
 # model declares its family's (GPT-2: bos = eos = unk = 50256, pad = none), so no vocabulary rows move.
 TokenId = Annotated[int, Field(ge=0, lt=1 << 24)] | None
+# every role a vocabulary declares; a stored tokenizer records all but mask (Specials.tokenizer_roles)
 ROLES = ("pad", "unk", "bos", "eos", "sep", "mask", "start")
 
 

@@ -24,7 +24,6 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from attncomp import checkpoint as ckpt
 from attncomp import ir, train
 from attncomp.data.dataset import PreparedData
-from attncomp.data.objective import objective_of
 from attncomp.errors import AttncompError, TrainingError, UsageError, printable, printable_lines
 from attncomp.ir import nodes
 from attncomp.loading import load_checkpoint
@@ -32,7 +31,7 @@ from attncomp.lower.size import refuse_if_too_large
 from attncomp.sweep.evaluate import evaluate
 from attncomp.sweep.state import Options, SweepState, check_row_name
 from attncomp.sweep.table import hyperparameters, paper_figures, write_tables
-from attncomp.train.config import check_vocab
+from attncomp.train.config import check_tokenizer, check_vocab
 
 TrainFn = Callable[[train.Job, Path | None], int]  # (the row's job, log file or None) -> exit code
 EXIT_INTERNAL = 70  # a row's training raised something other than an AttncompError (a bug)
@@ -67,8 +66,7 @@ def plan(paths: list[str], options: Options) -> list[Planned]:
         spec = ir.load(path, row_overrides(options))
         refuse_if_too_large(spec, printable(path), remedy="a sweep trains only specs within it")
         check_vocab(data, spec.model)
-        # the special ids against the data's tokenizer, a <mask> or <sep> the objective needs: refused here, once
-        objective_of(spec.model, data.monolingual).batcher_collate(spec, lambda: data.tokenizer("tgt"), data.path)
+        check_tokenizer(data, spec)  # refused here, once, before any row trains
         planned[name] = Planned(name, path, spec)
     return list(planned.values())
 

@@ -9,6 +9,7 @@ from typing import Callable
 import torch
 
 from attncomp.data.dataset import PreparedData
+from attncomp.data.objective import objective_of
 from attncomp.errors import DataError, UsageError
 from attncomp.ir import nodes
 from attncomp.lower.family import family_of
@@ -59,12 +60,20 @@ def check_vocab(data: PreparedData, arch: nodes.ModelSpec) -> None:
                         f'or train with --set "model.vocab={shown}"')
 
 
+def check_tokenizer(data: PreparedData, spec) -> None:
+    """The data's tokenizer must declare the spec's special ids (attncomp.vocab.agree), and the vocabulary the
+    ids the objective needs (a <mask>, a <sep>): refused before a run directory is written or a worker starts."""
+    objective_of(spec.model, data.monolingual).batcher_collate(spec, lambda: data.tokenizer("tgt"), data.path)
+
+
 def _declared(specials: Specials, mask: int | None) -> str:
     """The arguments of a vocabulary that declares these special ids: the roles away from their defaults
-    (the data's tokenizer's ids, which train then accepts: attncomp.vocab.agree), and the spec's own mask
-    (a tokenizer stores none)."""
-    unset = {**DEFAULT.roles(), "start": specials.bos}
-    ids = [(k, v) for k, v in specials.roles().items() if v != unset[k]]
+    (the data's tokenizer's ids, which train then accepts: attncomp.vocab.agree), and its mask where it has one
+    (BERT's), else the spec's own."""
+    unset = {**DEFAULT.tokenizer_roles(), "start": specials.bos}
+    ids = [(k, v) for k, v in specials.tokenizer_roles().items() if v != unset[k]]
+    if specials.mask is not None:  # the tokenizer's <mask> (a vocabulary's unset mask is its sep's id)
+        mask = None if specials.mask == specials.sep else specials.mask
     ids += [("mask", mask)] if mask is not None else []
     return "".join(f", {k} = {'none' if v is None else v}" for k, v in ids)
 

@@ -1,8 +1,9 @@
 """`attncomp.train.run(job)`: check a job, prepare its run directory and train it on its workers.
 
 Everything that can be refused is refused here, before any worker starts, with one line each (an
-AttncompError): the spec, its size, the devices, the multi-machine options, the data's vocabulary and
-splits, a run directory that already has checkpoints without `resume`, `init` weights that do not fit.
+AttncompError): the spec, its size, the devices, the multi-machine options, the data's vocabulary (its
+sizes, its tokenizer's special ids) and splits, a run directory that already has checkpoints without
+`resume`, `init` weights that do not fit.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from attncomp.data.dataset import PreparedData
 from attncomp.errors import UsageError, printable
 from attncomp.lower.size import refuse_if_too_large
 from attncomp.train.cluster import RUN_RECORD, read_run_record
-from attncomp.train.config import RunConfig, check_validation, check_vocab
+from attncomp.train.config import RunConfig, check_tokenizer, check_validation, check_vocab
 from attncomp.train.job import Job, devices
 from attncomp.train.launch import Nodes, Stopped, check_nodes, launch
 from attncomp.train.run_state import initial_weights
@@ -45,6 +46,7 @@ def run(job: Job) -> Path:
         raise UsageError("--fsdp shards the model across workers: it needs at least 2 (--gpus N or --procs N)")
     data = PreparedData(job.data.path)
     check_vocab(data, spec.model)
+    check_tokenizer(data, spec)
     check_validation(spec.train, data)
     out = Path(job.checkpointing.out or Path("runs") / spec.model.name)
     init = initial_weights(out, job.checkpointing.resume, job.checkpointing.init)

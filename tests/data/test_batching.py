@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 
 from attncomp.data.batching import Batcher, lm_batch, translation_batch
-from attncomp.data.dataset import PreparedData
-from attncomp.vocab import BOS, EOS, IGNORE, PAD, SEP, Specials
+from attncomp.data.dataset import PreparedData, Split
+from attncomp.errors import DataError
+from attncomp.vocab import BOS, DEFAULT, EOS, IGNORE, PAD, SEP, Specials
 
 
 def _lengths(n=500, seed=0):
@@ -130,8 +134,27 @@ def test_collation_equals_padding_each_sentence_in_turn(sample_data):
         batch = translation_batch(split, indices, bart)
         assert torch.equal(batch["src"], _one_by_one(src, 1))
         assert torch.equal(batch["tgt_in"], _one_by_one([np.concatenate(([2], t[:-1])) for t in tgt], 1))
-        gpt2 = Specials(pad=None, unk=50, bos=50, eos=50, sep=7, start=50)
+        gpt2 = Specials(pad=None, unk=50, bos=50, eos=EOS, sep=7, start=50)  # the data's </s>: <sep> replaces it
         lm = lm_batch(split, indices, gpt2)
         seqs = [np.concatenate((s[:-1], [7], t)) for s, t in zip(src, tgt)]
         assert torch.equal(lm["tgt_out"], _one_by_one(seqs, IGNORE))
         assert torch.equal(lm["tokens"], _one_by_one([np.concatenate(([50], q[:-1])) for q in seqs], 0))
+
+
+def _side(name: str, rows: list[list[int]]) -> SimpleNamespace:
+    """A side as attncomp.data.dataset.Side reads one: the rows' tokens end to end, and their offsets."""
+    offsets = np.cumsum([0, *map(len, rows)])
+    return SimpleNamespace(name=name, tokens=np.array(sum(rows, []), dtype=np.uint16), offsets=offsets,
+                           lengths=np.diff(offsets))
+
+
+def test_a_source_that_does_not_end_in_eos_is_refused_not_cut():
+    """Before: `source <sep> target` overwrote each source's last token with <sep>, </s> or not, so a source
+    without </s> (data prepared for another vocabulary, or none declared) silently lost its last word."""
+    split = Split(_side("train.src", [[5, 6, EOS], [7, 8, 9]]), _side("train.tgt", [[10, EOS], [11, EOS]]))
+    assert lm_batch(split, np.array([0]))["tgt_out"].tolist() == [[5, 6, SEP, 10, EOS]]
+    with pytest.raises(DataError, match=rf"^source sentence 1 of train\.src ends in token 9, not the vocabulary's "
+                                        rf"</s> \(eos = {EOS}\): a decoder-only model reads a pair as"):
+        lm_batch(split, np.array([0, 1]))
+    with pytest.raises(DataError, match="but the spec's vocabulary declares no eos"):
+        lm_batch(split, np.array([0]), replace(DEFAULT, eos=None))

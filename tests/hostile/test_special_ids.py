@@ -6,11 +6,13 @@ that differ from the model's tokenizer says what to do there (not "prepare the d
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
 from attncomp.cli.main import run
+from attncomp.data.tokenizer import Tokenizer
 from attncomp.errors import DataError
 from attncomp import ir
 from attncomp.train.config import check_vocab
@@ -64,9 +66,14 @@ def test_the_resize_hint_declares_the_data_tokenizers_ids(tmp_path):
         check_vocab(data, arch)
     assert 'model.vocab=shared(301, pad = none, unk = none, bos = 300, eos = 300, sep = none, mask = 9)"' \
         in str(info.value)
-    ours = SimpleNamespace(**{**vars(data), "tokenizer": lambda side: SimpleNamespace(specials=Specials())})
+    ours = SimpleNamespace(**{**vars(data), "tokenizer": lambda side: SimpleNamespace(specials=Tokenizer.specials)})
     with pytest.raises(DataError, match=r'model\.vocab=shared\(301, mask = 9\)"'):
         check_vocab(ours, arch)
+    bert = replace(gpt2, pad=0, mask=103)  # a tokenizer with a <mask> of its own: the hint declares that one
+    bertlike = SimpleNamespace(**{**vars(data), "tokenizer": lambda side: SimpleNamespace(specials=bert)})
+    with pytest.raises(DataError, match=r'model\.vocab=shared\(301, unk = none, bos = 300, eos = 300, sep = none, '
+                                        r'mask = 103\)"'):
+        check_vocab(bertlike, arch)
 
 
 def test_translate_with_ids_set_away_from_the_models_says_to_keep_them(tiny_artifacts, tmp_path, capsys):
@@ -88,3 +95,16 @@ def test_a_sweep_row_whose_ids_disagree_with_the_data_is_refused_before_anything
     err = capsys.readouterr().err
     assert code == 2 and err.count("error:") == 1 and "tokenizer has bos = 2" in err
     assert not (tmp_path / "sweep" / "rows").exists()
+
+
+def test_train_refuses_ids_that_disagree_with_the_data_before_it_says_it_trains(tiny_artifacts, tmp_path, capfd):
+    """Before: the run directory, its spec.attn and run.json were written and "training tiny on 1 CPU
+    worker(s)" printed, then the worker refused the tokenizer; now the refusal comes first, alone."""
+    out = tmp_path / "run"
+    code = run(["train", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]), "--out", str(out),
+                "--procs", "1", "--set", "model.vocab=shared(256, bos = 7)"])
+    captured = capfd.readouterr()
+    both = captured.out + captured.err
+    assert code == 2 and both.count("error:") == 1 and "tokenizer has bos = 2" in both
+    assert not re.search(r"^training ", both, re.MULTILINE)
+    assert not out.exists()

@@ -26,6 +26,17 @@ def random_checkpoint(data_dir, path, seed: int = 0, sets=("model.layers=2",), s
     return path
 
 
+@pytest.fixture
+def one_thread():
+    """torch on one thread for the test; a file asks for it with `pytestmark = pytest.mark.usefixtures(
+    "one_thread")`. Its models are a few thousand weights: two threads on a shared 2-core machine spend more
+    time handing work over than computing (HF's generate measured 1.5 s with two, 0.02 s with one)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def random_tiny(sample_data, tmp_path_factory):
     return random_checkpoint(sample_data, tmp_path_factory.mktemp("ckpt") / "checkpoint_avg.pt")

@@ -22,12 +22,7 @@ FOLDED = {"roberta": ("embeddings.position_embeddings", "embeddings.token_type_e
           "bart": ("embed_positions",), "mbart": ("embed_positions",)}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _logits(hf, family: str) -> torch.Tensor:

@@ -63,12 +63,7 @@ FIXED = ("olmo",)  # its LayerNorms have no parameters: export refuses weights m
 LINES = ["the friend opens the sad car", "  Hello   wörld, ÄÖ ß 東京!", "a garden takes the big cat", ""]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _written(case: str, sample_data, tmp_path):

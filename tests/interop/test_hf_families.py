@@ -19,13 +19,7 @@ ENCODER_ONLY = ("bert", "roberta", "xlm-roberta", "electra", "distilbert")
 SEQ2SEQ = ("bart", "mbart", "m2m_100")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Models of a few thousand weights: one thread is faster than two on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _imported(family: str, tmp_path, monkeypatch, **changes):

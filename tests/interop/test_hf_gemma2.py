@@ -27,12 +27,7 @@ CONFIG = dict(vocab_size=hf_models.VOCAB, hidden_size=32, num_attention_heads=4,
               tie_word_embeddings=True, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _hf(monkeypatch, **changes):

@@ -27,12 +27,7 @@ ENGLISH = hf_tokenizers.TEXT[0:2] + hf_tokenizers.TEXT[4:6]
 GERMAN = hf_tokenizers.TEXT[2:4] * 2
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 MODEL_TYPE = {"mbart": "mbart", "mbart50": "mbart", "nllb": "m2m_100", "m2m100": "m2m_100"}

@@ -43,12 +43,7 @@ def _spec(q_rank: int) -> str:
 """
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _float64_hf(q_rank: int, monkeypatch):

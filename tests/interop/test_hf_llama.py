@@ -26,14 +26,7 @@ CONFIG = dict(vocab_size=64, hidden_size=32, num_attention_heads=4, num_key_valu
               pad_token_id=None)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These models are a few thousand weights: two threads on a shared 2-core machine spend more time
-    handing work over than computing (HF's generate measured 1.5 s with two, 0.02 s with one)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _hf(dtype):

@@ -57,12 +57,7 @@ def _renamed(state: dict) -> dict:
     return out
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_m2m100_forward_and_cached_decoding_equal_hf_in_float64():

@@ -16,10 +16,10 @@ from attncomp.data.tokenizer import tokenizer_of
 from attncomp.errors import DataError
 from attncomp.vocab import IGNORE
 from tests.interop import hf_models, hf_tokenizers
-from tests.interop.test_hf_tokenizers import one_thread  # noqa: F401 (a fixture, used automatically)
 from tests.interop.test_hf_tokenizers import _generate, _import, _same_as_generate, _translator
 
 transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 LINES = ["the quick brown fox", "hello world, this is a tiny corpus", "  spaced   out  ", "snow ☃ 日本 über",
          "x</s>y and a<unk>b", "a literal __fr__ token", "numbers 1 2 3: yes! no?"]

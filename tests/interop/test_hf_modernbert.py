@@ -30,12 +30,7 @@ LOCAL_THETA, GLOBAL_THETA = 100.0, 1600.0  # ModernBERT: 10000 and 160000
 TOLERANCE = 1e-12
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _rotary_float64(self, x, position_ids, layer_type):

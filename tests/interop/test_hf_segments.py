@@ -22,12 +22,7 @@ TOLERANCE = 1e-12
 CHANGES = {"bert": {}, "electra": dict(embedding_size=16)}  # electra: 16 < hidden_size 32
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _inputs(seed: int = 1):

@@ -38,12 +38,7 @@ VERSIONS = {"v1.0": ("T5Config", "T5ForConditionalGeneration", dict(feed_forward
                      dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False))}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _rms_float64(self, x):  # T5LayerNorm without its float32 variance

@@ -24,12 +24,7 @@ transformers = pytest.importorskip("transformers")
 PROMPTS = ["the quick brown fox", "a cat sees", "der hund und"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _import(directory, tmp_path, name="imported"):
@@ -161,6 +156,7 @@ def test_wordpiece_bert_encodes_with_its_template(tmp_path):
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     spec = load_checkpoint(checkpoint)[0].spec.model.specials  # the template's [CLS] and [SEP]: never masked
     assert (spec.bos, spec.eos, ours.specials.bos, ours.specials.eos) == (cls, sep, cls, sep)
+    assert spec.mask == ours.specials.mask == tok.token_to_id("[MASK]")  # recorded, so train compares them
     assert ours.encode_source(PROMPTS) == [tok.encode(line).ids for line in PROMPTS]  # [CLS] text [SEP]
     assert ours.decode(ours.encode(PROMPTS)) == [tok.decode(tok.encode(line).ids) for line in PROMPTS]
 

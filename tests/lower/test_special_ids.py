@@ -5,6 +5,7 @@ with its own ids (BART's <pad> 1, GPT-2's missing <pad>) needs no vocabulary row
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -14,6 +15,7 @@ import torch
 
 import attncomp
 from attncomp import ir
+from attncomp.ir import nodes
 from attncomp.codegen import render
 from attncomp.data import masking
 from attncomp.data.batching import mono_batch
@@ -105,6 +107,42 @@ def test_data_whose_tokenizer_declares_other_ids_is_refused_in_one_line():
 
 
 BERT = Specials(pad=0, unk=100, bos=101, eos=102, sep=None, mask=103, start=101)
+
+
+def test_a_tokenizer_whose_mask_differs_from_the_specs_is_refused_and_one_without_a_mask_is_accepted():
+    """Before: <mask> was never compared, so masked-LM corrupted BERT's data with the spec's mask id while its
+    tokenizer's [MASK] was another token."""
+    spec = _spec("shared(200, unk = 100, bos = 101, eos = 102, sep = none, mask = 103)", f"encoder {{ {STACK} }}")
+    masked_lm = OBJECTIVES["masked_lm"]
+    with pytest.raises(DataError, match=r"^data/bert's tokenizer has mask = 104, but the spec's vocabulary declares "
+                                        r"mask = 103: "):
+        masked_lm.batcher_collate(spec, lambda: SimpleNamespace(specials=replace(BERT, mask=104)), "data/bert")
+    for theirs in (BERT, replace(BERT, mask=None)):  # the same <mask>, or none (the spec's is used)
+        collate = masked_lm.batcher_collate(spec, lambda: SimpleNamespace(specials=theirs), "data/bert")
+        assert collate.keywords["specials"].mask == 103
+
+
+def test_an_hf_envelope_records_the_tokenizers_mask_and_an_earlier_one_declares_none():
+    pytest.importorskip("tokenizers")
+    from attncomp.data.hf_tokenizer import HFTokenizer, envelope
+    from tests.interop import hf_tokenizers
+
+    text = hf_tokenizers.wordpiece().to_str()
+    bert = Specials(pad=0, unk=1, bos=2, eos=3, sep=None, mask=4, start=2)
+    stored = envelope(text, bert, ["text"], {}, None, None, 150)
+    assert HFTokenizer.from_bytes(stored).specials == bert
+    assert HFTokenizer.from_bytes(HFTokenizer.from_bytes(stored).to_bytes()).specials.mask == 4
+    record = json.loads(stored)
+    del record["specials"]["mask"]  # as envelopes were written before <mask> was recorded
+    assert HFTokenizer.from_bytes(json.dumps(record).encode()).specials == replace(bert, mask=None)
+    assert "mask" not in json.loads(envelope(text, replace(bert, mask=None), ["text"], {}, None, None, 150))["specials"]
+
+
+def test_a_tokenizer_records_every_role_of_a_vocabulary_but_mask():
+    """The names say which is which: a vocabulary's roles (nodes.ROLES) and a stored tokenizer's, without <mask>
+    (Specials.roles() was the latter under the former's name)."""
+    assert tuple(BERT.tokenizer_roles()) == tuple(r for r in nodes.ROLES if r != "mask")
+    assert not hasattr(BERT, "roles")
 
 
 def test_masked_lm_never_chooses_nor_draws_a_declared_special_and_masks_with_the_declared_mask():
