@@ -599,3 +599,31 @@ def output_of(embed: str, tied: Callable[[Any], bool]) -> Transform:
             state["output.weight"] = state[embed]
         return state
     return Transform("lm_head: the embedding where tied", apply, invert)
+
+
+def pairs_to_halves(names: tuple[str, ...], heads: Callable[[Any], int], rotated: Callable[[Any], int]) -> Transform:
+    """GPT-J rotates pairs of neighbouring dims (2i, 2i + 1) of the first r = `rotated(config)` dims of each
+    head (rotate_every_two); attncomp's rope rotates (i, i + r/2) (rotate_half) at the same frequency. The
+    output rows of each head of the projections ending with `names` (q_proj, k_proj) are reordered so that
+    pair i's dims become i and i + r/2: the even dims first, then the odd ones, the unrotated dims after.
+    q and k take the same order, so q . k is unchanged. The inverse (export) is the inverse permutation;
+    both only move rows, so every tensor comes back bit for bit."""
+    def order(config, size: int) -> torch.Tensor:
+        r = rotated(config)
+        width = size // heads(config)
+        return torch.tensor(list(range(0, r, 2)) + list(range(1, r, 2)) + list(range(r, width)))
+
+    def permute(state: State, config, inverse: bool) -> State:
+        out = {}
+        for key, tensor in state.items():
+            if key.rpartition(".")[0].endswith(names):
+                index = order(config, tensor.shape[0])
+                if inverse:
+                    index = torch.argsort(index)
+                rest = tensor.shape[1:]
+                tensor = tensor.reshape(heads(config), -1, *rest)[:, index].reshape(tensor.shape).contiguous()
+            out[key] = tensor
+        return out
+
+    return Transform("rotary pairs to halves", lambda state, config: permute(state, config, False),
+                     lambda state, config: permute(state, config, True))

@@ -72,6 +72,10 @@ FAMILIES = {
     "phi": ("PhiConfig", "PhiForCausalLM",
             dict(LM, **_rope(20000.0, 0.5), layer_norm_eps=1e-6, hidden_act="gelu_new", resid_pdrop=0.0,
                  embd_pdrop=0.0, tie_word_embeddings=False)),
+    "gptj": ("GPTJConfig", "GPTJForCausalLM",  # rotates pairs of neighbouring dims: 6 of a head's 8
+             dict(vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_inner=48, rotary_dim=6, n_positions=64,
+                  activation_function="gelu_new", layer_norm_epsilon=1e-6, resid_pdrop=0.0, embd_pdrop=0.0,
+                  attn_pdrop=0.0, tie_word_embeddings=False, bos_token_id=None, eos_token_id=None)),
     "falcon": ("FalconConfig", "FalconForCausalLM",
                dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
                     max_position_embeddings=64, **_rope(7000.0), layer_norm_epsilon=1e-6, bias=True,
@@ -155,6 +159,8 @@ def float64_exact(monkeypatch, hf) -> None:
             module.weights = fairseq_sinusoids(*module.weights.shape, module.padding_idx)
         if name.endswith("RMSNorm"):
             monkeypatch.setattr(type(module), "forward", rms_norm)
+        elif name == "GPTJRotaryEmbedding":  # its own table (sin, cos), not HF's default rotary
+            monkeypatch.setattr(type(module), "forward", gptj_rotary_float64)
         elif name.endswith("RotaryEmbedding"):
             monkeypatch.setattr(type(module), "forward", rotary_float64)
         elif name == "OlmoLayerNorm":
@@ -192,6 +198,14 @@ def rotary_float64(self, x, position_ids):
     emb = position_ids[..., None].to(torch.float64) * inv_freq
     emb = torch.cat((emb, emb), dim=-1)
     return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def gptj_rotary_float64(self, x, position_ids):
+    """GPT-J's RotaryEmbedding forward (sin, cos of its table over pos_embd_dim dims, base 10000) in float64."""
+    dim = self.pos_embd_dim
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    angles = position_ids[..., None].to(torch.float64) * inv_freq
+    return angles.sin().to(x.dtype), angles.cos().to(x.dtype)
 
 
 def fairseq_sinusoids(rows: int, dim: int, padding_idx: int) -> torch.Tensor:

@@ -14,7 +14,7 @@ transformers = pytest.importorskip("transformers")
 
 TOLERANCE = 1e-12
 DECODER_ONLY = ("llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", "stablelm", "gemma", "gpt2", "gpt_neox",
-                "phi", "phi3", "falcon")
+                "phi", "phi3", "gptj", "falcon")
 ENCODER_ONLY = ("bert", "roberta", "xlm-roberta", "electra", "distilbert")
 SEQ2SEQ = ("bart", "mbart", "m2m_100")
 

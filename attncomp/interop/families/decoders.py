@@ -1,6 +1,6 @@
 """Decoder-only families: LLaMA and its relatives (Mistral, Qwen2, Qwen3, OLMo, OLMo 2, StableLM, Phi-3, Gemma,
 Gemma 2, Gemma 3's text model),
-GPT-2, GPT-NeoX, and the parallel-block Phi and Falcon."""
+GPT-2, GPT-NeoX, and the parallel-block Phi, GPT-J and Falcon."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from attncomp.interop.families.common import DECODER_ACTIVATIONS, MIXED_LAYERS, 
 from attncomp.interop.mapping import (FamilyEntry, Key, attention, rename_module, fill, head_dim, rope, scaling_parameters,
                                      special_ids, split_qkv, transpose)
 from attncomp.interop.families.common import PER_TYPE_UNSUPPORTED_SCALING, per_type_scaling, periodic, rope_theta
-from attncomp.interop.mapping import split_rows
+from attncomp.interop.mapping import pairs_to_halves, split_rows
 
 
 
@@ -318,6 +318,48 @@ PHI = FamilyEntry(
     refuse=(ROPE_SCALING, bad_activation("hidden_act", DECODER_ACTIVATIONS),
             (lambda c: c.qk_layernorm, "qk_layernorm (a LayerNorm of q and k; attncomp's qk_norm is RMSNorm)")),
     prefix="model", config_of=_phi_config)
+
+
+def _gptj_rotated(config) -> int:
+    """How many of a head's dims GPT-J rotates: rotary_dim, or (unset) transformers' table width, n_embd."""
+    return config.rotary_dim or config.n_embd
+
+
+def _gptj_config(model) -> dict:
+    """GPT-J: the rotary dims of a spec's `rope(fraction)` (its base is 10000, unscaled: the family's spec
+    says so, and a spec with another differs from it); n_positions the config's default."""
+    dec = _decoder(model, "rope")
+    return dict(_lm_config(model), rotary_dim=model.positions.dims(dec.d_k))
+
+
+GPTJ = FamilyEntry(
+    "gptj", "GPTJConfig", "GPTJForCausalLM",
+    {"d_model": Key("n_embd"), "heads": Key("n_head"), "d_k": head_dim, "d_v": head_dim,
+     "d_ff": lambda c: c.n_inner or 4 * c.n_embd, "vocab": lambda c: f"shared({c.vocab_size})",
+     "tie": lambda c: "decoder" if tied(c) else "none",
+     "positions": lambda c: f"rope(base = 10000.0, fraction = {_gptj_rotated(c) / head_dim(c)!r})",
+     "scale_embeddings": False, "bias.attention": False, "bias.ffn": True, "bias.output": True,
+     "norm_eps": Key("layer_norm_epsilon", float), "decoder.layers": Key("n_layer"), "decoder.norm": "pre",
+     "decoder.normalization": "layernorm", "decoder.block": "parallel",
+     "decoder.activation": activation_of("activation_function", DECODER_ACTIVATIONS),
+     "dropout.residual": rate("resid_pdrop"), "dropout.embedding": rate("embd_pdrop"),
+     "dropout.attention": rate("attn_pdrop")},
+    ((r"transformer\.h\.(\d+)\.attn\.([qkv])_proj\.(weight|bias)", r"decoder.layers.\1.self_attn.\2_proj.\3"),
+     (r"transformer\.h\.(\d+)\.attn\.out_proj\.(weight|bias)", r"decoder.layers.\1.self_attn.o_proj.\2"),
+     (r"transformer\.h\.(\d+)\.mlp\.fc_in\.(weight|bias)", r"decoder.layers.\1.ffn.fc1.\2"),
+     (r"transformer\.h\.(\d+)\.mlp\.fc_out\.(weight|bias)", r"decoder.layers.\1.ffn.fc2.\2"),
+     (r"transformer\.h\.(\d+)\.ln_1\.(weight|bias)", r"decoder.layers.\1.norm.\2"),
+     (r"transformer\.ln_f\.(weight|bias)", r"decoder.norm.\1"),
+     (r"lm_head\.bias", "output_bias")),
+    _lm_embeddings("transformer.wte.weight"), _ROTARY + (r".*rotary_emb\.embed_positions",),
+    (pairs_to_halves(("self_attn.q_proj", "self_attn.k_proj"), lambda c: c.n_head, _gptj_rotated),),
+    refuse=(bad_activation("activation_function", DECODER_ACTIVATIONS),
+            (lambda c: _gptj_rotated(c) % 2 or _gptj_rotated(c) > head_dim(c),
+             lambda c: f"rotary_dim {c.rotary_dim} of a head's {head_dim(c)} dims (rotary positions rotate an even "
+                       "count of a head's dims; transformers' GPT-J rotates n_embd dims where rotary_dim is unset)")),
+    folded="q_proj and k_proj rows permuted within each head: GPT-J's rotated pairs of neighbouring dims "
+           "(rotate_every_two) become rotate_half's halves",
+    prefix="transformer", config_of=_gptj_config)
 
 
 def _falcon_groups(config) -> int:
