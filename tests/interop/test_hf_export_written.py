@@ -25,7 +25,7 @@ VOCAB = 256  # the sample corpus's sentencepiece vocabulary
 # family -> changes to tests/interop/hf_models.py's config of it (a second case: "family:variant")
 CASES = {
     "gpt2": {}, "gpt_neox": {}, "gpt_neox:sequential": dict(use_parallel_residual=False),
-    "phi": {}, "falcon": {}, "falcon:new": dict(new_decoder_architecture=True, num_kv_heads=2),
+    "phi": {}, "gptj": {}, "gptj:whole": dict(rotary_dim=8, activation_function="gelu"), "falcon": {}, "falcon:new": dict(new_decoder_architecture=True, num_kv_heads=2),
     "falcon:sequential": dict(parallel_attn=False, multi_query=False),
     "gemma": {}, "gemma:silu": dict(hidden_act="silu"), "olmo": {}, "olmo:clip": dict(clip_qkv=0.5),
     "stablelm": {}, "stablelm:parallel": dict(use_parallel_residual=True),
@@ -56,7 +56,7 @@ CASES = {
 OTHER = {"mt5": ("MT5Config", "MT5ForConditionalGeneration", "t5"),
          "umt5": ("UMT5Config", "UMT5ForConditionalGeneration", "t5"),
          "marian": ("MarianConfig", "MarianMTModel", "bart")}
-DECODERS = ("gpt2", "gpt_neox", "phi", "falcon", "gemma", "olmo", "stablelm", "gemma3_text", "phi3")
+DECODERS = ("gpt2", "gpt_neox", "phi", "gptj", "falcon", "gemma", "olmo", "stablelm", "gemma3_text", "phi3")
 ENCODERS = ("modernbert", "roberta", "xlm-roberta", "distilbert")
 SEQ2SEQ = ("bart", "mbart", "m2m_100", "marian", "t5", "mt5", "umt5")
 FIXED = ("olmo",)  # its LayerNorms have no parameters: export refuses weights moved from 1 and 0

@@ -326,10 +326,10 @@ def _gptj_rotated(config) -> int:
 
 
 def _gptj_config(model) -> dict:
-    """GPT-J: the rotary dims of a spec's `rope(fraction)` (its base is 10000, unscaled: the family's spec
-    says so, and a spec with another differs from it); n_positions the config's default."""
+    """GPT-J: d_ff, and the rotary dims of a spec's `rope(fraction)` (its base is 10000, unscaled: the
+    family's spec says so, and a spec with another differs from it); n_positions the config's default."""
     dec = _decoder(model, "rope")
-    return dict(_lm_config(model), rotary_dim=model.positions.dims(dec.d_k))
+    return dict(_lm_config(model), n_inner=dec.d_ff, rotary_dim=model.positions.dims(dec.d_k))
 
 
 GPTJ = FamilyEntry(
