@@ -50,7 +50,8 @@ VARIANTS = (("gpt_neox", dict(use_parallel_residual=False)), ("gemma", dict(hidd
             ("falcon", dict(new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=1)),
             ("stablelm", dict(use_parallel_residual=True)),  # block = parallel, one norm
             ("falcon", dict(multi_query=False)), ("falcon", dict(multi_query=False, parallel_attn=False)),
-            ("olmo", dict(clip_qkv=0.25)))  # attention = scaled_dot(clip_qkv = 0.25)
+            ("olmo", dict(clip_qkv=0.25)),  # attention = scaled_dot(clip_qkv = 0.25)
+            ("gptj", dict(tie_word_embeddings=True, rotary_dim=8, activation_function="gelu")))  # every dim rotated
 
 
 @pytest.mark.parametrize("family,changes", VARIANTS, ids=lambda v: str(v))
