@@ -89,6 +89,8 @@ REFUSALS = {
     "gemma2": (dict(layer_types=["full_attention", "sliding_attention"]), "layer_types full_attention/sliding"),
     "gemma2/bidirectional": (dict(use_bidirectional_attention=True), "use_bidirectional_attention"),
     "electra": (dict(hidden_act="tanh"), "hidden_act 'tanh'"),
+    "bloom": (dict(apply_residual_connection_post_layernorm=True), "apply_residual_connection_post_layernorm"),
+    "bloom/slow_but_exact": (dict(pretraining_tp=2, slow_but_exact=True), "slow_but_exact with pretraining_tp > 1"),
 }
 
 
@@ -105,7 +107,7 @@ def test_what_the_language_lacks_is_refused_in_one_line(family, tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("model_type", ["mixtral", "gemma3", "gptj", "bloom"])
+@pytest.mark.parametrize("model_type", ["mixtral", "gemma3", "gptj", "opt"])
 def test_families_without_an_equivalent_are_refused_by_name(model_type, llama_dir, tmp_path, capsys):
     directory = _copy(llama_dir, tmp_path)
     (directory / "config.json").write_text(json.dumps({"model_type": model_type}))
