@@ -358,7 +358,7 @@ def transpose(pattern: str) -> Transform:
 def split_qkv(layout: str, groups: Callable[[Any], int] | None = None) -> Transform:
     """`...qkv_proj.{weight,bias}` -> q_proj, k_proj, v_proj. Layouts: `concat` ([q; k; v] along the output,
     GPT-2's c_attn; with `groups`, k and v are `groups(config)` heads wide, Phi-3's qkv_proj), `per_head`
-    ((heads, 3, d_k): each head's q, k, v together, GPT-NeoX's query_key_value),
+    ((heads, 3, d_k): each head's q, k, v together, GPT-NeoX's and BLOOM's query_key_value),
     `grouped` ((groups, heads / groups + 2, d_k): each kv group's queries, then its key and value, Falcon's
     query_key_value; `groups(config)` is the number of kv heads)."""
     def parts_of(tensor: torch.Tensor, config) -> list[torch.Tensor]:

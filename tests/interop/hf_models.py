@@ -81,6 +81,9 @@ FAMILIES = {
                     max_position_embeddings=64, **_rope(7000.0), layer_norm_epsilon=1e-6, bias=True,
                     ffn_hidden_size=48, hidden_dropout=0.0, attention_dropout=0.0, tie_word_embeddings=True,
                     bos_token_id=None, eos_token_id=None)),  # multi-query, one norm, parallel
+    "bloom": ("BloomConfig", "BloomForCausalLM",  # 6 heads: ALiBi slopes of a head count not a power of two
+              dict(vocab_size=VOCAB, hidden_size=48, n_head=6, n_layer=2, layer_norm_epsilon=1e-6, hidden_dropout=0.0,
+                   attention_dropout=0.0, tie_word_embeddings=True, bos_token_id=None, eos_token_id=None)),
     "bert": ("BertConfig", "BertForMaskedLM", dict(ENCODER, type_vocab_size=2, pad_token_id=0)),
     "roberta": ("RobertaConfig", "RobertaForMaskedLM", dict(ENCODER, type_vocab_size=1, pad_token_id=1)),
     "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaForMaskedLM", dict(ENCODER, type_vocab_size=1, pad_token_id=1,
@@ -115,8 +118,9 @@ def model(family: str, dtype=torch.float64, **changes):
     """A random model of the family, every weight (norms and biases too) away from its initial value."""
     config_class, model_class, values = FAMILIES[family]
     config = getattr(transformers, config_class)(**{**values, **changes})
-    # eager attention's softmax may run in float32; Gemma 2 has no other (test_hf_gemma2.py keeps it in float64)
-    config._attn_implementation = "eager" if family == "gemma2" else "sdpa"
+    # eager attention's softmax may run in float32; Gemma 2 has no other (test_hf_gemma2.py keeps it in float64),
+    # nor has BLOOM (its own attention: bloom_float64)
+    config._attn_implementation = "eager" if family in ("gemma2", "bloom") else "sdpa"
     torch.manual_seed(0)
     hf = getattr(transformers, model_class)(config).eval()
     with torch.no_grad():
@@ -167,6 +171,29 @@ def float64_exact(monkeypatch, hf) -> None:
             monkeypatch.setattr(type(module), "forward", layer_norm_float64)
         elif isinstance(getattr(module, "embed_scale", None), torch.Tensor):  # Gemma's sqrt(d), a float32 constant
             module.embed_scale = torch.tensor(module.embedding_dim ** 0.5, dtype=torch.float64)
+
+
+class _SoftmaxInDtype:
+    """torch.nn.functional, but softmax in its input's dtype (BLOOM asks for float32 whatever the input's)."""
+
+    def __getattr__(self, name):
+        return getattr(torch.nn.functional, name)
+
+    @staticmethod
+    def softmax(x, dim=None, dtype=None):
+        return torch.softmax(x, dim)
+
+
+def bloom_float64(monkeypatch) -> None:
+    """transformers' BLOOM attention takes its softmax in float32 on purpose, whatever the input's dtype: keep it
+    in float64. And bloom_gelu writes sqrt(2/pi) as 0.79788456 (GELU's tanh approximation with a constant off by
+    1e-10 relative, about 3e-10 on these logits): compute it with the exact constant, as the spec's gelu_tanh
+    does, so the comparison measures the architecture (test_hf_bloom.py bounds what the constant changes)."""
+    from transformers.models.bloom import modeling_bloom
+
+    monkeypatch.setattr(modeling_bloom, "F", _SoftmaxInDtype())
+    monkeypatch.setattr(modeling_bloom, "bloom_gelu_forward",
+                        lambda x: torch.nn.functional.gelu(x, approximate="tanh"))
 
 
 def eager_attention_float64(module, query, key, value, attention_mask, dropout=0.0, scaling=None, softcap=None,

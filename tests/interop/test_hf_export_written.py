@@ -27,6 +27,7 @@ CASES = {
     "gpt2": {}, "gpt_neox": {}, "gpt_neox:sequential": dict(use_parallel_residual=False),
     "phi": {}, "gptj": {}, "gptj:whole": dict(rotary_dim=8, activation_function="gelu"), "falcon": {}, "falcon:new": dict(new_decoder_architecture=True, num_kv_heads=2),
     "falcon:sequential": dict(parallel_attn=False, multi_query=False),
+    "bloom": {}, "bloom:untied": dict(n_head=4, hidden_size=32, tie_word_embeddings=False),
     "gemma": {}, "gemma:silu": dict(hidden_act="silu"), "olmo": {}, "olmo:clip": dict(clip_qkv=0.5),
     "stablelm": {}, "stablelm:parallel": dict(use_parallel_residual=True),
     "phi3": {}, "phi3:window": dict(sliding_window=4),  # --family phi3 (the spec is Llama's, or Mistral's)
@@ -56,7 +57,7 @@ CASES = {
 OTHER = {"mt5": ("MT5Config", "MT5ForConditionalGeneration", "t5"),
          "umt5": ("UMT5Config", "UMT5ForConditionalGeneration", "t5"),
          "marian": ("MarianConfig", "MarianMTModel", "bart")}
-DECODERS = ("gpt2", "gpt_neox", "phi", "gptj", "falcon", "gemma", "olmo", "stablelm", "gemma3_text", "phi3")
+DECODERS = ("gpt2", "gpt_neox", "bloom", "phi", "gptj", "falcon", "gemma", "olmo", "stablelm", "gemma3_text", "phi3")
 ENCODERS = ("modernbert", "roberta", "xlm-roberta", "distilbert")
 SEQ2SEQ = ("bart", "mbart", "m2m_100", "marian", "t5", "mt5", "umt5")
 FIXED = ("olmo",)  # its LayerNorms have no parameters: export refuses weights moved from 1 and 0
@@ -112,9 +113,11 @@ def _export(case: str, sample_data, tmp_path, monkeypatch):
     out = tmp_path / "hf"
     assert run(["export", str(path), "--format", "hf", "--family", family, "-o", str(out)]) == 0
     model_class = getattr(transformers, _family(family)[1])
-    attn = "eager" if family == "gemma3_text" else "sdpa"
+    attn = "eager" if family in ("gemma3_text", "bloom") else "sdpa"
     hf = model_class.from_pretrained(out, dtype=torch.float64, attn_implementation=attn).eval()
     hf_models.float64_exact(monkeypatch, hf)
+    if family == "bloom":  # its softmax in float32, bloom_gelu's truncated constant: in float64, exact
+        hf_models.bloom_float64(monkeypatch)
     if family == "gemma3_text":  # its rotary angles per layer type and its eager attention, in float64
         from tests.interop import test_hf_gemma3
 

@@ -91,6 +91,8 @@ REFUSALS = {
     "electra": (dict(hidden_act="tanh"), "hidden_act 'tanh'"),
     "gptj": (dict(rotary_dim=5), "rotary_dim 5 of a head's 8 dims"),  # pairs: an even count
     "gptj/head": (dict(rotary_dim=10), "rotary_dim 10 of a head's 8 dims"),
+    "bloom": (dict(apply_residual_connection_post_layernorm=True), "apply_residual_connection_post_layernorm"),
+    "bloom/slow_but_exact": (dict(pretraining_tp=2, slow_but_exact=True), "slow_but_exact with pretraining_tp > 1"),
 }
 
 
@@ -107,7 +109,7 @@ def test_what_the_language_lacks_is_refused_in_one_line(family, tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("model_type", ["mixtral", "gemma3", "opt", "bloom"])
+@pytest.mark.parametrize("model_type", ["mixtral", "gemma3", "opt"])
 def test_families_without_an_equivalent_are_refused_by_name(model_type, llama_dir, tmp_path, capsys):
     directory = _copy(llama_dir, tmp_path)
     (directory / "config.json").write_text(json.dumps({"model_type": model_type}))

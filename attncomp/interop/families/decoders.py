@@ -1,6 +1,6 @@
 """Decoder-only families: LLaMA and its relatives (Mistral, Qwen2, Qwen3, OLMo, OLMo 2, StableLM, Phi-3, Gemma,
 Gemma 2, Gemma 3's text model),
-GPT-2, GPT-NeoX, and the parallel-block Phi, GPT-J and Falcon."""
+GPT-2, GPT-NeoX, BLOOM (ALiBi), and the parallel-block Phi, GPT-J and Falcon."""
 
 from __future__ import annotations
 
@@ -294,6 +294,45 @@ GPT_NEOX = FamilyEntry(
     _ROTARY + (r"gpt_neox\.layers\.\d+\.attention\.bias",), (split_qkv("per_head"),),
     refuse=(ROPE_SCALING, bad_activation("hidden_act", DECODER_ACTIVATIONS)),
     folded="query_key_value split into q, k, v (per-head layout)", prefix="gpt_neox", config_of=_neox_config)
+
+def _bloom_config(model) -> dict:
+    """BLOOM: the vocabulary and its ids; its other values are Keys (d_ff is 4 d_model, fixed: the spec of
+    the config compares it)."""
+    _decoder(model, "alibi")
+    return dict(_lm_config(model), apply_residual_connection_post_layernorm=False, pretraining_tp=1,
+                slow_but_exact=False)
+
+
+# BLOOM: pre-norm LayerNorm decoder with ALiBi (scores q.k / sqrt(d_k) plus the unscaled bias, as HF's
+# alibi.baddbmm(q, k^T, beta=1, alpha=1/sqrt(d_k))), a LayerNorm of the embeddings, biases everywhere, bloom_gelu
+# (GELU's tanh approximation), a per-head fused query_key_value ((heads, 3, d_k), GPT-NeoX's layout). HF adds
+# m_h j where ALiBi adds -m_h (i - j): the two differ by m_h i, the same for every key of query i, which softmax
+# drops; the slopes are the same (its _get_alibi_slopes is the paper's get_slopes, heads not a power of two too)
+_BLOOM = r"transformer\.h\.(\d+)\."
+BLOOM = FamilyEntry(
+    "bloom", "BloomConfig", "BloomForCausalLM",
+    {"d_model": Key("hidden_size"), "heads": Key("n_head"), "d_ff": lambda c: 4 * c.hidden_size,
+     "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
+     "positions": "alibi", "scale_embeddings": False, "embedding_norm": True,
+     "bias.attention": True, "bias.ffn": True, "norm_eps": Key("layer_norm_epsilon", float),
+     "decoder.layers": Key("n_layer"), "decoder.norm": "pre", "decoder.normalization": "layernorm",
+     "decoder.activation": "gelu_tanh",
+     "dropout.residual": rate("hidden_dropout"), "dropout.embedding": 0.0,
+     "dropout.attention": rate("attention_dropout")},
+    ((r"transformer\.word_embeddings_layernorm\.(weight|bias)", r"decoder.embed_norm.\1"),
+     (_BLOOM + r"input_layernorm\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
+     (_BLOOM + r"post_attention_layernorm\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2"),
+     (_BLOOM + r"self_attention\.query_key_value\.(weight|bias)", r"decoder.layers.\1.self_attn.qkv_proj.\2"),
+     (_BLOOM + r"self_attention\.dense\.(weight|bias)", r"decoder.layers.\1.self_attn.o_proj.\2"),
+     (_BLOOM + r"mlp\.dense_h_to_4h\.(weight|bias)", r"decoder.layers.\1.ffn.fc1.\2"),
+     (_BLOOM + r"mlp\.dense_4h_to_h\.(weight|bias)", r"decoder.layers.\1.ffn.fc2.\2"),
+     (r"transformer\.ln_f\.(weight|bias)", r"decoder.norm.\1")),
+    _lm_embeddings("transformer.word_embeddings.weight"), (), (split_qkv("per_head"),),
+    refuse=((lambda c: c.apply_residual_connection_post_layernorm,
+             "apply_residual_connection_post_layernorm (the residual is the normed input)"),
+            (lambda c: c.pretraining_tp > 1 and c.slow_but_exact,
+             "slow_but_exact with pretraining_tp > 1 (its sliced dense and dense_4h_to_h leave out their biases)")),
+    folded="query_key_value split into q, k, v (per-head layout)", prefix="transformer", config_of=_bloom_config)
 
 # --- parallel blocks: Phi and Falcon ---------------------------------------------------------------
 
