@@ -89,6 +89,8 @@ REFUSALS = {
     "gemma2": (dict(layer_types=["full_attention", "sliding_attention"]), "layer_types full_attention/sliding"),
     "gemma2/bidirectional": (dict(use_bidirectional_attention=True), "use_bidirectional_attention"),
     "electra": (dict(hidden_act="tanh"), "hidden_act 'tanh'"),
+    "opt": (dict(word_embed_proj_dim=16), "word_embed_proj_dim 16 != hidden_size 32 (project_in"),
+    "opt/final_norm": (dict(_remove_final_layer_norm=True), "_remove_final_layer_norm"),
 }
 
 

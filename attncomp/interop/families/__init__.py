@@ -8,12 +8,12 @@ constant; dropout is the config's own where it has one. docs/interop.md prints t
 from __future__ import annotations
 
 from attncomp.interop.families.decoders import (FALCON, GEMMA, GEMMA2, GEMMA3_TEXT, GPT2, GPT_NEOX, LLAMA, MISTRAL,
-                                                OLMO, OLMO2, PHI, PHI3, QWEN2, QWEN3, STABLELM)
+                                                OLMO, OLMO2, OPT, PHI, PHI3, QWEN2, QWEN3, STABLELM)
 from attncomp.interop.families.encoders import BERT, DISTILBERT, ELECTRA, MODERNBERT, ROBERTA, XLM_ROBERTA
 from attncomp.interop.families.seq2seq import BART, M2M100, MARIAN, MBART, MT5, T5, UMT5
 
 IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, M2M100, T5, MT5, UMT5, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2,
-                                      STABLELM, GEMMA, GEMMA2, GEMMA3_TEXT, GPT2, GPT_NEOX, PHI, PHI3, FALCON, BERT, ROBERTA,
+                                      STABLELM, GEMMA, GEMMA2, GEMMA3_TEXT, GPT2, GPT_NEOX, OPT, PHI, PHI3, FALCON, BERT, ROBERTA,
                                       XLM_ROBERTA, DISTILBERT, ELECTRA, MODERNBERT)}
 
 # model_type -> what has no spec equivalent (refused before anything else is read)
@@ -24,5 +24,4 @@ REFUSED = {
     "mixtral": "mixture-of-experts feed-forwards",
     "qwen2_moe": "mixture-of-experts feed-forwards",
     "bloom": "ALiBi with embedding LayerNorm and fused per-head QKV",
-    "opt": "learned positions with an offset and a projection of the embeddings (project_in/out)",
 }
