@@ -6,7 +6,8 @@ feed-forward's fc1 / fc2, the LayerNorm after (post) or before (pre) each sub-la
 norms of a pre-norm model, the embedding LayerNorm (`embedding_norm`: BART's, mBART's
 `layernorm_embedding`), the output bias (`bias.output`: BART's `final_logits_bias`). Positions are
 written as a table (attncomp's sinusoids in any layout, timescales and offset: M2M100's fairseq
-sinusoids from position 2; or the learned table), so CTranslate2 adds exactly what attncomp adds.
+sinusoids from position 2; or the learned table from its offset row), so CTranslate2 adds exactly what
+attncomp adds.
 
 The vocabulary is the tokenizer's: a sentencepiece model's pieces, or an imported model's tokens by
 attncomp's id (`hf_vocabulary`: tokenizer.json's, or M2M100's vocab.json and language tokens), and the
@@ -140,7 +141,7 @@ def _ffn(target, state: dict, prefix: str) -> None:
 
 def _positions(spec: nodes.Spec, state: dict, stack: str) -> torch.Tensor:
     if isinstance(spec.model.positions, nodes.Learned):
-        return state[f"{stack}.pos.weight"]
+        return state[f"{stack}.pos.weight"][spec.model.positions.offset:]  # row p: position p
     pos = spec.model.positions  # CTranslate2 takes any table: row p is position p
     table = sinusoidal_tensor2tensor if pos.timescales == "tensor2tensor" else \
         sinusoidal_halves if pos.layout == "halves" else sinusoidal

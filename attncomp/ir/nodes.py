@@ -537,10 +537,13 @@ class Sinusoidal(Node):
 
 
 class Learned(Node):
-    """A learned embedding per position (Table 3 row E)."""
+    """A learned embedding per position (Table 3 row E). With `offset = k` the table has max_len + k rows and
+    position p reads row p + k (OPT's OPTLearnedPositionalEmbedding: k = 2, its first rows never read)."""
 
     kind: Literal["learned"] = "learned"
     max_len: Count = Field(1024, description="longest sequence the table covers")
+    offset: Annotated[int, Field(ge=0, le=1 << 16)] = Field(
+        0, json_schema_extra=LATER, description="rows before position 0's (OPT: 2); the table has max_len + offset")
 
 
 class NoPositions(Node):

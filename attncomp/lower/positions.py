@@ -130,7 +130,9 @@ def add_to_embeddings(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, x: 
         return x
     positions = _range(b, x, start)
     if isinstance(pos, nodes.Learned):
-        pe = b.leaf("pos", embedding(pos.max_len, arch.d_embed or stack.d_model), positions, name="pe")
+        if pos.offset:  # OPT: position p reads row p + offset of a table max_len + offset long
+            positions = b.call(operator.add, positions, pos.offset, name="positions")
+        pe = b.leaf("pos", embedding(pos.max_len + pos.offset, arch.d_embed or stack.d_model), positions, name="pe")
     else:
         if pos.offset:
             positions = b.call(operator.add, positions, pos.offset, name="positions")

@@ -69,6 +69,9 @@ FAMILIES = {
                       num_hidden_layers=2, max_position_embeddings=64, **_rope(5000.0, 0.5), layer_norm_eps=1e-6,
                       use_parallel_residual=True, hidden_act="gelu", tie_word_embeddings=False,
                       bos_token_id=None, eos_token_id=None)),
+    "opt": ("OPTConfig", "OPTForCausalLM",  # pre-norm, tied; positions from row 2 of a table 2 rows longer
+            dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, ffn_dim=48, num_hidden_layers=2,
+                 max_position_embeddings=40, activation_function="relu", dropout=0.0, attention_dropout=0.0)),
     "phi": ("PhiConfig", "PhiForCausalLM",
             dict(LM, **_rope(20000.0, 0.5), layer_norm_eps=1e-6, hidden_act="gelu_new", resid_pdrop=0.0,
                  embd_pdrop=0.0, tie_word_embeddings=False)),

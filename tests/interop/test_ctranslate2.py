@@ -61,12 +61,16 @@ def _greedy_agrees(model, src: list[int], ours: list[int], theirs: list[int]) ->
     return abs(float(logp[a] - logp[b])) < TIE
 
 
-@pytest.mark.parametrize("layout", ["interleaved", "halves"])
+POSITIONS = {"halves": "sinusoidal(layout = halves)",
+             "learned_offset": "learned(max_len = 64, offset = 2)"}  # the table is written from row 2
+
+
+@pytest.mark.parametrize("layout", ["interleaved", *POSITIONS])
 def test_log_probabilities_equal_attncomps(random_tiny, sample_data, tmp_path, layout):
     from tests.interop.conftest import random_checkpoint
 
     checkpoint = random_tiny if layout == "interleaved" else random_checkpoint(
-        sample_data, tmp_path / "halves.pt", sets=("model.layers=2", "model.positions=sinusoidal(layout = halves)"))
+        sample_data, tmp_path / f"{layout}.pt", sets=("model.layers=2", f"model.positions={POSITIONS[layout]}"))
     model, tokenizer, translator = _export(checkpoint, tmp_path / "ct2")
     vocab = vocabulary(tokenizer)
     src = tokenizer.encode(["the dog sees a cat"])[0] + [3]

@@ -30,6 +30,8 @@ CASES = {
     "bloom": {}, "bloom:untied": dict(n_head=4, hidden_size=32, tie_word_embeddings=False),
     "gemma": {}, "gemma:silu": dict(hidden_act="silu"), "olmo": {}, "olmo:clip": dict(clip_qkv=0.5),
     "stablelm": {}, "stablelm:parallel": dict(use_parallel_residual=True),
+    "opt": {}, "opt:post": dict(do_layer_norm_before=False),
+    "opt:plain": dict(layer_norm_elementwise_affine=False, enable_bias=False, tie_word_embeddings=False),
     "phi3": {}, "phi3:window": dict(sliding_window=4),  # --family phi3 (the spec is Llama's, or Mistral's)
     "gemma3_text": {},  # two local layers, a global one: rotary bases 10000 and 1e6
     "gemma3_text:scaled": dict(  # a global layer every third from 2, its rotary scaled; logits soft-capped
@@ -57,7 +59,8 @@ CASES = {
 OTHER = {"mt5": ("MT5Config", "MT5ForConditionalGeneration", "t5"),
          "umt5": ("UMT5Config", "UMT5ForConditionalGeneration", "t5"),
          "marian": ("MarianConfig", "MarianMTModel", "bart")}
-DECODERS = ("gpt2", "gpt_neox", "bloom", "phi", "gptj", "falcon", "gemma", "olmo", "stablelm", "gemma3_text", "phi3")
+DECODERS = ("gpt2", "gpt_neox", "bloom", "phi", "gptj", "falcon", "gemma", "olmo", "stablelm", "gemma3_text", "phi3",
+            "opt")
 ENCODERS = ("modernbert", "roberta", "xlm-roberta", "distilbert")
 SEQ2SEQ = ("bart", "mbart", "m2m_100", "marian", "t5", "mt5", "umt5")
 FIXED = ("olmo",)  # its LayerNorms have no parameters: export refuses weights moved from 1 and 0

@@ -14,7 +14,7 @@ transformers = pytest.importorskip("transformers")
 
 TOLERANCE = 1e-12
 DECODER_ONLY = ("llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", "stablelm", "gemma", "gpt2", "gpt_neox",
-                "phi", "phi3", "gptj", "falcon")
+                "phi", "phi3", "gptj", "falcon", "opt")
 ENCODER_ONLY = ("bert", "roberta", "xlm-roberta", "electra", "distilbert")
 SEQ2SEQ = ("bart", "mbart", "m2m_100")
 
@@ -51,7 +51,10 @@ VARIANTS = (("gpt_neox", dict(use_parallel_residual=False)), ("gemma", dict(hidd
             ("stablelm", dict(use_parallel_residual=True)),  # block = parallel, one norm
             ("falcon", dict(multi_query=False)), ("falcon", dict(multi_query=False, parallel_attn=False)),
             ("olmo", dict(clip_qkv=0.25)),  # attention = scaled_dot(clip_qkv = 0.25)
-            ("gptj", dict(tie_word_embeddings=True, rotary_dim=8, activation_function="gelu")))  # every dim rotated
+            ("gptj", dict(tie_word_embeddings=True, rotary_dim=8, activation_function="gelu")),  # every dim rotated
+            ("opt", dict(do_layer_norm_before=False)),  # post-norm (opt-350m's), no final norm
+            # LayerNorms without parameters, no biases, an untied lm_head
+            ("opt", dict(layer_norm_elementwise_affine=False, enable_bias=False, tie_word_embeddings=False)))
 
 
 @pytest.mark.parametrize("family,changes", VARIANTS, ids=lambda v: str(v))

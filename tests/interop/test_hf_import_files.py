@@ -93,6 +93,8 @@ REFUSALS = {
     "gptj/head": (dict(rotary_dim=10), "rotary_dim 10 of a head's 8 dims"),
     "bloom": (dict(apply_residual_connection_post_layernorm=True), "apply_residual_connection_post_layernorm"),
     "bloom/slow_but_exact": (dict(pretraining_tp=2, slow_but_exact=True), "slow_but_exact with pretraining_tp > 1"),
+    "opt": (dict(word_embed_proj_dim=16), "word_embed_proj_dim 16 != hidden_size 32 (project_in"),
+    "opt/final_norm": (dict(_remove_final_layer_norm=True), "_remove_final_layer_norm"),
 }
 
 
@@ -109,7 +111,7 @@ def test_what_the_language_lacks_is_refused_in_one_line(family, tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("model_type", ["mixtral", "gemma3", "opt"])
+@pytest.mark.parametrize("model_type", ["mixtral", "gemma3", "qwen2_moe", "nllb-moe"])
 def test_families_without_an_equivalent_are_refused_by_name(model_type, llama_dir, tmp_path, capsys):
     directory = _copy(llama_dir, tmp_path)
     (directory / "config.json").write_text(json.dumps({"model_type": model_type}))

@@ -56,3 +56,37 @@ def test_a_spec_stored_before_the_new_keys_keeps_its_meaning():
     assert "positions = sinusoidal\n" in old_text
     assert ir.load_flat(old_text, "old checkpoint") == spec
     assert spec.model.positions == nodes.Sinusoidal(layout="interleaved")
+
+
+LEARNED = """model learned {
+  d_model = 16  heads = 2  d_ff = 24  vocab = shared(32)  norm = pre
+  positions = learned(max_len = 12)
+  decoder { layers = 1 }
+  dropout { residual = 0.0  embedding = 0.0 }
+}
+"""
+
+
+def test_learned_offset_reads_its_table_from_row_offset():
+    """`learned(offset = 2)` (OPT's): a table of max_len + 2 rows, position p reading row p + 2; the same model
+    as `learned` with the table's first two rows dropped, in the forward and in cached decoding. At 0 the key
+    stays out of the canonical text, so specs written before it keep their text and hash."""
+    import attncomp
+    from tests.helpers import assert_decode_steps
+
+    plain = ir.load_flat(LEARNED, "<plain>")
+    shifted = ir.load_flat(LEARNED.replace("max_len = 12", "max_len = 12, offset = 2"), "<shifted>")
+    assert "offset" not in ir.to_text(plain) and "learned(max_len = 12, offset = 2)" in ir.to_text(shifted)
+    assert ir.spec_hash(plain) != ir.spec_hash(shifted)
+    assert ir.load_flat(ir.to_text(shifted), "<again>") == shifted
+    torch.manual_seed(0)
+    ours = attncomp.compile(shifted, dtype=torch.float64).eval()
+    state = ours.state_dict()
+    assert state["decoder.pos.weight"].shape == (14, 16)
+    base = attncomp.compile(plain, dtype=torch.float64).eval()
+    base.load_state_dict({**state, "decoder.pos.weight": state["decoder.pos.weight"][2:]})
+    tokens = torch.randint(0, 32, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = base(tokens)
+        assert torch.equal(ours(tokens), expected)
+        assert_decode_steps(ours, ours.init_cache(tokens), tokens, expected, 1e-12)

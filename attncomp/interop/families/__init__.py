@@ -8,13 +8,13 @@ constant; dropout is the config's own where it has one. docs/interop.md prints t
 from __future__ import annotations
 
 from attncomp.interop.families.decoders import (BLOOM, FALCON, GEMMA, GEMMA2, GEMMA3_TEXT, GPT2, GPT_NEOX, GPTJ, LLAMA,
-                                                MISTRAL, OLMO, OLMO2, PHI, PHI3, QWEN2, QWEN3, STABLELM)
+                                                MISTRAL, OLMO, OLMO2, OPT, PHI, PHI3, QWEN2, QWEN3, STABLELM)
 from attncomp.interop.families.encoders import BERT, DISTILBERT, ELECTRA, MODERNBERT, ROBERTA, XLM_ROBERTA
 from attncomp.interop.families.seq2seq import BART, M2M100, MARIAN, MBART, MT5, T5, UMT5
 
 IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, M2M100, T5, MT5, UMT5, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2,
-                                      STABLELM, GEMMA, GEMMA2, GEMMA3_TEXT, GPT2, GPT_NEOX, BLOOM, PHI, PHI3, GPTJ, FALCON,
-                                      BERT, ROBERTA, XLM_ROBERTA, DISTILBERT, ELECTRA, MODERNBERT)}
+                                      STABLELM, GEMMA, GEMMA2, GEMMA3_TEXT, GPT2, GPT_NEOX, BLOOM, OPT, PHI, PHI3, GPTJ,
+                                      FALCON, BERT, ROBERTA, XLM_ROBERTA, DISTILBERT, ELECTRA, MODERNBERT)}
 
 # model_type -> what has no spec equivalent (refused before anything else is read)
 REFUSED = {
@@ -22,5 +22,4 @@ REFUSED = {
     "nllb-moe": "mixture-of-experts feed-forwards",
     "mixtral": "mixture-of-experts feed-forwards",
     "qwen2_moe": "mixture-of-experts feed-forwards",
-    "opt": "learned positions with an offset and a projection of the embeddings (project_in/out)",
 }

@@ -1,6 +1,6 @@
 """Decoder-only families: LLaMA and its relatives (Mistral, Qwen2, Qwen3, OLMo, OLMo 2, StableLM, Phi-3, Gemma,
 Gemma 2, Gemma 3's text model),
-GPT-2, GPT-NeoX, BLOOM (ALiBi), and the parallel-block Phi, GPT-J and Falcon."""
+GPT-2, GPT-NeoX, OPT, BLOOM (ALiBi), and the parallel-block Phi, GPT-J and Falcon."""
 
 from __future__ import annotations
 
@@ -333,6 +333,54 @@ BLOOM = FamilyEntry(
             (lambda c: c.pretraining_tp > 1 and c.slow_but_exact,
              "slow_but_exact with pretraining_tp > 1 (its sliced dense and dense_4h_to_h leave out their biases)")),
     folded="query_key_value split into q, k, v (per-head layout)", prefix="transformer", config_of=_bloom_config)
+
+
+# --- OPT: learned positions from row 2 ---------------------------------------------------------------
+
+_OPT_OFFSET = 2  # OPTLearnedPositionalEmbedding: max_position_embeddings + 2 rows, position p reads row p + 2
+
+
+def _opt_config(model) -> dict:
+    """OPT: pre-norm with a final norm (do_layer_norm_before) or post-norm, LayerNorms with or without
+    parameters (layer_norm_elementwise_affine), positions from row 2 of a table 2 rows longer."""
+    dec = _decoder(model, "learned")
+    if model.positions.offset != _OPT_OFFSET:
+        raise UsageError(f"OPT's learned positions start at row {_OPT_OFFSET} (learned(offset = {_OPT_OFFSET}))")
+    if dec.final_norm != (dec.norm == "pre"):
+        raise UsageError("OPT closes a pre-norm stack with a norm and a post-norm stack without one")
+    return dict(_lm_config(model), max_position_embeddings=model.positions.max_len,
+                do_layer_norm_before=dec.norm == "pre", word_embed_proj_dim=dec.d_model,
+                layer_norm_elementwise_affine=dec.normalization.gain)
+
+
+OPT = FamilyEntry(
+    "opt", "OPTConfig", "OPTForCausalLM",
+    {"d_model": Key("hidden_size"), "heads": Key("num_attention_heads"), "d_ff": Key("ffn_dim"),
+     "vocab": lambda c: f"shared({c.vocab_size})", "tie": lambda c: "decoder" if tied(c) else "none",
+     "positions": lambda c: f"learned(max_len = {c.max_position_embeddings}, offset = {_OPT_OFFSET})",
+     "scale_embeddings": False, "bias.attention": Key("enable_bias"), "bias.ffn": Key("enable_bias"),
+     "norm_eps": 1e-5, "decoder.layers": Key("num_hidden_layers"),
+     "decoder.norm": lambda c: "pre" if c.do_layer_norm_before else "post",
+     "decoder.normalization": lambda c: "layernorm" if c.layer_norm_elementwise_affine else
+     "layernorm(gain = false, bias = false)",
+     "decoder.activation": activation_of("activation_function", DECODER_ACTIVATIONS),
+     "dropout.residual": rate("dropout"), "dropout.embedding": 0.0, "dropout.attention": rate("attention_dropout")},
+    ((r"model\.decoder\.embed_positions\.weight", "decoder.pos.weight"),
+     (r"model\.decoder\.layers\.(\d+)\.self_attn\.([qkv])_proj\.(weight|bias)",
+      r"decoder.layers.\1.self_attn.\2_proj.\3"),
+     (r"model\.decoder\.layers\.(\d+)\.self_attn\.out_proj\.(weight|bias)", r"decoder.layers.\1.self_attn.o_proj.\2"),
+     (r"model\.decoder\.layers\.(\d+)\.self_attn_layer_norm\.(weight|bias)", r"decoder.layers.\1.self_attn_norm.\2"),
+     (r"model\.decoder\.layers\.(\d+)\.(fc1|fc2)\.(weight|bias)", r"decoder.layers.\1.ffn.\2.\3"),
+     (r"model\.decoder\.layers\.(\d+)\.final_layer_norm\.(weight|bias)", r"decoder.layers.\1.ffn_norm.\2"),
+     (r"model\.decoder\.final_layer_norm\.(weight|bias)", r"decoder.norm.\1")),
+    _lm_embeddings("model.decoder.embed_tokens.weight"), (), (),
+    refuse=(bad_activation("activation_function", DECODER_ACTIVATIONS),
+            (lambda c: c.word_embed_proj_dim != c.hidden_size,
+             lambda c: f"word_embed_proj_dim {c.word_embed_proj_dim} != hidden_size {c.hidden_size} (project_in "
+                       "and project_out: unbiased projections of the embeddings, positions added after the first)"),
+            (lambda c: c.do_layer_norm_before and getattr(c, "_remove_final_layer_norm", False),
+             "_remove_final_layer_norm (a pre-norm stack without its final norm)")),
+    prefix="model", config_of=_opt_config)
 
 # --- parallel blocks: Phi and Falcon ---------------------------------------------------------------
 
