@@ -104,7 +104,7 @@ def train_reference(spec: nodes.Spec, data: PreparedData, minutes: float, max_to
             snapshots = (snapshots + [{k: v.detach().clone() for k, v in model.state_dict().items()}])[-keep:]
             last_save = now
             log(f"reference: step {step}, {tokens / (now - start):,.0f} tok/s, loss "
-                f"{float(loss) / max(1, int((batch['tgt_out'] >= 0).sum())):.3f} (last micro-batch, per token)")
+                f"{float(loss.detach()) / max(1, int((batch['tgt_out'] >= 0).sum())):.3f} (last micro-batch, per token)")
         if now - start >= minutes * 60:
             break
     averaged = {k: sum(s[k].double() for s in snapshots).div(len(snapshots)).to(v.dtype)
