@@ -122,6 +122,9 @@ FAMILIES = {
     "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
                   dict(LM, **_rope(20000.0), rms_norm_eps=1e-5, head_dim=16, moe_intermediate_size=24, num_experts=4,
                        num_experts_per_tok=3, norm_topk_prob=True, attention_bias=True, tie_word_embeddings=False)),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM",
+              dict(LM, **_rope(30000.0), rms_norm_eps=1e-5, num_experts=4, num_experts_per_tok=2, norm_topk_prob=True,
+                   tie_word_embeddings=False)),
     "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM",
                     dict(LM, head_dim=16, num_hidden_layers=3, sliding_window=4, query_pre_attn_scalar=24,
                          layer_types=["sliding_attention", "sliding_attention", "full_attention"])),
@@ -135,7 +138,7 @@ def model(family: str, dtype=torch.float64, **changes):
     # eager attention's softmax may run in float32; Gemma 2 has no other (test_hf_gemma2.py keeps it in float64),
     # nor has BLOOM (its own attention: bloom_float64)
     config._attn_implementation = "eager" if family in ("gemma2", "bloom") else "sdpa"
-    if family in ("mixtral", "qwen2_moe", "qwen3_moe"):  # the loop over experts (grouped_mm takes no float64)
+    if family in ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe"):  # the loop over experts (grouped_mm takes no float64)
         config._experts_implementation = "eager"
     torch.manual_seed(0)
     hf = getattr(transformers, model_class)(config).eval()

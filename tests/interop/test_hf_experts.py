@@ -17,7 +17,7 @@ from tests.interop import hf_models
 transformers = pytest.importorskip("transformers")
 
 TOLERANCE = 1e-12
-FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe")
+FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe")
 VARIANTS = (("mixtral", dict(sliding_window=4)),  # local(window = 3) attention
             ("mixtral", dict(num_experts_per_tok=1)),  # top 1: the renormalised weight is 1
             ("qwen2_moe", dict(norm_topk_prob=True, num_experts_per_tok=3)),
@@ -69,7 +69,8 @@ def test_import_then_export_gives_every_tensor_back(family, tmp_path):
 REFUSED = (("qwen2_moe", dict(decoder_sparse_step=2), "decoder_sparse_step = 2"),
            ("qwen2_moe", dict(mlp_only_layers=[0]), "mlp_only_layers = [0]"),
            ("qwen3_moe", dict(mlp_only_layers=[1]), "mlp_only_layers = [1]"),
-           ("mixtral", dict(router_jitter_noise=0.1), "router_jitter_noise = 0.1"))
+           ("mixtral", dict(router_jitter_noise=0.1), "router_jitter_noise = 0.1"),
+           ("olmoe", dict(clip_qkv=0.5), "clip_qkv = 0.5"))
 
 
 @pytest.mark.parametrize("family,changes,named", REFUSED, ids=str)

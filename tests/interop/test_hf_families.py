@@ -122,7 +122,8 @@ def test_docs_interop_lists_every_family_imported_and_refused():
     # T5, mT5 and umT5: test_hf_t5.py; ModernBERT: test_hf_modernbert.py; BLOOM (its float32 softmax): test_hf_bloom.py;
     # the mixtures of experts: test_hf_experts.py
     tested = set(DECODER_ONLY + ENCODER_ONLY + SEQ2SEQ) | {"marian", "gemma2", "gemma3_text", "t5", "mt5", "umt5",
-                                                          "modernbert", "bloom", "mixtral", "qwen2_moe", "qwen3_moe"}
+                                                          "modernbert", "bloom", "mixtral", "qwen2_moe", "qwen3_moe",
+                                                          "olmoe"}
     assert tested == set(families.IMPORTED)
 
 

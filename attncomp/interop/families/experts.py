@@ -1,4 +1,4 @@
-"""Mixture-of-experts decoders: Mixtral, Qwen2-MoE and Qwen3-MoE, LLaMA-like layers whose feed-forward net is
+"""Mixture-of-experts decoders: Mixtral, Qwen2-MoE, Qwen3-MoE and OLMoE, LLaMA-like layers whose feed-forward net is
 `ffn = moe(experts, top_k, renormalize, shared, shared_gate, aux_loss)`.
 
 On disk (save_pretrained) every expert is its own projections (`block_sparse_moe.experts.E.w1`, `mlp.experts.E.
@@ -122,13 +122,13 @@ _SPARSE_EVERYWHERE = (
                f"= {list(c.mlp_only_layers)}): attncomp imports models whose every layer is a mixture of experts"),)
 
 
-def _qwen_moe_config(shared: bool):
+def _qwen_moe_config(shared: bool, drop: tuple[str, ...] | None = None):
     def config_of(model) -> dict:
         moe = _moe(model)
         if bool(moe.shared) != shared or (shared and not moe.shared_gate):
-            raise UsageError("Qwen2-MoE has a gated shared expert" if shared else "Qwen3-MoE has no shared expert")
-        drop = ("attention_bias", "mlp_bias", "head_dim") if shared else ("mlp_bias",)
-        values = dict(_without(*drop)(model), moe_intermediate_size=model.decoder.d_ff, num_experts=moe.experts,
+            raise UsageError("Qwen2-MoE has a gated shared expert" if shared else "no shared expert in Qwen3-MoE or OLMoE")
+        dropped = drop if drop is not None else ("attention_bias", "mlp_bias", "head_dim") if shared else ("mlp_bias",)
+        values = dict(_without(*dropped)(model), moe_intermediate_size=model.decoder.d_ff, num_experts=moe.experts,
                       num_experts_per_tok=moe.top_k, norm_topk_prob=moe.renormalize,
                       router_aux_loss_coef=moe.aux_loss, decoder_sparse_step=1, mlp_only_layers=[])
         values.pop("intermediate_size")
@@ -158,3 +158,15 @@ QWEN3_MOE = _llama_like(
     refuse=(MIXED_LAYERS, *_SPARSE_EVERYWHERE),
     folded="its experts' gate_proj, up_proj, down_proj as gate, fc1, fc2 (export: transformers' fused "
            "gate_up_proj, down_proj)", config_of=_qwen_moe_config(False))
+
+# OLMoE: OLMo 2's q/k norms over the whole projections (qk_norm = projection) in pre-norm layers; its clip_qkv
+# clamps after those norms, where attncomp's clips before them: refused unless unset (the released models')
+OLMOE = _llama_like(
+    "olmoe", "OlmoeConfig", "OlmoeForCausalLM",
+    spec={"bias.ffn": False, "decoder.qk_norm": "projection",
+          "decoder.ffn": _moe_text("num_experts", renormalize="norm_topk_prob")},
+    renames=_PRE_NORMS + _IN_MEMORY + _QWEN_EXPERTS[:3], transforms=(FUSE_EXPERTS,),
+    refuse=(MIXED_LAYERS, (lambda c: c.clip_qkv is not None,
+                           lambda c: f"clip_qkv = {c.clip_qkv} (OLMoE clamps after its q/k norms, attncomp before)")),
+    folded="its experts' gate_proj, up_proj, down_proj as gate, fc1, fc2 (export: transformers' fused "
+           "gate_up_proj, down_proj)", config_of=_qwen_moe_config(False, ("mlp_bias", "head_dim")))
