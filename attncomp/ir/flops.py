@@ -66,8 +66,13 @@ def _layer(stack: nodes.Stack, batch: int, length: int, d_memory: int | None, po
     rows = batch * length
     inner = 2 if stack.gated else 1  # a gated feed-forward has two inner projections, fc1 and gate
     ffns = sum(part.kind == "ffn" for part in stack.sublayers(d_memory is not None))  # macaron: two
-    return count + ffns * (inner * _projection(rows, stack.d_model, stack.d_ff) +
-                           _projection(rows, stack.d_ff, stack.d_model))
+    net = inner * _projection(rows, stack.d_model, stack.d_ff) + _projection(rows, stack.d_ff, stack.d_model)
+    moe = stack.ffn
+    if isinstance(moe, nodes.MoE):  # each token runs its top_k experts, the router, and a shared expert
+        shared = inner * _projection(rows, stack.d_model, moe.shared) + _projection(rows, moe.shared, stack.d_model)
+        net = moe.top_k * net + _projection(rows, stack.d_model, moe.experts) + \
+            (shared + (_projection(rows, stack.d_model, 1) if moe.shared_gate else 0) if moe.shared else 0)
+    return count + ffns * net
 
 
 def training_flops(spec: nodes.Spec, batch: int = FLOP_BATCH, length: int = FLOP_LENGTH) -> float:

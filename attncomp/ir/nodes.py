@@ -257,6 +257,35 @@ Block = Annotated[Union[Sequential, Parallel], Field(discriminator="kind")]
 
 Activation = Literal["relu", "gelu", "silu", "swiglu", "geglu", "gelu_tanh", "geglu_tanh", "relu2"]
 QKNorm = Literal["none", "head", "projection"]
+
+
+class DenseFFN(Node):
+    """One position-wise feed-forward net (section 3.3): d_ff and the activation are the stack's."""
+
+    kind: Literal["dense"] = "dense"
+
+
+class MoE(Node):
+    """A mixture of experts (Shazeer et al. 2017; Switch, Mixtral): a router W_r scores each token's
+    experts, softmax(W_r x); the top_k are kept (renormalised to sum to one where `renormalize`) and the
+    token's output is the sum of those experts' outputs, each weighted; every expert is a feed-forward net
+    of the stack's d_ff and activation. `shared` adds one more expert that reads every token (Qwen2-MoE's
+    shared expert, that wide), gated by sigmoid(w_s . x) where `shared_gate`. `aux_loss` is the weight of
+    the router's load-balancing loss (Switch Transformer's; transformers' router_aux_loss_coef) in training."""
+
+    kind: Literal["moe"] = "moe"
+    experts: Annotated[int, Field(ge=1, le=1024)] = Field(description="experts per layer (Mixtral: 8)")
+    top_k: Annotated[int, Field(ge=1, le=1024)] = Field(2, description="experts each token is routed to")
+    renormalize: bool = Field(True, description="the top_k weights divided by their sum (Mixtral; Qwen2-MoE's "
+                                                "norm_topk_prob)")
+    shared: Annotated[int, Field(ge=0, le=1 << 16)] = Field(
+        0, description="inner width of a shared expert every token reads (Qwen2-MoE); 0: none")
+    shared_gate: bool = Field(True, description="the shared expert's output gated by sigmoid(w . x) (Qwen2-MoE)")
+    aux_loss: Annotated[float, Field(ge=0.0, le=1e3)] = Field(
+        0.0, description="weight of the router's load-balancing loss in training (router_aux_loss_coef); 0: off")
+
+
+FFN = Annotated[Union[DenseFFN, MoE], Field(discriminator="kind")]
 # --- rotary scaling: context extension of rope (transformers' ROPE_INIT_FUNCTIONS, rope_scaling's rope_type) ---
 
 Factor = Annotated[float, Field(ge=1.0, le=1e6)]
@@ -354,6 +383,7 @@ class LayerKind(Node):
     normalization: Normalization | None = Field(None, description="which norm (unset: the stack's)")
     block: Block | None = Field(None, description="sequential or parallel sub-layers (unset: the stack's)")
     qk_norm: QKNorm | None = Field(None, description="q/k normalisation (unset: the stack's)")
+    ffn: FFN | None = Field(None, description="dense or moe(experts, top_k, ...) feed-forward nets (unset: the stack's)")
     rope_base: Positive | None = Field(None, description="rotary base of this kind's layers (unset: the stack's)")
     rope_scaling: RopeScaling | None = Field(None, description="rotary scaling of this kind's layers (unset: the stack's)")
 
@@ -381,7 +411,7 @@ class LayerKind(Node):
 
 
 LAYER_KEYS = ("attention", "d_ff", "activation", "norm", "normalization", "block", "qk_norm", "rope_base",
-              "rope_scaling")
+              "rope_scaling", "ffn")
 
 
 
@@ -421,6 +451,9 @@ class Stack(Node):
     rope_scaling: RopeScaling | None = Field(
         None, description="the rotary scaling of this stack's layers (unset: positions = rope(scaling)); a layer kind "
                           "may set its own (Gemma 3: linear(factor = 8) for global layers only)")
+    ffn: FFN = Field(DenseFFN(), json_schema_extra=LATER,
+                     description="the feed-forward nets: dense (one, the paper), or moe(experts, top_k, renormalize, "
+                                 "shared, shared_gate, aux_loss), a mixture of experts")
     layer: tuple[LayerKind, ...] = Field(
         (), json_schema_extra=LATER,
         description="layer kinds that differ from the stack's own keys, each `layer NAME { ... }`")

@@ -407,14 +407,24 @@ def _layer_kinds(spec: nodes.Spec) -> None:
                 rule(seen)
 
 
+def _ffn(spec: nodes.Spec) -> None:
+    """A mixture of experts routes each token to top_k of its experts: no more than it has."""
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        ffn = stack.ffn if stack is not None else None
+        if isinstance(ffn, nodes.MoE) and ffn.top_k > ffn.experts:
+            raise SpecError(f"moe routes each token to top_k = {ffn.top_k} experts, but the {name} has "
+                            f"{ffn.experts}", spec._spans.get(("model", name, "ffn", "top_k"))
+                            or spec.span("model", name, "ffn"), hint="top_k must not exceed experts")
+
+
 STACKS_NAMED = ("encoder", "decoder")  # the build report's name of a stack's own layers
 RULES = (_stacks, _tie, _vocab, _embeddings, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
          _relative_scores, _mlm, _kv_heads, _rope, _latent, _normalization, _block, _sublayers, _rope_base,
-         _rope_scaling,
+         _rope_scaling, _ffn,
          _layer_kinds)
 # the rules a layer kind's view of its stack must keep too
 STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block, _sublayers,
-               _rope_base, _rope_scaling)
+               _rope_base, _rope_scaling, _ffn)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:

@@ -326,3 +326,23 @@ def explicit_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 
                                                                                               - q.shape[2]))
     w = torch.softmax(hide(s, mask), -1) if sinks is None else sink_softmax(hide(s, mask), sinks)
     return torch.matmul(zero_rows(w, mask) if rows else w, v)
+
+
+def route(logits: Tensor, top_k: int, renormalize: bool) -> tuple[Tensor, Tensor]:
+    """A mixture of experts' router: (weights, chosen), each token's top_k experts by softmax(logits) (in at
+    least float32) and their probabilities, renormalised to sum to one where `renormalize` (Mixtral)."""
+    probs = torch.softmax(logits, dim=-1, dtype=torch.promote_types(logits.dtype, torch.float32))
+    weights, chosen = torch.topk(probs, top_k, dim=-1)
+    if renormalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    return weights.to(logits.dtype), chosen
+
+
+def mix_experts(experts: "torch.nn.ModuleList", x: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
+    """(N, d) tokens -> sum over each token's chosen experts of weight * expert(token): every expert runs
+    once, on the tokens routed to it (index_select), and adds its weighted outputs back (index_add)."""
+    out = torch.zeros_like(x)
+    for e, expert in enumerate(experts):
+        token, slot = torch.where(chosen == e)  # the tokens that chose expert e, and in which of their top_k
+        out = out.index_add(0, token, expert(x[token]) * weights[token, slot, None])
+    return out

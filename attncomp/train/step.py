@@ -15,6 +15,7 @@ from torch import nn
 
 from attncomp.lower.family import Family, family_of
 from attncomp.train.loss import linear_cross_entropy, logit_map, token_losses
+from attncomp.train.router_loss import Routers
 
 
 class TrainStep(nn.Module):
@@ -34,6 +35,7 @@ class TrainStep(nn.Module):
         self.segmented = Family.segmented(model.spec.model, "hidden")
         self.dense = "hidden_dense" in family.entry_names  # a mask-free graph for batches without source padding
         self.through_forward = through_forward
+        self.routers = Routers(model)  # mixtures of experts with an aux_loss: their routers' logits, hooked
 
     def _inputs(self, batch: dict[str, torch.Tensor]) -> tuple:
         """The entry point's arguments; a model with `segments = N` also reads the batch's `segments`
@@ -42,7 +44,16 @@ class TrainStep(nn.Module):
         return tokens + (batch.get("segments"),) if self.segmented else tokens
 
     def forward(self, batch: dict[str, torch.Tensor], dense: bool = False) -> torch.Tensor:
-        """[smoothed loss, NLL, target tokens] summed over the batch."""
+        """[smoothed loss, NLL, target tokens] summed over the batch; with routers' aux_loss, the smoothed
+        loss adds aux_loss * their load-balancing loss per target token (attncomp.train.router_loss)."""
+        if not self.routers:
+            return self._losses(batch, dense)
+        self.routers.clear()
+        losses = self._losses(batch, dense)
+        balance = self.routers.loss(batch)
+        return torch.stack((losses[0] + balance * losses[2], losses[1], losses[2]))
+
+    def _losses(self, batch: dict[str, torch.Tensor], dense: bool) -> torch.Tensor:
         m = self.model
         if self.through_forward:
             return token_losses(m(*self._inputs(batch)), batch["tgt_out"], self.smoothing)

@@ -111,6 +111,20 @@ FAMILIES = {
                    dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, intermediate_size=40,
                         num_hidden_layers=4, local_attention=4, max_position_embeddings=64, pad_token_id=3,
                         bos_token_id=None, eos_token_id=None, cls_token_id=None, sep_token_id=None)),
+    # mixtures of experts (tests/interop/test_hf_experts.py): 4 experts, top 2 (Qwen: a shared expert; not renormalised)
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
+                dict(LM, **_rope(1e6), rms_norm_eps=1e-5, head_dim=16, num_local_experts=4, num_experts_per_tok=2,
+                     router_aux_loss_coef=0.02, tie_word_embeddings=False)),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+                  dict(LM, **_rope(1e6), rms_norm_eps=1e-5, moe_intermediate_size=24, num_experts=4,
+                       num_experts_per_tok=2, shared_expert_intermediate_size=40, norm_topk_prob=False,
+                       tie_word_embeddings=False)),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                  dict(LM, **_rope(20000.0), rms_norm_eps=1e-5, head_dim=16, moe_intermediate_size=24, num_experts=4,
+                       num_experts_per_tok=3, norm_topk_prob=True, attention_bias=True, tie_word_embeddings=False)),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM",
+              dict(LM, **_rope(30000.0), rms_norm_eps=1e-5, num_experts=4, num_experts_per_tok=2, norm_topk_prob=True,
+                   tie_word_embeddings=False)),
     "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM",
                     dict(LM, head_dim=16, num_hidden_layers=3, sliding_window=4, query_pre_attn_scalar=24,
                          layer_types=["sliding_attention", "sliding_attention", "full_attention"])),
@@ -124,6 +138,8 @@ def model(family: str, dtype=torch.float64, **changes):
     # eager attention's softmax may run in float32; Gemma 2 has no other (test_hf_gemma2.py keeps it in float64),
     # nor has BLOOM (its own attention: bloom_float64)
     config._attn_implementation = "eager" if family in ("gemma2", "bloom") else "sdpa"
+    if family in ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe"):  # the loop over experts (grouped_mm takes no float64)
+        config._experts_implementation = "eager"
     torch.manual_seed(0)
     hf = getattr(transformers, model_class)(config).eval()
     with torch.no_grad():
@@ -170,10 +186,21 @@ def float64_exact(monkeypatch, hf) -> None:
             monkeypatch.setattr(type(module), "forward", gptj_rotary_float64)
         elif name.endswith("RotaryEmbedding"):
             monkeypatch.setattr(type(module), "forward", rotary_float64)
+        elif name.endswith("TopKRouter"):  # the router's softmax in float32 (Mixtral's .float()): in float64
+            monkeypatch.setattr(type(module), "forward", router_float64)
         elif name == "OlmoLayerNorm":
             monkeypatch.setattr(type(module), "forward", layer_norm_float64)
         elif isinstance(getattr(module, "embed_scale", None), torch.Tensor):  # Gemma's sqrt(d), a float32 constant
             module.embed_scale = torch.tensor(module.embedding_dim ** 0.5, dtype=torch.float64)
+
+
+def router_float64(self, hidden_states):
+    """transformers' MixtralTopKRouter / Qwen2MoeTopKRouter forward, its softmax in the input's dtype."""
+    logits = torch.nn.functional.linear(hidden_states.reshape(-1, self.hidden_dim), self.weight)
+    weights, chosen = torch.topk(torch.softmax(logits, dim=-1), self.top_k, dim=-1)
+    if getattr(self, "norm_topk_prob", True):  # Mixtral's always
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    return logits, weights, chosen
 
 
 class _SoftmaxInDtype:

@@ -54,13 +54,15 @@ CASES = {
                                           tie_word_embeddings=True),
     "t5": {}, "t5:v1.0": dict(feed_forward_proj="relu", tie_word_embeddings=True),
     "mt5": {}, "umt5": {},
+    "mixtral": {}, "qwen2_moe": {}, "qwen2_moe:renormalized": dict(norm_topk_prob=True), "qwen3_moe": {}, "olmoe": {},
 }
 # families tests/interop/hf_models.py has no config of: (config class, model class, another family's values)
 OTHER = {"mt5": ("MT5Config", "MT5ForConditionalGeneration", "t5"),
          "umt5": ("UMT5Config", "UMT5ForConditionalGeneration", "t5"),
          "marian": ("MarianConfig", "MarianMTModel", "bart")}
 DECODERS = ("gpt2", "gpt_neox", "bloom", "phi", "gptj", "falcon", "gemma", "olmo", "stablelm", "gemma3_text", "phi3",
-            "opt")
+            "opt", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe")
+EXPERTS = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe")  # transformers' loop over experts (its grouped_mm takes no float64)
 ENCODERS = ("modernbert", "roberta", "xlm-roberta", "distilbert")
 SEQ2SEQ = ("bart", "mbart", "m2m_100", "marian", "t5", "mt5", "umt5")
 FIXED = ("olmo",)  # its LayerNorms have no parameters: export refuses weights moved from 1 and 0
@@ -117,7 +119,8 @@ def _export(case: str, sample_data, tmp_path, monkeypatch):
     assert run(["export", str(path), "--format", "hf", "--family", family, "-o", str(out)]) == 0
     model_class = getattr(transformers, _family(family)[1])
     attn = "eager" if family in ("gemma3_text", "bloom") else "sdpa"
-    hf = model_class.from_pretrained(out, dtype=torch.float64, attn_implementation=attn).eval()
+    more = dict(experts_implementation="eager") if family in EXPERTS else {}
+    hf = model_class.from_pretrained(out, dtype=torch.float64, attn_implementation=attn, **more).eval()
     hf_models.float64_exact(monkeypatch, hf)
     if family == "bloom":  # its softmax in float32, bloom_gelu's truncated constant: in float64, exact
         hf_models.bloom_float64(monkeypatch)

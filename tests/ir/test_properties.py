@@ -174,6 +174,9 @@ def _repair(data: dict, stack: dict) -> dict:
         if s is not None:
             if s["kv_heads"] is not None:
                 s["kv_heads"] = math.gcd(s["kv_heads"], s["heads"])  # key/value heads divide the query heads
+            for owner in (s, *s["layer"]):  # a mixture routes each token to at most its experts
+                if (owner.get("ffn") or {}).get("kind") == "moe":
+                    owner["ffn"]["top_k"] = min(owner["ffn"]["top_k"], owner["ffn"]["experts"])
             if positions["kind"] == "rope":  # rope rotates pairs: an even number of dims
                 positions["fraction"], s["d_k"] = 1.0, s["d_k"] + s["d_k"] % 2
             if positions["kind"] == "sinusoidal" and positions["timescales"] == "tensor2tensor":

@@ -30,7 +30,8 @@ CHOICES = {
                                               "model.activation=relu2"],
 }
 EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global", "electra", "t5_capped", "macaron", "modernbert",
-            "t5", "t5_v11", "softcap", "sinks", "composed"]  # t5 to composed: attention parts
+            "t5", "t5_v11", "softcap", "sinks", "composed",  # t5 to composed: attention parts
+            "mixtral"]  # a mixture of experts, with the router's load-balancing loss
 
 
 @pytest.mark.parametrize("name", sorted(CHOICES))
