@@ -74,3 +74,31 @@ def test_a_folded_tensor_of_another_shape_is_one_error(family, name, mutation, s
     safetensors_torch.save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})
     err = one_error(["import", str(directory), "--out", str(tmp_path / "out")], capsys, monkeypatch, tmp_path)
     assert "weights do not fit the spec of its config" in err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+@pytest.mark.parametrize("empty", [False, True])
+def test_an_import_stopped_while_writing_leaves_no_partial_directory(failure, empty, saved, tmp_path, capsys,
+                                                                     monkeypatch):
+    """checkpoint.pt failing after model.attn was written (a full disk, Ctrl-C): before, --out kept model.attn
+    alone, and the import run again was refused (`exists and is not an empty directory`)."""
+    from attncomp import checkpoint
+
+    out = tmp_path / "out"
+    if empty:
+        out.mkdir()
+    real = checkpoint.save
+
+    def failing(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(checkpoint, "save", failing)
+    monkeypatch.setenv("ATTNCOMP_TRACEBACK_DIR", str(tmp_path))
+    assert run(["import", str(saved["opt"]), "--out", str(out)]) == (130 if isinstance(failure, KeyboardInterrupt)
+                                                                     else 2)
+    assert "Traceback" not in capsys.readouterr().err
+    assert (not out.exists() or not any(out.iterdir())) and [p.name for p in tmp_path.iterdir()] == (
+        ["out"] if empty else [])
+    monkeypatch.setattr(checkpoint, "save", real)
+    assert run(["import", str(saved["opt"]), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "model.attn"]
