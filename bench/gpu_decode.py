@@ -81,19 +81,62 @@ def ctranslate2_rows(checkpoint: str, src: str, ref: str, compute_types: list[st
     return rows
 
 
-def main(argv=None) -> list[dict]:
+def _dtypes(text: str) -> list[str]:
+    """attncomp's rows: names of `attncomp eval --dtype` (checked here, before any row runs)."""
+    from attncomp.cli.decode_command import DTYPES
+
+    names = list(filter(None, text.split(",")))
+    bad = [name for name in names if name not in DTYPES]
+    if bad:
+        raise argparse.ArgumentTypeError(f"{bad[0][:40]!r} is not one of {', '.join(DTYPES)}")
+    return names
+
+
+def _text_file(text: str) -> str:
+    """A readable regular file (not stdin: every row reads it again)."""
+    from attncomp.cli.args import input_file
+
+    if text == "-":
+        raise argparse.ArgumentTypeError("give a file; each row reads it again, so not stdin (-)")
+    return input_file(text)
+
+
+def _parser() -> argparse.ArgumentParser:
+    from attncomp.cli.args import device, finite_non_negative_float, int_at_least, output_file, positive_int
+    from attncomp.cli.decode_command import MAX_HYPOTHESES
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint")
-    parser.add_argument("--src", required=True)
-    parser.add_argument("--ref", required=True)
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--beam", type=int, default=4)
-    parser.add_argument("--alpha", type=float, default=0.0)
-    parser.add_argument("--batch-tokens", type=int, default=6000)
-    parser.add_argument("--dtypes", default="float32,bfloat16,float16", help="attncomp's rows")
+    parser.add_argument("--src", required=True, type=_text_file)
+    parser.add_argument("--ref", required=True, type=_text_file)
+    parser.add_argument("--device", default="cuda", type=device)
+    parser.add_argument("--beam", type=int_at_least(1, MAX_HYPOTHESES), default=4)
+    parser.add_argument("--alpha", type=finite_non_negative_float, default=0.0)
+    parser.add_argument("--batch-tokens", type=positive_int, default=6000)
+    parser.add_argument("--dtypes", type=_dtypes, default="float32,bfloat16,float16", help="attncomp's rows")
     parser.add_argument("--ct2", default="float16,bfloat16", help="CTranslate2's compute types ('' for none)")
-    parser.add_argument("--json", help="write the rows here (rewritten after each row)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--json", type=output_file, help="write the rows here (rewritten after each row)")
+    return parser
+
+
+def _write_rows(path: str, rows: list[dict]) -> None:
+    """The rows so far, whole or not at all (a run stopped mid-write keeps the earlier rows)."""
+    from attncomp.cli.args import write_text_atomic
+    from attncomp.errors import UsageError
+
+    try:
+        write_text_atomic(path, json.dumps(rows, indent=2) + "\n")
+    except OSError as err:
+        raise UsageError(f"cannot write --json {path}: {err.strerror or err}") from None
+
+
+def main(argv=None) -> list[dict]:
+    from attncomp.checkpoint import load, safetensors_dir
+    from attncomp.errors import UsageError
+
+    args = _parser().parse_args(argv)
+    # a checkpoint no row can read is its one error line now, not the same error in every row (its header)
+    (safetensors_dir.read if safetensors_dir.is_export(args.checkpoint) else load)(args.checkpoint, model=False)
     setup = {"beam": args.beam, "alpha": args.alpha, "batch_tokens": args.batch_tokens, "device": args.device}
     rows: list[dict] = []
 
@@ -102,9 +145,9 @@ def main(argv=None) -> list[dict]:
         shown = row.get("error") or f"{row['sentences_per_s']:,.1f} sentences/s, BLEU {row['bleu']:.2f}"
         print(f"  {row['engine']:12} {row['dtype']:9} {shown}", flush=True)
         if args.json:
-            Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+            _write_rows(args.json, rows)
 
-    for dtype in filter(None, args.dtypes.split(",")):
+    for dtype in args.dtypes:
         row = {"engine": "attncomp", "dtype": dtype}
         try:
             row.update(ours(args.checkpoint, args.src, args.ref, dtype, args))
@@ -119,6 +162,8 @@ def main(argv=None) -> list[dict]:
         except Exception as err:  # noqa: BLE001 - no CTranslate2 at all: one row says why
             keep({"engine": "CTranslate2", "dtype": ",".join(compute_types),
                   "error": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"})
+    if rows and all("error" in row for row in rows):
+        raise UsageError(f"no row ran; the first: {rows[0]['engine']} {rows[0]['dtype']}: {rows[0]['error']}")
     return rows
 
 

@@ -57,7 +57,7 @@ def _ours(spec: Path, data: Path, out: Path, minutes: float, src: Path, ref: Pat
                         *(arg for kv in sets for arg in ("--set", kv))], check=True)
     result = subprocess.run([*ATTNCOMP, "eval", str(run_dir / "checkpoint_avg.pt"), "--src", str(src),
                              "--ref", str(ref), "--json", "--device", device, "--output", str(out / "attncomp.hyp")],
-                            check=True, capture_output=True, text=True)
+                            check=True, stdout=subprocess.PIPE, text=True)  # its error line reaches stderr
     scores = json.loads(result.stdout)
     from attncomp import checkpoint as ckpt
 
@@ -74,6 +74,7 @@ def _reference(spec_path: Path, data_dir: Path, minutes: float, src: Path, ref: 
     from attncomp.decode.beam import FullStepper
     from attncomp.decode.score import score
     from attncomp.decode.translate import Translator
+    from attncomp.files import write_atomically as write_text_atomic
     from attncomp.train.run_job import DEFAULT_TOKENS
     from bench.reference import train_reference
 
@@ -89,21 +90,42 @@ def _reference(spec_path: Path, data_dir: Path, minutes: float, src: Path, ref: 
     start = time.perf_counter()
     hypotheses = [t[0].text for t in translator.translate(sources)]
     seconds = time.perf_counter() - start
-    (out / "reference.hyp").write_text("\n".join(hypotheses) + "\n")
+    write_text_atomic(out / "reference.hyp", "\n".join(hypotheses) + "\n")
     result = score(hypotheses, references).to_json()
     result.update(stats, seconds=round(seconds, 1), sentences_per_s=round(len(sources) / seconds, 2))
     return result
 
 
+def _text_file(text: str) -> str:
+    from attncomp.cli.args import input_file
+
+    if text == "-":
+        raise argparse.ArgumentTypeError("give a file (both sides read it), not stdin (-)")
+    return input_file(text)
+
+
+def _earlier(path: Path) -> dict:
+    """results.json of an earlier run (--only keeps the other side's figures), or one error line."""
+    from attncomp.errors import UsageError
+    from attncomp.files import read_json
+
+    results = read_json(path, what="results file", error=UsageError)
+    if not isinstance(results, dict) or not all(isinstance(v, dict) for v in results.values()):
+        raise UsageError(f"{path}: not the results of an earlier run (an object of sides); move it away")
+    return results
+
+
 def main(argv=None) -> dict:
+    from attncomp.cli.args import output_dir, positive_float
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", default=str(ROOT / "specs/examples/small.attn"))
-    parser.add_argument("--minutes", type=float, default=15.0, help="training budget for each model")
-    parser.add_argument("--out", default="bench_runs/quality")
+    parser.add_argument("--minutes", type=positive_float, default=15.0, help="training budget for each model")
+    parser.add_argument("--out", type=output_dir, default="bench_runs/quality")
     parser.add_argument("--data-dir", default=str(DE_EN), help="the de-en corpus (train, phrases, valid, test)")
     parser.add_argument("--prepared", help="use this prepared data directory instead")
-    parser.add_argument("--src", help="with --prepared: test source file")
-    parser.add_argument("--ref", help="with --prepared: test reference file")
+    parser.add_argument("--src", type=_text_file, help="with --prepared: test source file")
+    parser.add_argument("--ref", type=_text_file, help="with --prepared: test reference file")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="train and decode here (cpu)")
     parser.add_argument("--compile", action="store_true", help="both sides under torch.compile")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -111,26 +133,34 @@ def main(argv=None) -> dict:
     parser.add_argument("--only", choices=("attncomp", "reference"),
                         help="train and score one side; results.json keeps the other side's earlier figures")
     args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if args.prepared:
-        data, src, ref = Path(args.prepared), Path(args.src), Path(args.ref)
-    else:
-        from attncomp import ir
+    if (args.prepared or args.src or args.ref) and not (args.prepared and args.src and args.ref):
+        parser.error("--prepared DIR needs --src FILE and --ref FILE (the test set), and they need --prepared")
+    from attncomp import ir
+    from attncomp.files import make_dir, write_atomically as write_text_atomic
 
-        vocab = ir.load(args.spec, args.set).model.tgt_vocab  # the data's vocabulary is the spec's
-        data, src, ref = _prepare_de_en(Path(args.data_dir), out, vocab)
+    # before any training: a bad --spec or --set, or an unreadable results.json, after minutes of it would lose them
+    vocab = ir.load(args.spec, args.set).model.tgt_vocab  # the data's vocabulary is the spec's
+    out = Path(args.out)
     path = out / "results.json"
-    results = json.loads(path.read_text()) if args.only and path.exists() else {}
+    results = _earlier(path) if args.only and path.exists() else {}
+    if args.prepared:
+        from attncomp.data.dataset import PreparedData
+
+        data, src, ref = Path(args.prepared), Path(args.src), Path(args.ref)
+        PreparedData(data)  # a directory that is not prepared data: its one line, before either side trains
+    make_dir(out)
+    if not args.prepared:
+        data, src, ref = _prepare_de_en(Path(args.data_dir), out, vocab)
     setup = {"minutes": args.minutes, "spec": args.spec, "set": args.set, "device": args.device,
              "compile": args.compile, "command": " ".join(sys.argv)}
     if args.only != "reference":
         results["attncomp"] = {**_ours(Path(args.spec), data, out, args.minutes, src, ref, args.device,
                                        args.compile, args.set), **setup}
+        write_text_atomic(path, json.dumps(results, indent=2) + "\n")  # kept if the reference side fails
     if args.only != "attncomp":
         results["reference"] = {**_reference(Path(args.spec), data, args.minutes, src, ref, out, args.device,
                                              args.compile, args.set), **setup}
-    path.write_text(json.dumps(results, indent=2) + "\n")
+    write_text_atomic(path, json.dumps(results, indent=2) + "\n")
     print("| model | device | minutes | steps | BLEU | chrF | decoding (sentences/s, beam 4) |")
     print("|-------|--------|---------|-------|------|------|--------------------------------|")
     for name in ("attncomp", "reference"):

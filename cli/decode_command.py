@@ -17,6 +17,7 @@ from attncomp.cli.args import (device as device_name, finite_non_negative_float,
                                output_file, positive_float, positive_int, write_text_atomic)
 from attncomp.cli.spec_commands import add_overrides
 from attncomp.data.tokenizer import tokenizer_of
+from attncomp.decode.beam import NaNScores
 from attncomp.decode.sampling import Sampling
 from attncomp.decode.score import sacrebleu_test_set, score
 from attncomp.decode.translate import Translator
@@ -103,6 +104,18 @@ def _translator(args: argparse.Namespace):
                       max_source_tokens=args.max_source_tokens, sampling=sampling)
 
 
+@contextlib.contextmanager
+def _nan_hint(args: argparse.Namespace):
+    """NaN scores (attncomp.decode.beam.NaNScores) in one line that names the checkpoint and what to try."""
+    try:
+        yield
+    except NaNScores as err:
+        hint = {"float16": "float16 overflows above 65504: decode with --dtype bfloat16 or float32",
+                "bfloat16": "decode with --dtype float32"}.get(args.dtype, "its weights or activations are "
+                                                                           "not finite in float32")
+        raise DataError(f"{printable(args.checkpoint)}: {err} (--dtype {args.dtype}); {hint}") from None
+
+
 def _warn_cut(translator, name: str | None) -> None:
     """One warning naming the input lines that were cut to the source limit (the first ten)."""
     if translator.truncated:
@@ -159,9 +172,11 @@ def _translate(args: argparse.Namespace) -> int:
         _stdout()  # refused before the model loads
     translator = _translator(args)
     if args.stream or (interactive and args.output in (None, "-")):
-        _stream(translator, args)
+        with _nan_hint(args):
+            _stream(translator, args)
     else:
-        results = translator.translate(_read(args.input))
+        with _nan_hint(args):
+            results = translator.translate(_read(args.input))
         _write(args.output, [line for i, options in enumerate(results) for line in _shown(i, options, args.nbest)])
     _warn_cut(translator, args.input)
     return 0
@@ -187,7 +202,8 @@ def _eval(args: argparse.Namespace) -> int:
                          f"({args.src}, {args.ref}); a reference needs one line per source line")
     translator = _translator(args)
     start = time.perf_counter()
-    hypotheses = [options[0].text for options in translator.translate(sources)]
+    with _nan_hint(args):
+        hypotheses = [options[0].text for options in translator.translate(sources)]
     seconds = time.perf_counter() - start
     _warn_cut(translator, args.src or args.sacrebleu_test)
     if args.output:

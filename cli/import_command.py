@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 from pathlib import Path
 
+from attncomp import files
 from attncomp.errors import UsageError
 from attncomp.interop import importing
 
@@ -17,10 +20,20 @@ def _import(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as err:  # a name too long, a NUL byte, an unreadable directory
         raise UsageError(f"--out {args.out}: {getattr(err, 'strerror', None) or err}") from None
     imported = importing.import_directory(Path(args.directory), allow_pickle=args.allow_pickle)
+    # written under a temporary name beside --out and renamed into place (as export does), so that a failure
+    # or Ctrl-C between model.attn and checkpoint.pt never leaves a directory a second import refuses as not empty
+    out = out.resolve() if out.is_symlink() else out
+    work = out.parent / f".{out.name}.tmp-{os.getpid()}"
     try:
-        written = importing.write(imported, out, Path(args.directory))
+        files.make_dir(out.parent)
+        shutil.rmtree(work, ignore_errors=True)
+        files.make_dir(work)
+        written = [out / p.name for p in importing.write(imported, work, Path(args.directory))]
+        os.replace(work, out)
     except (OSError, ValueError) as err:  # ValueError: a NUL byte in the name
         raise UsageError(f"cannot write --out {args.out}: {getattr(err, 'strerror', None) or err}") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     generates = imported.spec.model.decoder is not None
     print(f"wrote {out} ({', '.join(p.name for p in written)}): a {imported.family} model with its tokenizer; "
           + (f"generate with: attncomp translate {out / 'checkpoint.pt'}" if generates else

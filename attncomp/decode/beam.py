@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 import torch.utils._pytree as pytree
 
+from attncomp.errors import DataError
 from attncomp.lower import family_of
 from attncomp.vocab import DEFAULT, Specials
 
@@ -40,6 +41,17 @@ class Hypothesis:
     tokens: list[int]  # generated tokens, without <s> and </s>
     score: float  # log-probability / length penalty
     logprob: float
+
+
+class NaNScores(DataError):
+    """The model's next-token scores are not numbers: its activations overflowed the dtype it decodes in
+    (float16's largest is 65504), or its weights are not finite. Decoding on would rank NaN first (topk's
+    order) and end every hypothesis unfinished, or hand torch.multinomial a NaN probability."""
+
+    def __init__(self, step: int):
+        super().__init__(f"the model's next-token scores are NaN at output step {step}: its activations "
+                         "overflow the dtype it decodes in, or its weights are not finite")
+        self.step = step
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -209,6 +221,8 @@ def beam_search(stepper: Stepper, batch: int, max_lens: list[int], beam: int, al
             logp = logp.masked_fill(at_end.repeat_interleave(beam).unsqueeze(1) & not_eos, -math.inf)  # </s> only
             candidates = (scores.unsqueeze(-1) + logp.view(len(active), beam, vocab)).view(len(active), -1)
             top, index = (x.cpu() for x in candidates.topk(2 * beam, dim=-1))  # (n, 2 beam), to the host
+            if torch.isnan(top).any():  # topk ranks NaN first: a NaN anywhere in a group reaches its top
+                raise NaNScores(t + 1)
             keep_rows, keep_scores, keep_tokens, still = [], [], [], []
             for g, sentence_index in enumerate(active):
                 sentence = sentences[sentence_index]

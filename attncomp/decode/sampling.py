@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attncomp.decode.beam import Hypothesis, Stepper, blocked_tokens, length_penalty, start_tokens
+from attncomp.decode.beam import Hypothesis, NaNScores, Stepper, blocked_tokens, length_penalty, start_tokens
 from attncomp.vocab import DEFAULT, Specials
 
 
@@ -65,6 +65,8 @@ def sample(stepper: Stepper, batch: int, max_lens: list[int], count: int, alpha:
             logp[:, blocked_tokens(logp.shape[-1], logp.device, specials)] = -math.inf
             at_end = (t + 1 >= limits).unsqueeze(1) & (torch.arange(logp.shape[-1], device=device) != eos)
             logp = logp.masked_fill(at_end, -math.inf)
+            if bool(torch.isnan(logp).any()):  # torch.multinomial refuses NaN (a CUDA device assert)
+                raise NaNScores(t + 1)
             probs = filter_logits(logp, sampling).softmax(-1)
             drawn = torch.multinomial(probs, 1, generator=generator).squeeze(1)
             drawn = drawn.masked_fill(done, specials.filler)

@@ -82,7 +82,8 @@ def spec_of(family: mapping.FamilyEntry, config, directory: Path, name: str | No
         return text, ir.load_flat(text, f"<{family.model_type} config>")
     except UsageError:
         raise
-    except (AttncompError, TypeError, ValueError, AttributeError, KeyError) as err:
+    except (AttncompError, TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as err:
+        # ArithmeticError: a family's value computed from sizes of 0 (a head size of n_embd // 0)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UsageError(f"{directory}/config.json does not give a valid spec: {first[:200]}") from None
 

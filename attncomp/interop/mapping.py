@@ -338,7 +338,12 @@ def convert(family: FamilyEntry, config, hf: State) -> State:
         if name is not None:
             out[name] = tensor
     for transform in family.transforms:
-        out = transform.apply(out, config)
+        try:
+            out = transform.apply(out, config)
+        except (RuntimeError, IndexError, ValueError) as err:  # a tensor of another shape than its config's
+            text = " ".join(str(err).split())[:200] or type(err).__name__
+            raise UsageError(f"the {family.label} weights do not fit the spec of its config ({transform.name}: "
+                             f"{text})") from None
     return out
 
 

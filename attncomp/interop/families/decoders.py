@@ -412,6 +412,12 @@ def _gptj_rotated(config) -> int:
     return config.rotary_dim or config.n_embd
 
 
+def _gptj_heads(config) -> bool:
+    """Whether n_head splits n_embd into heads: GPT-J's spec sets d_k = n_embd // n_head, which the language
+    takes for any d_k, so a remainder (or a count below 1) would reach the weights' per-head permutation."""
+    return config.n_head >= 1 and config.n_embd >= 1 and config.n_embd % config.n_head == 0
+
+
 def _gptj_config(model) -> dict:
     """GPT-J: d_ff, and the rotary dims of a spec's `rope(fraction)` (its base is 10000, unscaled: the
     family's spec says so, and a spec with another differs from it); n_positions the config's default."""
@@ -441,7 +447,10 @@ GPTJ = FamilyEntry(
     _lm_embeddings("transformer.wte.weight"), _ROTARY + (r".*rotary_emb\.embed_positions",),
     (pairs_to_halves(("self_attn.q_proj", "self_attn.k_proj"), lambda c: c.n_head, _gptj_rotated),),
     refuse=(bad_activation("activation_function", DECODER_ACTIVATIONS),
-            (lambda c: _gptj_rotated(c) % 2 or _gptj_rotated(c) > head_dim(c),
+            (lambda c: not _gptj_heads(c),
+             lambda c: f"n_head {c.n_head} does not split n_embd {c.n_embd} into heads (transformers' GPTJAttention "
+                       "needs n_embd divisible by n_head, both at least 1)"),
+            (lambda c: _gptj_heads(c) and (_gptj_rotated(c) % 2 or _gptj_rotated(c) > head_dim(c)),
              lambda c: f"rotary_dim {c.rotary_dim} of a head's {head_dim(c)} dims (rotary positions rotate an even "
                        "count of a head's dims; transformers' GPT-J rotates n_embd dims where rotary_dim is unset)")),
     folded="q_proj and k_proj rows permuted within each head: GPT-J's rotated pairs of neighbouring dims "
