@@ -31,6 +31,8 @@ def test_no_class_shares_a_name_with_a_compiled_unit():
     for path in (ROOT / "attncomp" / "lower").glob("*.py"):
         units |= set(re.findall(r'Unit\(\s*f?"(?:\{\w+\})?(\w+)"', path.read_text()))  # f"{prefix}EncoderLayer"
         units |= set(re.findall(r'Unit\(\s*\w+,\s*"(\w+)"', path.read_text()))
-    assert {"Model", "Encoder", "EncoderLayer", "FeedForward"} <= units
+        units |= set(re.findall(r'\bname: str = "([A-Z]\w+)"', path.read_text()))  # feed_forward's own name
+        units |= set(re.findall(r'ctx\.unit\([^\n]*,\s*"([A-Z]\w+)"\)', path.read_text()))  # its experts' names
+    assert {"Model", "Encoder", "EncoderLayer", "FeedForward", "Expert", "SharedExpert"} <= units
     shared = {name: where for name, where in _classes().items() if name in units}
     assert not shared, shared
