@@ -27,7 +27,7 @@ import torch
 
 from attncomp.errors import UsageError
 from attncomp.interop import require
-from attncomp.ir import nodes
+from attncomp.ir import canonical, nodes
 from attncomp.lower.ops import sinusoidal, sinusoidal_halves, sinusoidal_tensor2tensor
 from attncomp.lower import embedding_names
 
@@ -53,10 +53,20 @@ def _llama_choices(model: nodes.ModelSpec) -> list[str]:
             problems.append(f"model.{name}: only norm = post or pre")
         if stack.final_norm != (stack.norm == "pre"):
             problems.append(f"model.{name}: a final norm exactly when norm = pre")
-        problems += [f"model.{name}: {key} = {getattr(stack, key)} (only its default)" for key in
+        problems += [f"model.{name}: {key} = {_written(getattr(stack, key))} (only its default)" for key in
                      sorted(set(type(stack).model_fields) - CHOSEN) if getattr(stack, key) !=
                      type(stack).model_fields[key].default]
     return problems
+
+
+def _written(value) -> str:
+    """A stack key's value as the spec writes it (moe(experts = 4, ...), not a pydantic repr); layer kinds by name."""
+    if isinstance(value, tuple) and all(hasattr(v, "name") for v in value):
+        return ", ".join(f"layer {v.name}" for v in value)
+    try:
+        return canonical._value(value)
+    except Exception:  # noqa: BLE001 - a message, never a traceback
+        return str(value)
 
 
 # the stack keys whose choices the checks above allow; any other key must be at its default

@@ -30,6 +30,8 @@ def _split_experts(state, config):
         if found is None:
             out[name] = tensor
             continue
+        if tensor.dim() != 3:  # a crafted file: (experts, rows, columns) or nothing (one line, not an IndexError)
+            raise ValueError(f"{name} has shape {tuple(tensor.shape)}, not (experts, rows, columns)")
         for e in range(tensor.shape[0]):
             if found.group(2) == "down_proj":
                 out[f"{found.group(1)}.{e}.fc2.weight"] = tensor[e]
