@@ -11,6 +11,7 @@ import json
 import torch
 
 import attncomp
+from attncomp.interop import hf_import
 from attncomp.passes import DEFAULT_PASSES
 from tests.helpers import assert_decode_steps
 
@@ -291,6 +292,15 @@ def llama_like_state(hf, layer_names: dict) -> dict:
             state[{"model.embed_tokens.weight": "tgt_embed.weight", "model.norm.weight": "decoder.norm.weight",
                    "lm_head.weight": "output.weight"}[key]] = value
     return state
+
+
+def imported(family: str, tmp_path, monkeypatch, **changes):
+    """A tiny random `family` model (config `changes`) made float64-exact, saved and imported: (the
+    transformers model, the import, attncomp's compiled model of it with the weights loaded)."""
+    hf = model(family, **changes)
+    float64_exact(monkeypatch, hf)
+    result = hf_import.import_directory(save(hf, tmp_path / family))
+    return hf, result, compiled(result.spec, result.weights)
 
 
 def compiled(spec, weights: dict, passes=DEFAULT_PASSES) -> torch.nn.Module:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attncomp.interop import hf_import
 from attncomp.ir import nodes
 from attncomp.train.router_loss import load_balancing_loss
 from tests.interop import hf_models
@@ -26,20 +25,13 @@ VARIANTS = (("mixtral", dict(sliding_window=4)),  # local(window = 3) attention
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _imported(family: str, tmp_path, monkeypatch, **changes):
-    hf = hf_models.model(family, **changes)
-    hf_models.float64_exact(monkeypatch, hf)
-    imported = hf_import.import_directory(hf_models.save(hf, tmp_path / family))
-    return hf, imported, hf_models.compiled(imported.spec, imported.weights)
-
-
 def _tokens(b: int = 2, t: int = 9, seed: int = 1) -> torch.Tensor:
     return torch.randint(3, hf_models.VOCAB, (b, t), generator=torch.Generator().manual_seed(seed))
 
 
 @pytest.mark.parametrize("family,changes", [(f, {}) for f in FAMILIES] + list(VARIANTS), ids=str)
 def test_logits_and_cached_steps_equal_transformers(family, changes, tmp_path, monkeypatch):
-    hf, imported, ours = _imported(family, tmp_path, monkeypatch, **changes)
+    hf, imported, ours = hf_models.imported(family, tmp_path, monkeypatch, **changes)
     moe = imported.spec.model.decoder.ffn
     config = hf.config
     assert isinstance(moe, nodes.MoE) and moe.top_k == config.num_experts_per_tok
@@ -55,7 +47,7 @@ def test_logits_and_cached_steps_equal_transformers(family, changes, tmp_path, m
 def test_state_dict_names_are_transformers_own(tmp_path, monkeypatch):
     """One attncomp tensor per saved tensor: the router, each expert's gate, fc1, fc2, the shared expert and
     its gate (Qwen2-MoE)."""
-    _, imported, _ = _imported("qwen2_moe", tmp_path, monkeypatch)
+    _, imported, _ = hf_models.imported("qwen2_moe", tmp_path, monkeypatch)
     layer = {k.removeprefix("decoder.layers.0.ffn.") for k in imported.weights if k.startswith("decoder.layers.0.ffn.")}
     assert layer == {"router.weight", "shared_gate.weight", *(f"shared.{p}.weight" for p in ("gate", "fc1", "fc2")),
                      *(f"experts.{e}.{p}.weight" for e in range(4) for p in ("gate", "fc1", "fc2"))}
@@ -120,7 +112,7 @@ def test_load_balancing_loss_of_a_model_equals_transformers(tmp_path, monkeypatc
     from attncomp.train.step import TrainStep
     from attncomp.vocab import IGNORE
 
-    hf, _, ours = _imported("mixtral", tmp_path, monkeypatch)
+    hf, _, ours = hf_models.imported("mixtral", tmp_path, monkeypatch)
     step = TrainStep(ours, smoothing=0.0, fused_loss=False)
     tokens, target = _tokens(), _tokens(seed=2)
     padded = target.clone()

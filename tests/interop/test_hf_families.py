@@ -22,20 +22,13 @@ SEQ2SEQ = ("bart", "mbart", "m2m_100")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _imported(family: str, tmp_path, monkeypatch, **changes):
-    hf = hf_models.model(family, **changes)
-    hf_models.float64_exact(monkeypatch, hf)
-    imported = hf_import.import_directory(hf_models.save(hf, tmp_path / family))
-    return hf, imported, hf_models.compiled(imported.spec, imported.weights)
-
-
 def _tokens(b: int, t: int, seed: int = 1) -> torch.Tensor:
     return torch.randint(3, hf_models.VOCAB, (b, t), generator=torch.Generator().manual_seed(seed))
 
 
 @pytest.mark.parametrize("family", DECODER_ONLY)
 def test_decoder_only_logits_equal_transformers(family, tmp_path, monkeypatch):
-    hf, imported, ours = _imported(family, tmp_path, monkeypatch)
+    hf, imported, ours = hf_models.imported(family, tmp_path, monkeypatch)
     assert {t.dtype for t in imported.weights.values()} == {torch.float64}  # the model's, saved by save_pretrained
     tokens = _tokens(2, 9)  # past Mistral's window of 4
     with torch.no_grad():
@@ -59,7 +52,7 @@ VARIANTS = (("gpt_neox", dict(use_parallel_residual=False)), ("gemma", dict(hidd
 
 @pytest.mark.parametrize("family,changes", VARIANTS, ids=lambda v: str(v))
 def test_decoder_only_variants_equal_transformers(family, changes, tmp_path, monkeypatch):
-    hf, imported, ours = _imported(family, tmp_path, monkeypatch, **changes)
+    hf, imported, ours = hf_models.imported(family, tmp_path, monkeypatch, **changes)
     tokens = _tokens(2, 9)
     with torch.no_grad():
         expected = hf(tokens).logits
@@ -68,7 +61,7 @@ def test_decoder_only_variants_equal_transformers(family, changes, tmp_path, mon
 
 @pytest.mark.parametrize("family", ENCODER_ONLY)
 def test_masked_lm_logits_equal_transformers(family, tmp_path, monkeypatch):
-    hf, imported, ours = _imported(family, tmp_path, monkeypatch)
+    hf, imported, ours = hf_models.imported(family, tmp_path, monkeypatch)
     pad = hf.config.pad_token_id
     tokens = _tokens(3, 11)
     tokens[:, 0] = 0  # RoBERTa's <s>, HF id 0: a token (the spec declares the model's own pad)
@@ -82,7 +75,7 @@ def test_masked_lm_logits_equal_transformers(family, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("family", SEQ2SEQ)
 def test_encoder_decoder_logits_equal_transformers(family, tmp_path, monkeypatch):
-    hf, imported, ours = _imported(family, tmp_path, monkeypatch)
+    hf, imported, ours = hf_models.imported(family, tmp_path, monkeypatch)
     pad = hf.config.pad_token_id
     src, tgt = _tokens(3, 9), _tokens(3, 6, seed=2)
     src[:, 0], tgt[:, 0] = 0, hf.config.decoder_start_token_id  # BART's <s> begins every source
@@ -132,7 +125,7 @@ def test_mistral_past_its_sliding_window_equals_transformers(length, tmp_path, m
     """Mistral's sliding window (4 in hf_models) at lengths beyond it: full forward and cached decoding step
     by step, the cache bounded by the window; without the window transformers' logits differ, so the window
     is what is compared."""
-    hf, imported, ours = _imported("mistral", tmp_path, monkeypatch)
+    hf, imported, ours = hf_models.imported("mistral", tmp_path, monkeypatch)
     assert "local(window = 3)" in imported.spec_text
     tokens = _tokens(2, length)
     with torch.no_grad():

@@ -118,6 +118,8 @@ _QWEN_EXPERTS = (
     (_LAYER + r"shared_expert\.up_proj\.weight", r"decoder.layers.\1.ffn.shared.fc1.weight"),
     (_LAYER + r"shared_expert\.down_proj\.weight", r"decoder.layers.\1.ffn.shared.fc2.weight"),
     (_LAYER + r"shared_expert_gate\.weight", r"decoder.layers.\1.ffn.shared_gate.weight"))
+_QWEN_FOLDED = ("its experts' gate_proj, up_proj, down_proj as gate, fc1, fc2 (export: transformers' fused "
+                "gate_up_proj, down_proj)")
 _SPARSE_EVERYWHERE = (
     (lambda c: c.decoder_sparse_step != 1 or bool(c.mlp_only_layers),
      lambda c: f"dense layers among the sparse ones (decoder_sparse_step = {c.decoder_sparse_step}, mlp_only_layers "
@@ -149,8 +151,7 @@ QWEN2_MOE = _llama_like(
           "decoder.ffn": _moe_text("num_experts", "shared_expert_intermediate_size", "norm_topk_prob")},
     renames=_PRE_NORMS + _IN_MEMORY + _QWEN_EXPERTS, transforms=(FUSE_EXPERTS,),
     refuse=(MIXED_LAYERS, *_SPARSE_EVERYWHERE),
-    folded="its experts' gate_proj, up_proj, down_proj as gate, fc1, fc2 (export: transformers' fused "
-           "gate_up_proj, down_proj)", config_of=_qwen_moe_config(True))
+    folded=_QWEN_FOLDED, config_of=_qwen_moe_config(True))
 
 QWEN3_MOE = _llama_like(
     "qwen3_moe", "Qwen3MoeConfig", "Qwen3MoeForCausalLM",
@@ -158,8 +159,7 @@ QWEN3_MOE = _llama_like(
           "decoder.ffn": _moe_text("num_experts", renormalize="norm_topk_prob")},
     renames=_PRE_NORMS + _IN_MEMORY + _QWEN_EXPERTS, transforms=(FUSE_EXPERTS,),
     refuse=(MIXED_LAYERS, *_SPARSE_EVERYWHERE),
-    folded="its experts' gate_proj, up_proj, down_proj as gate, fc1, fc2 (export: transformers' fused "
-           "gate_up_proj, down_proj)", config_of=_qwen_moe_config(False))
+    folded=_QWEN_FOLDED, config_of=_qwen_moe_config(False))
 
 # OLMoE: OLMo 2's q/k norms over the whole projections (qk_norm = projection) in pre-norm layers; its clip_qkv
 # clamps after those norms, where attncomp's clips before them: refused unless unset (the released models')
@@ -170,5 +170,4 @@ OLMOE = _llama_like(
     renames=_PRE_NORMS + _IN_MEMORY + _QWEN_EXPERTS[:3], transforms=(FUSE_EXPERTS,),
     refuse=(MIXED_LAYERS, (lambda c: c.clip_qkv is not None,
                            lambda c: f"clip_qkv = {c.clip_qkv} (OLMoE clamps after its q/k norms, attncomp before)")),
-    folded="its experts' gate_proj, up_proj, down_proj as gate, fc1, fc2 (export: transformers' fused "
-           "gate_up_proj, down_proj)", config_of=_qwen_moe_config(False, ("mlp_bias", "head_dim")))
+    folded=_QWEN_FOLDED, config_of=_qwen_moe_config(False, ("mlp_bias", "head_dim")))
