@@ -12,6 +12,7 @@ import hashlib
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 
 from attncomp.ir import nodes
 
@@ -115,6 +116,42 @@ def spec_hash(spec: nodes.Spec) -> str:
 def to_json(spec: nodes.Spec) -> dict:
     """The resolved spec as JSON data, with its hash."""
     return {"hash": spec_hash(spec), **spec.model_dump(mode="json")}
+
+
+def to_sparse_json(spec: nodes.Spec) -> dict:
+    """The resolved spec as JSON data without the values that equal their field's default (a choice keeps its
+    `kind`), with its hash: what the IR goldens store, so a new key with a default changes none of them.
+    `defaults()` lists the defaults; the two together are `to_json`."""
+    return {"hash": spec_hash(spec), **_sparse(spec)}
+
+
+def _sparse(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        out = {}
+        for key, field in type(value).model_fields.items():
+            item = getattr(value, key)
+            if key == "kind" or not field.is_required() and item == field.get_default(call_default_factory=True):
+                if key == "kind":
+                    out[key] = item
+                continue
+            out[key] = _sparse(item)
+        return out
+    if isinstance(value, tuple):
+        return [_sparse(item) for item in value]
+    return to_jsonable_python(value)
+
+
+def defaults() -> dict[str, dict[str, Any]]:
+    """Every IR class's field defaults, by class name in the order nodes.py defines them."""
+    out = {}
+    for name, cls in vars(nodes).items():
+        if isinstance(cls, type) and issubclass(cls, nodes.Node) and cls.__module__ == nodes.__name__ \
+                and not name.startswith("_") and cls is not nodes.Node:
+            fields = {key: to_jsonable_python(field.get_default(call_default_factory=True))
+                      for key, field in cls.model_fields.items() if not field.is_required()}
+            if fields:
+                out[name] = fields
+    return out
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:

@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from attncomp import ir
+from attncomp.ir import canonical
 from tests.conftest import ROOT, SPECS, check_golden, spec_id
 
 GOLDEN = ROOT / "tests" / "golden" / "ir"
@@ -23,8 +24,25 @@ def test_all_paper_specs_are_shipped():
 
 @pytest.mark.parametrize("path", SPECS, ids=spec_id)
 def test_resolved_ir_matches_golden(path):
+    """The golden holds what differs from the defaults (a new key with a default rewrites none of them), and
+    that with the defaults is the whole resolved spec."""
     spec = ir.load(path)
-    check_golden(GOLDEN / f"{spec_id(path)}.json", json.dumps(ir.to_json(spec), indent=2) + "\n")
+    sparse = canonical.to_sparse_json(spec)
+    check_golden(GOLDEN / f"{spec_id(path)}.json", json.dumps(sparse, indent=2) + "\n")
+    assert ir.Spec.model_validate_json(json.dumps({k: v for k, v in sparse.items() if k != "hash"})) == spec
+
+
+def test_defaults_match_golden():
+    """Every IR field's default, in one golden: a changed default shows here (and in no spec's golden)."""
+    check_golden(GOLDEN / "defaults.json", json.dumps(canonical.defaults(), indent=2) + "\n")
+
+
+def test_sparse_json_keeps_a_choice_and_drops_defaults():
+    spec = ir.load(ROOT / "specs/examples/llama.attn")
+    sparse = canonical.to_sparse_json(spec)
+    assert sparse["model"]["positions"] == {"kind": "rope"}  # a choice at its defaults keeps its kind
+    assert "d_model" not in sparse["model"] and "attention" not in sparse["model"]["decoder"]
+    assert sparse["model"]["decoder"]["kv_heads"] == 2
 
 
 @pytest.mark.parametrize("path", SPECS, ids=spec_id)
