@@ -87,7 +87,8 @@ def _member(name: str, member, classes: dict[int, str]) -> str:
     if isinstance(member, Param):
         dims = ", ".join(str(d) for d in member.shape)
         fill = f"torch.zeros({dims})" if member.init == "zeros" else \
-            f"torch.randn({dims}) / math.sqrt({member.shape[-1]})"
+            f"torch.randn({dims}) / math.sqrt({member.shape[-1]})" if member.init == "normal" else \
+            f"torch.full(({dims},), {float(member.init)!r})"
         return f"self.{name} = nn.Parameter({fill})"
     if isinstance(member, UnitList):
         kinds = [classes[id(u)] for u in member.units]

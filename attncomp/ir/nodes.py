@@ -70,7 +70,8 @@ class NoScale(Node):
 
 
 class ScaleBy(Node):
-    """A given constant multiplies the scores (Gemma 2: query_pre_attn_scalar^-0.5); written as a number."""
+    """A given constant multiplies the scores (Gemma 2: query_pre_attn_scalar^-0.5), or a sub-layer's skip
+    (`skip = 0.5`); written as a number."""
 
     kind: Literal["constant"] = "constant"
     value: Positive = Field(description="the factor on q . k")
@@ -186,6 +187,55 @@ NormPlace = Literal["post", "pre", "output", "sandwich"]
 SublayerNorm = Literal["post", "pre", "output", "sandwich", "none"]
 
 
+class LayerScale(Node):
+    """LayerScale (Touvron et al. 2021, CaiT): a learned vector of d_model gains multiplies what a sub-layer
+    adds, diag(lambda) F(x), every entry starting at `init`."""
+
+    kind: Literal["layerscale"] = "layerscale"
+    init: Annotated[float, Field(gt=0.0, le=1e3)] = Field(0.1, description="each gain's initial value (CaiT: 0.1 "
+                                                                           "to 1e-6 by depth)")
+
+
+class ReZero(Node):
+    """ReZero (Bachlechner et al. 2020): one learned scalar alpha multiplies what a sub-layer adds, x + alpha F(x),
+    alpha starting at 0 so every layer starts as the identity."""
+
+    kind: Literal["rezero"] = "rezero"
+
+
+Gain = Annotated[Union[LayerScale, ReZero], Field(discriminator="kind")]
+
+
+class NormedSkip(Node):
+    """The skip carries the sub-layer's normed input, Norm(x) + F(Norm(x)) (BLOOM's
+    apply_residual_connection_post_layernorm); needs a norm before the sub-layer (pre or sandwich)."""
+
+    kind: Literal["normed"] = "normed"
+
+
+class DeepNorm(Node):
+    """DeepNorm (Wang et al. 2022): Norm(alpha x + F(x)) with alpha from the layer counts, and the sub-layer's
+    value and output projections (W^V, W^O; the feed-forward's W_1, W_2) initialised times beta. N encoder and
+    M decoder layers: an encoder-decoder's encoder alpha = 0.81 (N^4 M)^(1/16), beta = 0.87 (N^4 M)^(-1/16),
+    its decoder alpha = (3M)^(1/4), beta = (12M)^(-1/4); one stack of L layers alone alpha = (2L)^(1/4),
+    beta = (8L)^(-1/4). Needs norm = post."""
+
+    kind: Literal["deepnorm"] = "deepnorm"
+
+    @staticmethod
+    def constants(encoder_layers: int | None, decoder_layers: int | None, decoder: bool) -> tuple[float, float]:
+        """(alpha, beta) for a sub-layer of the decoder (or the encoder), given both stacks' layer counts."""
+        n, m = encoder_layers, decoder_layers
+        if n and m:
+            return ((3 * m) ** 0.25, (12 * m) ** -0.25) if decoder else \
+                (0.81 * (n ** 4 * m) ** (1 / 16), 0.87 * (n ** 4 * m) ** (-1 / 16))
+        layers = m if decoder else n
+        return (2 * layers) ** 0.25, (8 * layers) ** -0.25
+
+
+Skip = Annotated[Union[ScaleBy, NormedSkip, DeepNorm], Field(discriminator="kind")]
+
+
 class _Sublayer(Node):
     """One sub-layer of a layer, with its norms and its residual connection; written in a block's
     list, `sequential(attention(norm = sandwich), ffn(norm = sandwich))`."""
@@ -196,6 +246,13 @@ class _Sublayer(Node):
     scale: Annotated[float, Field(gt=0.0, le=1e3)] = Field(
         1.0, json_schema_extra=LATER, description="the residual adds scale * F: 0.5 is the macaron half "
                                                   "feed-forward (Conformer)")
+    gain: Gain | None = Field(
+        None, json_schema_extra=LATER,
+        description="a learned gain on what the residual adds: layerscale(init) per channel, rezero a scalar from 0")
+    skip: Skip | None = Field(
+        None, json_schema_extra=LATER,
+        description="what the skip carries (unset: the input x): a number alpha, alpha x; deepnorm, alpha and beta "
+                    "from the layer counts; normed, the normed input")
 
 
 class SelfAttentionSublayer(_Sublayer):
@@ -216,7 +273,15 @@ class FeedForwardSublayer(_Sublayer):
     kind: Literal["ffn"] = "ffn"
 
 
-Sublayer = Annotated[Union[SelfAttentionSublayer, CrossAttentionSublayer, FeedForwardSublayer],
+class Stream(_Sublayer):
+    """A norm-only step of a layer: the stream itself normed, x = Norm(x) (a layer-final norm, or with a
+    pre-norm sub-layer before it, Norm(x + F(Norm(x)))); written `norm` in a block's list,
+    `sequential(attention(norm = pre), ffn(norm = pre), norm)`. Its own keys are unset."""
+
+    kind: Literal["norm"] = "norm"
+
+
+Sublayer = Annotated[Union[SelfAttentionSublayer, CrossAttentionSublayer, FeedForwardSublayer, Stream],
                      Field(discriminator="kind")]
 SUBLAYER_LIMIT = 8  # sub-layers of one layer
 

@@ -367,6 +367,30 @@ def _sublayers(spec: nodes.Spec) -> None:
                                 ", ".join(s.kind for s in nodes.paper_sublayers(cross)) + ")")
 
 
+def _residual_stream(spec: nodes.Spec) -> None:
+    """A sub-layer's skip and gain need the norms they are defined with: DeepNorm's alpha x inside a post-norm,
+    Norm(x, alpha x + F(x)); a normed skip a norm before the sub-layer. A norm-only step has no keys of its own."""
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is None or not stack.block.sublayers:
+            continue
+        for i, (written, part) in enumerate(zip(stack.block.sublayers, stack.sublayers(False))):
+            where = spec._spans.get(("model", name, "block", "sublayers", str(i))) or spec.span("model", name, "block")
+            if isinstance(part, nodes.Stream):
+                if written.written():
+                    raise SpecError(f"a norm-only step (norm) takes no {written.written()[0][0]}: it is x = Norm(x)",
+                                    where, hint="write the key on the sub-layer before it")
+                continue
+            if part.skip is not None and isinstance(stack.block, nodes.Parallel):
+                raise SpecError("a parallel block adds both outputs to one skip, x + F(x) + G(x): its sub-layers "
+                                "take no skip", where, hint="write the skip in a sequential(...) block")
+            if isinstance(part.skip, nodes.DeepNorm) and part.norm != "post":
+                raise SpecError(f"skip = deepnorm is Norm(alpha x + F(x)), a post-norm, but this sub-layer's norm is "
+                                f"{part.norm}", where, hint="write norm = post on it (or a number: skip = 0.5)")
+            if isinstance(part.skip, nodes.NormedSkip) and part.norm not in ("pre", "sandwich"):
+                raise SpecError(f"skip = normed carries the normed input, but this sub-layer's norm is {part.norm}: "
+                                "it has no norm before it", where, hint="write norm = pre (or sandwich)")
+
+
 def _layer_kinds(spec: nodes.Spec) -> None:
     """Each layer kind names at least one layer, no layer has two kinds, and every layer, as its kind
     changes it, keeps the stack rules (checked with the stack's own rules on each kind's view)."""
@@ -420,11 +444,11 @@ def _ffn(spec: nodes.Spec) -> None:
 STACKS_NAMED = ("encoder", "decoder")  # the build report's name of a stack's own layers
 RULES = (_stacks, _tie, _vocab, _embeddings, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
          _relative_scores, _mlm, _kv_heads, _rope, _latent, _normalization, _block, _sublayers, _rope_base,
-         _rope_scaling, _ffn,
+         _rope_scaling, _ffn, _residual_stream,
          _layer_kinds)
 # the rules a layer kind's view of its stack must keep too
 STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block, _sublayers,
-               _rope_base, _rope_scaling, _ffn)
+               _rope_base, _rope_scaling, _ffn, _residual_stream)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:

@@ -33,7 +33,7 @@ from attncomp.lower.feed_forward import feed_forward
 from attncomp.lower.positions import (acts_on_scores, input_name, made_by_stack_in_step, position_input, rope_names,
                                       rotation)
 from attncomp.lower.norms import apply_norm
-from attncomp.lower.units import Builder, Unit
+from attncomp.lower.units import Builder, Param, Unit
 
 Node = fx.Node
 MEMBERS = ("norm", "self_attn", "self_attn_norm", "self_attn_output_norm", "cross_attn", "cross_attn_norm",
@@ -41,20 +41,47 @@ MEMBERS = ("norm", "self_attn", "self_attn_norm", "self_attn_output_norm", "cros
 
 
 def sublayer(b: Builder, ctx, stack: nodes.Stack, x: Node, part: nodes.Sublayer, member: str,
-             body: Callable[[Node], Node]) -> Node:
+             body: Callable[[Node], Node], decoder: bool = False) -> Node:
     """post: Norm(x + s Dropout(F(x)));  pre: x + s Dropout(F(Norm(x)));  output: x + s Dropout(Norm(F(x)));
     sandwich: x + s Dropout(Norm'(F(Norm(x)))), Norm' being `<member>_output_norm`;  none: x + s Dropout(F(x)).
-    s is the sub-layer's scale (1 unless written: 0.5 for a macaron half feed-forward)."""
+    s is the sub-layer's scale (1 unless written: 0.5 for a macaron half feed-forward) times its learned gain
+    (LayerScale, ReZero); the skip x is alpha x (a number, DeepNorm) or Norm(x) where the spec says.
+    A norm-only step (`norm`) is x = Norm(x)."""
     norm_name = f"{member}_norm"
+    if isinstance(part, nodes.Stream):
+        return _norm(b, ctx, stack, member, x, "x")
     if part.norm == "post":
-        out = _scaled(b, part, b.dropout(body(x), ctx.arch.dropout.residual))
-        return _norm(b, ctx, stack, norm_name, b.add(x, out), "x")
+        out = _scaled(b, part, member, b.dropout(body(x), ctx.arch.dropout.residual))
+        return _norm(b, ctx, stack, norm_name, b.add(_skip(b, ctx, part, member, x, x, decoder), out), "x")
     h = _norm(b, ctx, stack, norm_name, x, "h") if part.norm in ("pre", "sandwich") else x
-    return b.add(x, _scaled(b, part, _output(b, ctx, stack, part.norm, norm_name, body(h))))
+    out = _scaled(b, part, member, _output(b, ctx, stack, part.norm, norm_name, body(h)))
+    return b.add(_skip(b, ctx, part, member, x, h, decoder), out)
+
+
+DEEPNORM_BETA = ("v_proj", "o_proj", "fc1", "fc2", "gate")  # the projections DeepNorm's beta scales (not W^Q, W^K)
+
+
+def _skip(b: Builder, ctx, part: nodes.Sublayer, member: str, x: Node, h: Node, decoder: bool) -> Node:
+    """What the residual path carries: x, alpha x (`skip = 0.5`; DeepNorm's alpha, its beta on the sub-layer's
+    projections' initial weights) or the normed input h (`skip = normed`)."""
+    if isinstance(part.skip, nodes.NormedSkip):
+        return h
+    if isinstance(part.skip, nodes.DeepNorm):
+        arch = ctx.arch
+        alpha, beta = nodes.DeepNorm.constants(arch.encoder and arch.encoder.layers,
+                                               arch.decoder and arch.decoder.layers, decoder)
+        child = b.unit.members[member]  # the sub-layer's unit, declared by its body
+        for name in DEEPNORM_BETA:
+            if name in child.members:
+                b.unit.init_gains[f"{member}.{name}"] = beta
+        return b.call(torch.mul, x, alpha, name="skip", shape=x.meta.get("shape"))
+    if isinstance(part.skip, nodes.ScaleBy):
+        return b.call(torch.mul, x, part.skip.value, name="skip", shape=x.meta.get("shape"))
+    return x
 
 
 def sublayers(b: Builder, ctx, stack: nodes.Stack, x: Node, bodies: dict[str, Callable[[str, Node], Node]],
-              cross: bool = False) -> Node:
+              cross: bool = False, decoder: bool = False) -> Node:
     """The layer's sub-layers (nodes.Stack.sublayers), in sequence or (block = parallel) side by side.
     `bodies` maps a sub-layer kind to its body, called with the member's name and the input: the first
     feed-forward is `ffn`, the next `ffn_2`, ... (self_attn and cross_attn appear once)."""
@@ -62,7 +89,7 @@ def sublayers(b: Builder, ctx, stack: nodes.Stack, x: Node, bodies: dict[str, Ca
     members = _members(parts)
     if not isinstance(stack.block, nodes.Parallel):
         for part, member in zip(parts, members):
-            x = sublayer(b, ctx, stack, x, part, member, lambda h, m=member, k=part.kind: bodies[k](m, h))
+            x = sublayer(b, ctx, stack, x, part, member, lambda h, m=member, k=part.kind: bodies[k](m, h), decoder)
         return x
     # each sub-layer's own norm and scale (verify refuses post); norms = 1: the sub-layers that norm their
     # input read one norm of it, `norm`; norms = 2: each its own, `<member>_norm`
@@ -72,13 +99,13 @@ def sublayers(b: Builder, ctx, stack: nodes.Stack, x: Node, bodies: dict[str, Ca
     for part, member, normed in zip(parts, members, before):
         h = (shared if shared is not None else _norm(b, ctx, stack, f"{member}_norm", x, "h")) if normed else x
         out = _output(b, ctx, stack, part.norm, f"{member}_norm", bodies[part.kind](member, h))
-        outs.append(_scaled(b, part, out))
+        outs.append(_scaled(b, part, member, out))
     for out in outs:
         x = b.add(x, out)
     return x
 
 
-SUBLAYER_MEMBERS = {"attention": "self_attn", "cross_attention": "cross_attn", "ffn": "ffn"}
+SUBLAYER_MEMBERS = {"attention": "self_attn", "cross_attention": "cross_attn", "ffn": "ffn", "norm": "stream_norm"}
 
 
 def _members(parts: tuple) -> list[str]:
@@ -104,10 +131,17 @@ def _output(b: Builder, ctx, stack: nodes.Stack, norm: str, norm_name: str, out:
     return b.dropout(out, ctx.arch.dropout.residual)
 
 
-def _scaled(b: Builder, part: nodes.Sublayer, out: Node) -> Node:
-    if part.scale == 1.0:
+def _scaled(b: Builder, part: nodes.Sublayer, member: str, out: Node) -> Node:
+    """What the residual adds: the output times the sub-layer's scale and its learned gain, `<member>_gain`
+    (LayerScale: d_model entries from `init`; ReZero: one, from 0)."""
+    if part.scale != 1.0:
+        out = b.call(torch.mul, out, part.scale, name=out.meta.get("var"), shape=out.meta.get("shape"))
+    if part.gain is None:
         return out
-    return b.call(torch.mul, out, part.scale, name=out.meta.get("var"), shape=out.meta.get("shape"))
+    shape = out.meta["shape"]
+    param = Param((shape[-1],), part.gain.init) if isinstance(part.gain, nodes.LayerScale) else Param((1,), "zeros")
+    gain = b.param(f"{member}_gain", param, name=f"{member}_gain")
+    return b.call(torch.mul, out, gain, name=out.meta.get("var"), shape=shape)
 
 
 def _order(stack: nodes.Stack, cross: bool) -> tuple[str, ...]:
@@ -121,7 +155,7 @@ def _joined(stack: nodes.Stack) -> str:
 
 
 WRITTEN = {"attention": "self-attention", "cross_attention": "attention over the encoder's output",
-           "ffn": "a feed-forward net"}
+           "ffn": "a feed-forward net", "norm": "a norm of the stream"}
 
 
 def _described(stack: nodes.Stack, paper: str) -> str:
@@ -186,7 +220,7 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "",
               "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])}
     if cross:
         bodies["cross_attention"] = call(cross_attn, "forward", memory, padding)
-    x = sublayers(b, ctx, stack, x, bodies, cross)
+    x = sublayers(b, ctx, stack, x, bodies, cross, decoder=True)
     b.output(x)
 
     _step(ctx, unit, stack, attn, cross_attn, ffn, bases)
@@ -223,7 +257,7 @@ def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | No
 
     bodies = {"attention": self_step, "cross_attention": cross_step,
               "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])}
-    x = sublayers(b, ctx, stack, x, bodies, cross_attn is not None)
+    x = sublayers(b, ctx, stack, x, bodies, cross_attn is not None, decoder=True)
     memory_kv = new.get("memory")
     own_kv = b.call(KV, new["k"], new["v"], name="self_kv")
     b.output((x, b.call(LayerCache, own_kv, memory_kv, name="cache")))

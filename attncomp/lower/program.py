@@ -200,6 +200,12 @@ def initialise(model: nn.Module, seed: int) -> None:
             for name, member in type(module).unit.members.items():
                 if isinstance(member, Param) and member.init == "zeros":
                     getattr(module, name).zero_()
+                elif isinstance(member, Param) and not isinstance(member.init, str):
+                    getattr(module, name).fill_(member.init)
                 elif isinstance(member, Param):
                     draw(getattr(module, name),
                          lambda t, generator: nn.init.normal_(t, 0.0, t.shape[-1] ** -0.5, generator=generator))
+    for module in model.modules():  # after every draw: a unit's factors on its children's initial weights
+        if isinstance(module, UnitModule):
+            for path, gain in type(module).unit.init_gains.items():
+                module.get_submodule(path).weight.mul_(gain)

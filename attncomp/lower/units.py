@@ -118,7 +118,7 @@ class Param:
     """A tensor a unit owns directly (not through a leaf module)."""
 
     shape: tuple[int, ...]
-    init: str  # "zeros", or "normal" (std 1/sqrt(the last dimension))
+    init: str | float  # "zeros", "normal" (std 1/sqrt(the last dimension)), or a number every entry starts at
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,8 @@ class Unit:
     doc: str
     members: dict[str, Leaf | Param | Unit | UnitList] = field(default_factory=dict)
     methods: dict[str, Method] = field(default_factory=dict)
+    init_gains: dict[str, float] = field(default_factory=dict)  # a Linear member's path -> a factor on its initial
+    # weights (DeepNorm's beta on the projections of a sub-layer)
 
     def declare(self, name: str, member: Leaf | Param | Unit | UnitList) -> None:
         """Add a member, or check that the one of that name is the same."""

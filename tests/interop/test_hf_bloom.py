@@ -52,7 +52,8 @@ def test_alibi_slopes_are_bloom_s(heads):
 
 # (changes to hf_models' config: heads, tying, pretraining_tp without slow_but_exact changes nothing)
 CASES = {"6 heads, tied": {}, "4 heads, untied": dict(n_head=4, hidden_size=32, tie_word_embeddings=False),
-         "8 heads, pretraining_tp 2": dict(n_head=8, hidden_size=32, pretraining_tp=2)}
+         "8 heads, pretraining_tp 2": dict(n_head=8, hidden_size=32, pretraining_tp=2),
+         "normed skip": dict(apply_residual_connection_post_layernorm=True)}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -63,6 +64,7 @@ def test_bloom_logits_and_cached_decoding_equal_transformers(case, passes, tmp_p
     text = imported.spec_text
     assert "positions = alibi" in text and "embedding_norm = true" in text and "gelu_tanh" in text
     assert ("tie = decoder" in text) == hf.config.tie_word_embeddings
+    assert ("skip = normed" in text) == hf.config.apply_residual_connection_post_layernorm
     assert {t.dtype for t in imported.weights.values()} == {torch.float64}
     ours = hf_models.compiled(imported.spec, imported.weights, DEFAULT_PASSES if passes == "fused" else ())
     tokens = _tokens(2, 11)
@@ -97,6 +99,21 @@ def test_bloom_export_gives_every_tensor_back(tmp_path, monkeypatch):
     with torch.no_grad():
         assert (back(tokens).logits - hf(tokens).logits).abs().max() < TOLERANCE
     assert not back.config.apply_residual_connection_post_layernorm and back.config.n_head == 6
+
+
+def test_bloom_with_the_normed_skip_exports_with_it(tmp_path, monkeypatch):
+    """apply_residual_connection_post_layernorm: the skip carries the normed input (`skip = normed` on both
+    sub-layers); export gives every tensor back and the flag, and the skip matters (as x, the logits differ)."""
+    hf = _hf(monkeypatch, apply_residual_connection_post_layernorm=True)
+    hf_models.assert_export_gives_every_tensor_back(hf, tmp_path)
+    back = transformers.BloomForCausalLM.from_pretrained(tmp_path / "exported", dtype=torch.float64).eval()
+    assert back.config.apply_residual_connection_post_layernorm
+    imported = hf_import.import_directory(tmp_path / "exported")
+    tokens = _tokens(2, 11)
+    plain = ir.load_flat(imported.spec_text.replace("(skip = normed)", ""), "<bloom>")
+    with torch.no_grad():
+        assert (back(tokens).logits - hf(tokens).logits).abs().max() < TOLERANCE
+        assert (hf_models.compiled(plain, imported.weights)(tokens) - hf(tokens).logits).abs().max() > 1e-3
 
 
 def test_slopes_are_not_those_of_the_power_of_two_below():

@@ -91,7 +91,6 @@ REFUSALS = {
     "electra": (dict(hidden_act="tanh"), "hidden_act 'tanh'"),
     "gptj": (dict(rotary_dim=5), "rotary_dim 5 of a head's 8 dims"),  # pairs: an even count
     "gptj/head": (dict(rotary_dim=10), "rotary_dim 10 of a head's 8 dims"),
-    "bloom": (dict(apply_residual_connection_post_layernorm=True), "apply_residual_connection_post_layernorm"),
     "bloom/slow_but_exact": (dict(pretraining_tp=2, slow_but_exact=True), "slow_but_exact with pretraining_tp > 1"),
     "opt": (dict(word_embed_proj_dim=16), "word_embed_proj_dim 16 != hidden_size 32 (project_in"),
     "opt/final_norm": (dict(_remove_final_layer_norm=True), "_remove_final_layer_norm"),

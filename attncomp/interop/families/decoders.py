@@ -5,6 +5,7 @@ GPT-2, GPT-NeoX, OPT, BLOOM (ALiBi), and the parallel-block Phi, GPT-J and Falco
 from __future__ import annotations
 
 from attncomp.errors import UsageError
+from attncomp.ir import nodes
 from attncomp.interop.families.common import DECODER_ACTIVATIONS, MIXED_LAYERS, ROPE_SCALING, activation_of, bad_activation, rate, tied
 from attncomp.interop.mapping import (FamilyEntry, Key, attention, rename_module, fill, head_dim, rope, scaling_parameters,
                                      special_ids, split_qkv, transpose)
@@ -298,8 +299,9 @@ GPT_NEOX = FamilyEntry(
 def _bloom_config(model) -> dict:
     """BLOOM: the vocabulary and its ids; its other values are Keys (d_ff is 4 d_model, fixed: the spec of
     the config compares it)."""
-    _decoder(model, "alibi")
-    return dict(_lm_config(model), apply_residual_connection_post_layernorm=False, pretraining_tp=1,
+    decoder = _decoder(model, "alibi")
+    normed = any(isinstance(s.skip, nodes.NormedSkip) for s in decoder.block.sublayers)
+    return dict(_lm_config(model), apply_residual_connection_post_layernorm=normed, pretraining_tp=1,
                 slow_but_exact=False)
 
 
@@ -317,6 +319,8 @@ BLOOM = FamilyEntry(
      "bias.attention": True, "bias.ffn": True, "norm_eps": Key("layer_norm_epsilon", float),
      "decoder.layers": Key("n_layer"), "decoder.norm": "pre", "decoder.normalization": "layernorm",
      "decoder.activation": "gelu_tanh",
+     "decoder.block": lambda c: "sequential(attention(skip = normed), ffn(skip = normed))"
+     if c.apply_residual_connection_post_layernorm else None,
      "dropout.residual": rate("hidden_dropout"), "dropout.embedding": 0.0,
      "dropout.attention": rate("attention_dropout")},
     ((r"transformer\.word_embeddings_layernorm\.(weight|bias)", r"decoder.embed_norm.\1"),
@@ -328,10 +332,8 @@ BLOOM = FamilyEntry(
      (_BLOOM + r"mlp\.dense_4h_to_h\.(weight|bias)", r"decoder.layers.\1.ffn.fc2.\2"),
      (r"transformer\.ln_f\.(weight|bias)", r"decoder.norm.\1")),
     _lm_embeddings("transformer.word_embeddings.weight"), (), (split_qkv("per_head"),),
-    refuse=((lambda c: c.apply_residual_connection_post_layernorm,
-             "apply_residual_connection_post_layernorm (the residual is the normed input)"),
-            (lambda c: c.pretraining_tp > 1 and c.slow_but_exact,
-             "slow_but_exact with pretraining_tp > 1 (its sliced dense and dense_4h_to_h leave out their biases)")),
+    refuse=((lambda c: c.pretraining_tp > 1 and c.slow_but_exact,
+             "slow_but_exact with pretraining_tp > 1 (its sliced dense and dense_4h_to_h leave out their biases)"),),
     folded="query_key_value split into q, k, v (per-head layout)", prefix="transformer", config_of=_bloom_config)
 
 
