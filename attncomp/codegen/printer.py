@@ -95,9 +95,11 @@ def function_name(fn: Any) -> str:
 def helpers_called(units: list[Unit]) -> list[Any]:
     """The functions of attncomp.lower.ops the units' graphs call, in the order of ops.py (each calls no
     other helper: the generated module holds them as static methods)."""
-    used = {node.target for unit in units for method in unit.methods.values() for node in method.graph.nodes
-            if node.op == "call_function" and inspect.isfunction(node.target)
-            and node.target.__module__ == ops.__name__}
+    nodes = [node for unit in units for method in unit.methods.values() for node in method.graph.nodes
+             if node.op == "call_function"]
+    used = {node.target for node in nodes if inspect.isfunction(node.target) and node.target.__module__ == ops.__name__}
+    if any(node.target in loops.LOOPS and node.kwargs for node in nodes):  # connections across layers
+        used.add(ops.joined)
     return [fn for fn in vars(ops).values() if inspect.isfunction(fn) and fn in used]
 
 
@@ -260,14 +262,30 @@ class Printer:
         return self._assign(self._bind(node, _var(node)), expression, _shape(node))
 
     def _loop(self, node: fx.Node) -> None:
-        """x through every layer: `for layer in self.layers: x = layer(x, ...)`."""
+        """x through every layer: `for layer in self.layers: x = layer(x, ...)`; with connections across
+        layers, each layer's input joined first (`x = ops.joined(i, ...)`) and each output kept."""
         layers, x, *inputs = node.args
         name = self._bind(node, _var(node))
         if self.value(x) != name:
             self.lines.append(f"{INDENT}{name} = {self.value(x)}")
         call = CallText("layer", [name, *(self.value(a) for a in inputs)])
-        self.lines.append(f"{INDENT}for layer in {self.value(layers)}:")
+        joined = self._joins(node, name, layers)
+        self.lines.append(f"{INDENT}for {'i, layer' if joined else 'layer'} in "
+                          f"{f'enumerate({self.value(layers)})' if joined else self.value(layers)}:")
+        self.lines.extend(joined)
         self.lines.extend(self._assign(name, call, _shape(node), INDENT + "    "))
+        if joined:
+            self.lines.append(f"{INDENT}    outputs.append({name})")
+
+    def _joins(self, node: fx.Node, name: str, layers: fx.Node) -> list[str]:
+        """The line joining layer i's input (ops.joined), after `x0, outputs = x, []` before the loop; none
+        where the stack has no connections across layers."""
+        if not node.kwargs:
+            return []
+        self.lines.append(f"{INDENT}x0, outputs = {name}, []")
+        args = ["i", f"len({self.value(layers)})", name, "x0", "outputs",
+                *(self.value(node.kwargs.get(k)) for k in ("unet", "x_weights", "x0_weights"))]
+        return self._assign(name, CallText("ops.joined", args), None, INDENT + "    ")
 
     def _step_loop(self, node: fx.Node) -> None:
         """One decoding step through every layer, each reading and returning its own cache."""
@@ -278,9 +296,15 @@ class Printer:
         name = self._bind(parts[0], _var(parts[0]), at=node) if parts[0] is not None else "x"
         if self.value(x) != name:
             self.lines.append(f"{INDENT}{name} = {self.value(x)}")
-        self.lines.append(f"{INDENT}for layer, cache in zip({self.value(layers)}, {self.value(caches)}):")
+        joined = self._joins(node, name, layers)
+        pairs = f"zip({self.value(layers)}, {self.value(caches)})"
+        self.lines.append(f"{INDENT}for i, (layer, cache) in enumerate({pairs}):" if joined else
+                          f"{INDENT}for layer, cache in {pairs}:")
+        self.lines.extend(joined)
         self.lines.extend(self._assign(f"{name}, cache", CallText("layer.step", [name, "cache", *(self.value(a) for a in inputs)]),
                                        None, INDENT + "    "))
+        if joined:
+            self.lines.append(f"{INDENT}    outputs.append({name})")
         self.lines.append(f"{INDENT}    {stepped}.append(cache)")
         if parts[1] is not None:
             self.lines.append(f"{INDENT}{self._bind(parts[1], _var(parts[1]), at=node)} = tuple({stepped})")

@@ -519,6 +519,12 @@ class Stack(Node):
     ffn: FFN = Field(DenseFFN(), json_schema_extra=LATER,
                      description="the feed-forward nets: dense (one, the paper), or moe(experts, top_k, renormalize, "
                                  "shared, shared_gate, aux_loss), a mixture of experts")
+    unet: bool = Field(False, json_schema_extra=LATER,
+                       description="U-net skips: the output of layer i, times a learned weight (from 1), added to the "
+                                   "input of layer L-1-i, for i < L/2 (modded-nanogpt)")
+    reinject: bool = Field(False, json_schema_extra=LATER,
+                           description="the stack's input re-injected: layer l > 0 reads a_l x + b_l x_0, a_l and b_l "
+                                       "learned (from 1 and 0; modded-nanogpt)")
     layer: tuple[LayerKind, ...] = Field(
         (), json_schema_extra=LATER,
         description="layer kinds that differ from the stack's own keys, each `layer NAME { ... }`")

@@ -391,6 +391,15 @@ def _residual_stream(spec: nodes.Spec) -> None:
                                 "it has no norm before it", where, hint="write norm = pre (or sandwich)")
 
 
+def _connections(spec: nodes.Spec) -> None:
+    """Connections across layers join a layer's input to other layers' values: a stack needs two layers for them."""
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        for key in ("unet", "reinject"):
+            if stack is not None and getattr(stack, key) and stack.layers < 2:
+                raise SpecError(f"{key} = true connects layers across the {name}, which has one layer",
+                                spec.span("model", name, key), hint="write layers = 2 or more, or leave it out")
+
+
 def _layer_kinds(spec: nodes.Spec) -> None:
     """Each layer kind names at least one layer, no layer has two kinds, and every layer, as its kind
     changes it, keeps the stack rules (checked with the stack's own rules on each kind's view)."""
@@ -444,7 +453,7 @@ def _ffn(spec: nodes.Spec) -> None:
 STACKS_NAMED = ("encoder", "decoder")  # the build report's name of a stack's own layers
 RULES = (_stacks, _tie, _vocab, _embeddings, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
          _relative_scores, _mlm, _kv_heads, _rope, _latent, _normalization, _block, _sublayers, _rope_base,
-         _rope_scaling, _ffn, _residual_stream,
+         _rope_scaling, _ffn, _residual_stream, _connections,
          _layer_kinds)
 # the rules a layer kind's view of its stack must keep too
 STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block, _sublayers,

@@ -18,7 +18,7 @@ from typing import Any
 
 from torch import fx
 
-from attncomp.lower import loops
+from attncomp.lower import loops, ops
 from attncomp.lower.units import Unit, UnitList
 
 
@@ -58,30 +58,44 @@ class _Inliner:
             child, path = args[0]
             return self.body(child, node.target, list(args[1:]), f"{path}.")
         if node.op == "call_function" and node.target in loops.LOOPS:
-            return self.loop(node.target, args)
+            return self.loop(node.target, args, kwargs)
         if node.op == "call_function" and node.target is operator.getitem and isinstance(args[0], (tuple, list)):
             return args[0][args[1]]
         made = self.graph.create_node(node.op, node.target, args, kwargs)
         return self._copy(node, made)
 
-    def loop(self, fn, args: tuple) -> Any:
+    def loop(self, fn, args: tuple, joins: dict) -> Any:
         (layers, path), *rest = args
         units = layers.units
         if fn is loops.each_layer:
             x, *inputs = rest
+            x0, outputs = x, []
             for i, layer in enumerate(units):
+                x = self._joined(i, len(units), x, x0, outputs, joins)
                 x = self.body(layer, "forward", [x, *inputs], f"{path}.{i}.")
+                outputs.append(x)
             return x
         if fn is loops.each_layer_step:
             x, caches, *inputs = rest
-            new = []
+            x0, outputs, new = x, [], []
             for i, layer in enumerate(units):
                 cache = caches[i] if isinstance(caches, (tuple, list)) else \
                     self.graph.call_function(operator.getitem, (caches, i))
+                x = self._joined(i, len(units), x, x0, outputs, joins)
                 x, cache = self.body(layer, "step", [x, cache, *inputs], f"{path}.{i}.")
+                outputs.append(x)
                 new.append(cache)
             return x, tuple(new)
         return tuple(self.body(layer, "init_cache", list(rest), f"{path}.{i}.") for i, layer in enumerate(units))
+
+    def _joined(self, i: int, layers: int, x: Any, x0: Any, outputs: list, joins: dict) -> Any:
+        """Layer i's input with the connections across layers (ops.joined), where the loop has them."""
+        if not any(joins.get(k) is not None for k in ("unet", "x_weights")):
+            return x
+        args = (i, layers, x, x0, list(outputs), joins.get("unet"), joins.get("x_weights"), joins.get("x0_weights"))
+        joined = self.graph.call_function(ops.joined, args)
+        joined.meta.update({"var": "x", "shape": getattr(x, "meta", {}).get("shape")})
+        return joined
 
     @staticmethod
     def _copy(old: fx.Node, new: fx.Node) -> fx.Node:

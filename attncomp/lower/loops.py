@@ -10,20 +10,35 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from attncomp.lower import ops
 
-def each_layer(layers: nn.ModuleList, x: Tensor, *inputs) -> Tensor:
-    """x through every layer: x = layer(x, *inputs)."""
+
+def each_layer(layers: nn.ModuleList, x: Tensor, *inputs, unet: Tensor | None = None,
+               x_weights: Tensor | None = None, x0_weights: Tensor | None = None) -> Tensor:
+    """x through every layer: x = layer(x, *inputs); with connections across layers (U-net skips, the re-injected
+    input), each layer's input joined first (ops.joined)."""
     recompute = getattr(layers, "checkpoint", False) and layers.training
-    for layer in layers:
+    joins = unet is not None or x_weights is not None
+    x0, outputs = x, []
+    for i, layer in enumerate(layers):
+        if joins:
+            x = ops.joined(i, len(layers), x, x0, outputs, unet, x_weights, x0_weights)
         x = checkpoint(layer, x, *inputs, use_reentrant=False) if recompute else layer(x, *inputs)
+        outputs.append(x)
     return x
 
 
-def each_layer_step(layers: nn.ModuleList, x: Tensor, caches: tuple, *inputs) -> tuple[Tensor, tuple]:
-    """One decoding step through every layer, each with its own cache: (x, the layers' new caches)."""
-    new = []
-    for layer, cache in zip(layers, caches):
+def each_layer_step(layers: nn.ModuleList, x: Tensor, caches: tuple, *inputs, unet: Tensor | None = None,
+                    x_weights: Tensor | None = None, x0_weights: Tensor | None = None) -> tuple[Tensor, tuple]:
+    """One decoding step through every layer, each with its own cache: (x, the layers' new caches); the
+    connections across layers join the new position's inputs as in `each_layer` (they need no cache)."""
+    joins = unet is not None or x_weights is not None
+    x0, outputs, new = x, [], []
+    for i, (layer, cache) in enumerate(zip(layers, caches)):
+        if joins:
+            x = ops.joined(i, len(layers), x, x0, outputs, unet, x_weights, x0_weights)
         x, cache = layer.step(x, cache, *inputs)
+        outputs.append(x)
         new.append(cache)
     return x, tuple(new)
 

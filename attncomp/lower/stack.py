@@ -20,10 +20,11 @@ from attncomp.ir import nodes
 from attncomp.lower import loops, positions
 from attncomp.lower.layer import decoder_layer, encoder_layer
 from attncomp.lower.norms import apply_norm
-from attncomp.lower.units import Builder, Unit, linear, sqrt_const
+from attncomp.lower.units import Builder, Param, Unit, linear, sqrt_const
 
 Node = fx.Node
-MEMBERS = ("pos", "relative_bias", "embed_norm", "embed_proj", "layers", "norm")
+MEMBERS = ("pos", "relative_bias", "embed_norm", "embed_proj", "layers", "unet_weights", "reinject_x", "reinject_x0",
+           "norm")
 
 
 def width(arch: nodes.ModelSpec, stack: nodes.Stack) -> int:
@@ -52,6 +53,19 @@ def _closed(b: Builder, ctx, stack: nodes.Stack, x: Node) -> Node:
     return apply_norm(b, ctx, "norm", stack.normalization, stack.d_model, x, name="x")
 
 
+def _joins(b: Builder, stack: nodes.Stack) -> dict:
+    """The learned weights of the connections across the stack's layers, as the loops take them: U-net skips
+    (`unet_weights`, one per skip, from 1) and the re-injected input (`reinject_x`, `reinject_x0`, one each per
+    layer after the first, from 1 and 0)."""
+    joins = {}
+    if stack.unet:
+        joins["unet"] = b.param("unet_weights", Param((stack.layers // 2,), 1.0))
+    if stack.reinject:
+        joins["x_weights"] = b.param("reinject_x", Param((stack.layers - 1,), 1.0))
+        joins["x0_weights"] = b.param("reinject_x0", Param((stack.layers - 1,), "zeros"))
+    return joins
+
+
 def _layer_list(ctx, stack: nodes.Stack, rule, *args) -> list[Unit]:
     """One unit per layer kind (nodes.Stack.layer_plan), listed per layer: a kind is lowered once."""
     bases = positions.rope_bases(ctx.arch, stack)
@@ -67,7 +81,7 @@ def encoder(ctx, stack: nodes.Stack) -> Unit:
     extra = positions.for_layers(b, ctx.arch, stack, x, 0)
     layers = b.layers("layers", _layer_list(ctx, stack, encoder_layer))
     x = b.call(loops.each_layer, layers, x, padding, *extra, name="x",
-               shape=x.meta.get("shape"))
+               shape=x.meta.get("shape"), **_joins(b, stack))
     b.output(_closed(b, ctx, stack, x))
     unit.reorder(MEMBERS)
     return unit
@@ -97,7 +111,7 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     extra = positions.for_layers(b, arch, stack, x, 0)
     layers = b.layers("layers", _layer_list(ctx, stack, decoder_layer, d_memory))
     x = b.call(loops.each_layer, layers, x, *memory, *extra, name="x",
-               shape=x.meta.get("shape"))
+               shape=x.meta.get("shape"), **_joins(b, stack))
     b.output(_closed(b, ctx, stack, x))
 
     b = Builder(unit, "step", decoding=True)
@@ -109,7 +123,7 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     past = _longest_cache(b, stack, caches) if isinstance(arch.positions, nodes.Buckets) else 0
     rope = positions.for_layers(b, arch, stack, x, start, past) if positions.made_by_stack_in_step(arch) else ()
     layers = b.layers("layers", _layer_list(ctx, stack, decoder_layer, d_memory))
-    out = b.call(loops.each_layer_step, layers, x, caches, *padding, *rope, name="stepped")
+    out = b.call(loops.each_layer_step, layers, x, caches, *padding, *rope, name="stepped", **_joins(b, stack))
     x = b.item(out, 0, "x", shape=x.meta.get("shape"))
     b.output((_closed(b, ctx, stack, x), b.item(out, 1, "caches")))
 

@@ -134,10 +134,11 @@ def test_a_constant_skip_and_the_normed_skip_are_their_equations():
 
 
 CASES = {
-    "lm": MODEL % (LM % "norm = pre  block = sequential(attention(gain = layerscale(init = 0.1)), ffn(gain = rezero, "
+    "lm": MODEL % (LM % "unet = true  reinject = true  norm = pre  block = sequential(attention(gain = layerscale(init = 0.1)), ffn(gain = rezero, "
                         "skip = normed), norm)  "
                         "layer last { start = 2  block = sequential(attention(skip = 0.5), ffn) }"),
-    "seq2seq": MODEL % (SEQ2SEQ % (2, "block = sequential(attention(skip = deepnorm), ffn(skip = deepnorm))", 2,
+    "seq2seq": MODEL % (SEQ2SEQ % (2, "block = sequential(attention(skip = deepnorm), ffn(skip = deepnorm))  "
+                                      "unet = true", 2,
                                    "norm = pre  block = sequential(attention(gain = rezero), cross_attention(skip = "
                                    "normed), ffn(gain = layerscale(init = 0.5)), norm)")),
 }
@@ -180,7 +181,8 @@ def test_training_lowers_the_loss_and_reaches_every_gain(name):
         loss = F.cross_entropy(model(*args).flatten(0, 1), tokens[:, 1:].flatten())
         optimizer.zero_grad()
         loss.backward()
-        gains = {n: p.grad for n, p in model.named_parameters() if n.endswith("_gain")}
+        gains = {n: p.grad for n, p in model.named_parameters() if n.endswith(("_gain", "unet_weights", "reinject_x",
+                                                                                "reinject_x0"))}
         assert gains and all(g is not None and g.abs().sum() > 0 for g in gains.values()), gains
         optimizer.step()
         losses.append(loss.item())
@@ -212,3 +214,46 @@ def test_a_layer_written_with_the_stream_keys_round_trips_and_keeps_old_hashes()
     assert _load(text) == spec and ir.spec_hash(_load(text)) == ir.spec_hash(spec)
     plain = _load(MODEL % (LM % "norm = pre"))
     assert "gain" not in ir.to_text(plain) and "skip" not in ir.to_text(plain)
+
+
+# --- connections across layers ---------------------------------------------------------------------------
+
+
+def test_unet_skips_and_the_reinjected_input_are_their_equations():
+    """With L = 5 layers and outputs y_0..y_4 of the embedded input x_0: layer i reads
+    h_i = a_i (h + w_j y_j) + b_i x_0, where h is the previous layer's output, j = L-1-i, the U-net term only for
+    j < L/2 (layers 3 and 4 read y_1 and y_0), and a_i, b_i the re-injection weights of layers i > 0."""
+    spec = _load(MODEL % (SEQ2SEQ % (5, "unet = true  reinject = true", 2, "")))
+    torch.manual_seed(0)
+    model = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
+    encoder = model.encoder
+    assert encoder.unet_weights.tolist() == [1.0, 1.0] and encoder.reinject_x.tolist() == [1.0] * 4
+    assert encoder.reinject_x0.tolist() == [0.0] * 4  # from the start, the plain stack
+    with torch.no_grad():
+        for p in (encoder.unet_weights, encoder.reinject_x, encoder.reinject_x0):
+            p.add_(0.5 * torch.randn_like(p))
+    tokens = torch.randint(5, 64, (2, 6), generator=torch.Generator().manual_seed(3))
+    padding = tokens.eq(0)[:, None, None, :]
+    with torch.no_grad():
+        seen = []  # the stack's input x_0, as layer 0 reads it (the U-net and re-injection leave it alone)
+        encoder.layers[0].register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+        expected = encoder(model.embed(tokens), padding)
+        x = x0 = seen[0]
+        outputs = []
+        for i, layer in enumerate(encoder.layers):
+            j = 4 - i
+            if j < 2:
+                x = x + encoder.unet_weights[j] * outputs[j]
+            if i > 0:
+                x = encoder.reinject_x[i - 1] * x + encoder.reinject_x0[i - 1] * x0
+            x = layer(x, padding)
+            outputs.append(x)
+        assert (expected - x).abs().max() < 1e-12
+
+
+@pytest.mark.parametrize("keys", ["unet = true", "reinject = true"])
+def test_a_connection_across_one_layer_is_a_located_error(keys):
+    with pytest.raises(SpecError) as err:
+        _load(MODEL % (LM % keys), "model.decoder.layers=1")
+    assert "connects layers across the decoder, which has one layer" in str(err.value)
+    assert err.value.span is not None and err.value.span.line == 5
