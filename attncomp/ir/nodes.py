@@ -168,6 +168,8 @@ class LayerNorm(Node):
     gain: bool = Field(True, json_schema_extra=LATER,
                        description="a learned gain g (false, with bias = false: no parameters, as OLMo)")
     bias: bool = Field(True, json_schema_extra=LATER, description="a learned bias b (false: as GPT-NeoX-2, Gemma 3n)")
+    eps: Annotated[float, Field(gt=0.0, lt=1.0)] | None = Field(
+        None, json_schema_extra=BY_NAME, description="this norm's epsilon (unset: the model's norm_eps)")
 
 
 class RMSNorm(Node):
@@ -178,6 +180,8 @@ class RMSNorm(Node):
     gain: bool = Field(True, json_schema_extra=LATER, description="a learned gain g (false: no parameters)")
     offset: Literal[0, 1] = Field(0, json_schema_extra=LATER,
                                   description="added to the gain: 1 is Gemma's x * (1 + w), w starting at 0")
+    eps: Annotated[float, Field(gt=0.0, lt=1.0)] | None = Field(
+        None, json_schema_extra=BY_NAME, description="this norm's epsilon (unset: the model's norm_eps)")
 
 
 Normalization = Annotated[Union[LayerNorm, RMSNorm], Field(discriminator="kind")]
@@ -249,6 +253,8 @@ class _Sublayer(Node):
     gain: Gain | None = Field(
         None, json_schema_extra=LATER,
         description="a learned gain on what the residual adds: layerscale(init) per channel, rezero a scalar from 0")
+    normalization: Normalization | None = Field(
+        None, json_schema_extra=LATER, description="the kind of this sub-layer's norms (unset: the stack's)")
     skip: Skip | None = Field(
         None, json_schema_extra=LATER,
         description="what the skip carries (unset: the input x): a number alpha, alpha x; deepnorm, alpha and beta "
@@ -321,6 +327,7 @@ Block = Annotated[Union[Sequential, Parallel], Field(discriminator="kind")]
 # --- stacks -----------------------------------------------------------------------------------
 
 Activation = Literal["relu", "gelu", "silu", "swiglu", "geglu", "gelu_tanh", "geglu_tanh", "relu2"]
+GATED = ("swiglu", "geglu", "geglu_tanh")  # act(W_gate x) * (W_up x) (Shazeer 2020)
 QKNorm = Literal["none", "head", "projection"]
 
 
@@ -519,6 +526,9 @@ class Stack(Node):
     ffn: FFN = Field(DenseFFN(), json_schema_extra=LATER,
                      description="the feed-forward nets: dense (one, the paper), or moe(experts, top_k, renormalize, "
                                  "shared, shared_gate, aux_loss), a mixture of experts")
+    qk_normalization: Normalization | None = Field(
+        None, json_schema_extra=LATER,
+        description="the kind of the q/k norms (unset: RMSNorm, with the stack's rmsnorm offset)")
     unet: bool = Field(False, json_schema_extra=LATER,
                        description="U-net skips: the output of layer i, times a learned weight (from 1), added to the "
                                    "input of layer L-1-i, for i < L/2 (modded-nanogpt)")
@@ -559,7 +569,7 @@ class Stack(Node):
     @property
     def gated(self) -> bool:
         """A gated feed-forward (Shazeer 2020): two inner projections of width d_ff."""
-        return self.activation in ("swiglu", "geglu", "geglu_tanh")
+        return self.activation in GATED
 
 
 class EncoderSpec(Stack):
@@ -765,7 +775,8 @@ class DenseHead(Node):
     """BERT's prediction-head transform before the output projection: LayerNorm(act(dense(x)))."""
 
     kind: Literal["dense"] = "dense"
-    activation: Literal["relu", "gelu"] = Field("gelu", description="activation after the dense layer")
+    activation: Activation = Field("gelu", description="activation after the dense layer, any a stack takes (gated: "
+                                                        "act(W_gate x) * (W x))")
     bias: bool = Field(True, description="a bias in the dense layer")
     normalization: Normalization = Field(
         LayerNorm(), json_schema_extra=LATER,

@@ -307,8 +307,15 @@ def _longrope_factors(scaling, dims: int, stack: str, where) -> None:
 
 def _normalization(spec: nodes.Spec) -> None:
     """A norm's bias or offset needs its gain (a stack's norms, and the dense head's)."""
-    found = [(("model", name, "normalization"), stack.normalization)
-             for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)) if stack is not None]
+    found = []
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is None:
+            continue
+        found.append((("model", name, "normalization"), stack.normalization))
+        if stack.qk_normalization is not None:
+            found.append((("model", name, "qk_normalization"), stack.qk_normalization))
+        found += [(("model", name, "block", "sublayers", str(i), "normalization"), part.normalization)
+                  for i, part in enumerate(stack.block.sublayers) if part.normalization is not None]
     if isinstance(spec.model.head, nodes.DenseHead):
         found.append((("model", "head", "normalization"), spec.model.head.normalization))
     for path, norm in found:
@@ -376,9 +383,10 @@ def _residual_stream(spec: nodes.Spec) -> None:
         for i, (written, part) in enumerate(zip(stack.block.sublayers, stack.sublayers(False))):
             where = spec._spans.get(("model", name, "block", "sublayers", str(i))) or spec.span("model", name, "block")
             if isinstance(part, nodes.Stream):
-                if written.written():
-                    raise SpecError(f"a norm-only step (norm) takes no {written.written()[0][0]}: it is x = Norm(x)",
-                                    where, hint="write the key on the sub-layer before it")
+                if [key for key, _ in written.written() if key != "normalization"]:
+                    key = next(k for k, _ in written.written() if k != "normalization")
+                    raise SpecError(f"a norm-only step (norm) takes no {key}: it is x = Norm(x), of the stack's "
+                                    "normalization or its own", where, hint="write the key on the sub-layer before it")
                 continue
             if part.skip is not None and isinstance(stack.block, nodes.Parallel):
                 raise SpecError("a parallel block adds both outputs to one skip, x + F(x) + G(x): its sub-layers "

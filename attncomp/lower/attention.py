@@ -64,9 +64,11 @@ def merge_heads(b: Builder, x: Node) -> Node:
     return b.call(torch.flatten, b.call(torch.transpose, x, 1, 2, name="heads"), -2, name="heads")
 
 
-def _qk_normalization(stack: nodes.Stack) -> nodes.RMSNorm:
+def _qk_normalization(stack: nodes.Stack) -> nodes.Normalization:
     """The q/k norms' RMSNorm: with a gain, offset as the stack's `rmsnorm(offset)` (Gemma 3's (1 + w) gains
     are its norms' one fact), no offset beside any other normalization."""
+    if stack.qk_normalization is not None:  # written: `qk_normalization = layernorm(eps = 1e-6)`
+        return stack.qk_normalization
     offset = stack.normalization.offset if isinstance(stack.normalization, nodes.RMSNorm) else 0
     return nodes.RMSNorm(offset=offset)
 

@@ -34,6 +34,7 @@ from torch import fx
 from attncomp.ir import nodes
 from attncomp.lower import ops
 from attncomp.lower.cache import DecodingCache
+from attncomp.lower.feed_forward import ACTIVATIONS, activate
 from attncomp.lower.stack import decoder, encoder
 from attncomp.lower.norms import apply_norm
 from attncomp.lower.units import Builder, Param, Unit, embedding, linear
@@ -144,7 +145,12 @@ def prediction_head(ctx, head: nodes.DenseHead) -> Unit:
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", "seq_len", d))
     dense = b.leaf("dense", linear(d, out, head.bias), x, name="x")
-    act = b.call(torch.relu if head.activation == "relu" else F.gelu, dense, name="x")
+    act = ACTIVATIONS[head.activation]
+    if head.activation in nodes.GATED:  # act(W_gate x) * (W x), as a gated feed-forward's
+        gate = activate(b, act, b.leaf("gate", linear(d, out, head.bias), x, name="gate"), name="gate")
+        act = b.call(torch.mul, gate, dense, name="x")
+    else:
+        act = activate(b, act, dense, name="x")
     b.output(apply_norm(b, ctx, "norm", head.normalization, out, act, name="x"))
     return unit
 

@@ -49,12 +49,12 @@ def sublayer(b: Builder, ctx, stack: nodes.Stack, x: Node, part: nodes.Sublayer,
     A norm-only step (`norm`) is x = Norm(x)."""
     norm_name = f"{member}_norm"
     if isinstance(part, nodes.Stream):
-        return _norm(b, ctx, stack, member, x, "x")
+        return _norm(b, ctx, stack, member, x, "x", part)
     if part.norm == "post":
         out = _scaled(b, part, member, b.dropout(body(x), ctx.arch.dropout.residual))
-        return _norm(b, ctx, stack, norm_name, b.add(_skip(b, ctx, part, member, x, x, decoder), out), "x")
-    h = _norm(b, ctx, stack, norm_name, x, "h") if part.norm in ("pre", "sandwich") else x
-    out = _scaled(b, part, member, _output(b, ctx, stack, part.norm, norm_name, body(h)))
+        return _norm(b, ctx, stack, norm_name, b.add(_skip(b, ctx, part, member, x, x, decoder), out), "x", part)
+    h = _norm(b, ctx, stack, norm_name, x, "h", part) if part.norm in ("pre", "sandwich") else x
+    out = _scaled(b, part, member, _output(b, ctx, stack, part, norm_name, body(h)))
     return b.add(_skip(b, ctx, part, member, x, h, decoder), out)
 
 
@@ -97,8 +97,8 @@ def sublayers(b: Builder, ctx, stack: nodes.Stack, x: Node, bodies: dict[str, Ca
     shared = _norm(b, ctx, stack, "norm", x, "h") if any(before) and stack.block.norms == 1 else None
     outs = []
     for part, member, normed in zip(parts, members, before):
-        h = (shared if shared is not None else _norm(b, ctx, stack, f"{member}_norm", x, "h")) if normed else x
-        out = _output(b, ctx, stack, part.norm, f"{member}_norm", bodies[part.kind](member, h))
+        h = (shared if shared is not None else _norm(b, ctx, stack, f"{member}_norm", x, "h", part)) if normed else x
+        out = _output(b, ctx, stack, part, f"{member}_norm", bodies[part.kind](member, h))
         outs.append(_scaled(b, part, member, out))
     for out in outs:
         x = b.add(x, out)
@@ -119,15 +119,18 @@ def _members(parts: tuple) -> list[str]:
     return names
 
 
-def _norm(b: Builder, ctx, stack: nodes.Stack, member: str, x: Node, name: str | None) -> Node:
-    return apply_norm(b, ctx, member, stack.normalization, stack.d_model, x, name=name)
+def _norm(b: Builder, ctx, stack: nodes.Stack, member: str, x: Node, name: str | None,
+          part: nodes.Sublayer | None = None) -> Node:
+    """A norm of the layer: the sub-layer's own `normalization` where it writes one, else the stack's."""
+    kind = part.normalization if part is not None and part.normalization is not None else stack.normalization
+    return apply_norm(b, ctx, member, kind, stack.d_model, x, name=name)
 
 
-def _output(b: Builder, ctx, stack: nodes.Stack, norm: str, norm_name: str, out: Node) -> Node:
+def _output(b: Builder, ctx, stack: nodes.Stack, part: nodes.Sublayer, norm_name: str, out: Node) -> Node:
     """A sub-layer's output as the residual adds it: normed (output, sandwich), then dropped out."""
-    if norm in ("output", "sandwich"):
-        name = norm_name if norm == "output" else norm_name.replace("_norm", "_output_norm")
-        out = _norm(b, ctx, stack, name, out, out.meta.get("var"))
+    if part.norm in ("output", "sandwich"):
+        name = norm_name if part.norm == "output" else norm_name.replace("_norm", "_output_norm")
+        out = _norm(b, ctx, stack, name, out, out.meta.get("var"), part)
     return b.dropout(out, ctx.arch.dropout.residual)
 
 

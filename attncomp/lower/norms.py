@@ -29,7 +29,7 @@ def offset_rms_norm(ctx, dim: int, eps: float) -> Unit:
 def apply_norm(b: Builder, ctx, member: str, normalization: nodes.Normalization, dim: int, x: Node,
                name: str | None = None) -> Node:
     """`member`(x): the norm a stack's `normalization` describes, declared on the unit `b` builds."""
-    eps = ctx.arch.norm_eps
+    eps = ctx.arch.norm_eps if normalization.eps is None else normalization.eps
     if isinstance(normalization, nodes.RMSNorm) and normalization.offset:
         return b.sub(member, ctx.unit(offset_rms_norm, dim, eps), "forward", x, name=name or member,
                      shape=x.meta.get("shape"))

@@ -31,7 +31,8 @@ CHOICES = {
 }
 EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global", "electra", "t5_capped", "macaron", "modernbert",
             "t5", "t5_v11", "softcap", "sinks", "composed",  # t5 to composed: attention parts
-            "mixtral"]  # a mixture of experts, with the router's load-balancing loss
+            "mixtral",  # a mixture of experts, with the router's load-balancing loss
+            "stream", "deepnet"]  # the residual stream and connections across layers
 
 
 @pytest.mark.parametrize("name", sorted(CHOICES))
