@@ -268,19 +268,23 @@ class Printer:
         name = self._bind(node, _var(node))
         if self.value(x) != name:
             self.lines.append(f"{INDENT}{name} = {self.value(x)}")
-        call = CallText("layer", [name, *(self.value(a) for a in inputs)])
+        first = ["first_v"] if node.kwargs.get("value_residual") else []
+        call = CallText("layer", [name, *(self.value(a) for a in inputs), *first])
         joined = self._joins(node, name, layers)
         self.lines.append(f"{INDENT}for {'i, layer' if joined else 'layer'} in "
                           f"{f'enumerate({self.value(layers)})' if joined else self.value(layers)}:")
         self.lines.extend(joined)
-        self.lines.extend(self._assign(name, call, _shape(node), INDENT + "    "))
+        self.lines.extend(self._assign(", ".join([name, *first]), call, None if first else _shape(node),
+                                       INDENT + "    "))
         if joined:
             self.lines.append(f"{INDENT}    outputs.append({name})")
 
     def _joins(self, node: fx.Node, name: str, layers: fx.Node) -> list[str]:
         """The line joining layer i's input (ops.joined), after `x0, outputs = x, []` before the loop; none
         where the stack has no connections across layers."""
-        if not node.kwargs:
+        if node.kwargs.get("value_residual"):
+            self.lines.append(f"{INDENT}first_v = None  # the first layer's values, which every layer after reads")
+        if node.kwargs.get("unet") is None and node.kwargs.get("x_weights") is None:
             return []
         self.lines.append(f"{INDENT}x0, outputs = {name}, []")
         args = ["i", f"len({self.value(layers)})", name, "x0", "outputs",
@@ -301,8 +305,9 @@ class Printer:
         self.lines.append(f"{INDENT}for i, (layer, cache) in enumerate({pairs}):" if joined else
                           f"{INDENT}for layer, cache in {pairs}:")
         self.lines.extend(joined)
-        self.lines.extend(self._assign(f"{name}, cache", CallText("layer.step", [name, "cache", *(self.value(a) for a in inputs)]),
-                                       None, INDENT + "    "))
+        first = ["first_v"] if node.kwargs.get("value_residual") else []
+        call = CallText("layer.step", [name, "cache", *(self.value(a) for a in inputs), *first])
+        self.lines.extend(self._assign(", ".join([name, "cache", *first]), call, None, INDENT + "    "))
         if joined:
             self.lines.append(f"{INDENT}    outputs.append({name})")
         self.lines.append(f"{INDENT}    {stepped}.append(cache)")

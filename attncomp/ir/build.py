@@ -411,7 +411,7 @@ def _fill_stack_choices(stack: dict, cross: bool) -> None:
 
 def _fold_sublayers(level: dict, norm: Any, cross: bool, inherited: Any = None) -> Any:
     """The one spelling of a layer structure: sub-layers written out in the paper's order, each with one
-    norm (its own or the level's) and no scale, are the shorthand `block = sequential | parallel(...)`
+    norm (its own or the level's) and no other key (a scale of 1 aside), are the shorthand `block = sequential | parallel(...)`
     with that norm, so both spellings are one spec, with one canonical text and hash. `level` is a
     stack's data or a layer kind's (`inherited`: the stack's norm it would take); returns its norm."""
     block = level.get("block")
@@ -421,7 +421,7 @@ def _fold_sublayers(level: dict, norm: Any, cross: bool, inherited: Any = None) 
     order = [s.get("kind") for s in written]
     norms = {s.get("norm", norm) for s in written}
     if order != [p.kind for p in nodes.paper_sublayers(cross)] or len(norms) != 1 \
-            or any(set(s) - {"kind", "norm"} and s.get("scale") != 1 for s in written):
+            or any(set(s) - {"kind", "norm", "scale"} or s.get("scale", 1) != 1 for s in written):
         return norm
     (folded,) = norms
     if folded == "none" or not isinstance(folded, str):

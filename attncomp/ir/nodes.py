@@ -279,11 +279,14 @@ class FeedForwardSublayer(_Sublayer):
     kind: Literal["ffn"] = "ffn"
 
 
-class Stream(_Sublayer):
+class Stream(Node):
     """A norm-only step of a layer: the stream itself normed, x = Norm(x) (a layer-final norm, or with a
     pre-norm sub-layer before it, Norm(x + F(Norm(x)))); written `norm` in a block's list,
-    `sequential(attention(norm = pre), ffn(norm = pre), norm)`. Its own keys are unset."""
+    `sequential(attention(norm = pre), ffn(norm = pre), norm)`, or with a norm of its own, `norm(normalization =
+    rmsnorm)`."""
 
+    normalization: Normalization | None = Field(
+        None, json_schema_extra=LATER, description="the kind of this norm (unset: the stack's)")
     kind: Literal["norm"] = "norm"
 
 
@@ -532,6 +535,10 @@ class Stack(Node):
     unet: bool = Field(False, json_schema_extra=LATER,
                        description="U-net skips: the output of layer i, times a learned weight (from 1), added to the "
                                    "input of layer L-1-i, for i < L/2 (modded-nanogpt)")
+    value_residual: bool = Field(
+        False, json_schema_extra=LATER,
+        description="value residual learning (ResFormer): every layer's values mixed with the first layer's, "
+                    "l_1 V_n + l_2 V_1, l learned (from 0.5)")
     reinject: bool = Field(False, json_schema_extra=LATER,
                            description="the stack's input re-injected: layer l > 0 reads a_l x + b_l x_0, a_l and b_l "
                                        "learned (from 1 and 0; modded-nanogpt)")
@@ -554,7 +561,7 @@ class Stack(Node):
             if "norm" in changes and "block" not in changes and self.block.sublayers:
                 # a kind's norm is the norm of every inherited sub-layer: the stack's written norms were the stack's
                 changes["block"] = self.block.model_copy(update={"sublayers": tuple(
-                    s.model_copy(update={"norm": None}) for s in self.block.sublayers)})
+                    s if isinstance(s, Stream) else s.model_copy(update={"norm": None}) for s in self.block.sublayers)})
             layer = self.model_copy(update={**changes, "layer": ()})
             for i in kind.indices(self.layers):
                 plan[i] = (kind.name, layer)
@@ -564,7 +571,8 @@ class Stack(Node):
         """The layer's sub-layers in order, each with its norm: the block's written list, or the paper's
         (with cross-attention when the decoder reads an encoder); an unset norm is the stack's."""
         written = self.block.sublayers or paper_sublayers(cross)
-        return tuple(s if s.norm is not None else s.model_copy(update={"norm": self.norm}) for s in written)
+        return tuple(s if isinstance(s, Stream) or s.norm is not None else s.model_copy(update={"norm": self.norm})
+                     for s in written)
 
     @property
     def gated(self) -> bool:

@@ -383,10 +383,6 @@ def _residual_stream(spec: nodes.Spec) -> None:
         for i, (written, part) in enumerate(zip(stack.block.sublayers, stack.sublayers(False))):
             where = spec._spans.get(("model", name, "block", "sublayers", str(i))) or spec.span("model", name, "block")
             if isinstance(part, nodes.Stream):
-                if [key for key, _ in written.written() if key != "normalization"]:
-                    key = next(k for k, _ in written.written() if k != "normalization")
-                    raise SpecError(f"a norm-only step (norm) takes no {key}: it is x = Norm(x), of the stack's "
-                                    "normalization or its own", where, hint="write the key on the sub-layer before it")
                 continue
             if part.skip is not None and isinstance(stack.block, nodes.Parallel):
                 raise SpecError("a parallel block adds both outputs to one skip, x + F(x) + G(x): its sub-layers "
@@ -402,10 +398,15 @@ def _residual_stream(spec: nodes.Spec) -> None:
 def _connections(spec: nodes.Spec) -> None:
     """Connections across layers join a layer's input to other layers' values: a stack needs two layers for them."""
     for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
-        for key in ("unet", "reinject"):
+        for key in ("unet", "reinject", "value_residual"):
             if stack is not None and getattr(stack, key) and stack.layers < 2:
                 raise SpecError(f"{key} = true connects layers across the {name}, which has one layer",
                                 spec.span("model", name, key), hint="write layers = 2 or more, or leave it out")
+        if stack is not None and stack.value_residual and any(
+                isinstance(seen.attention, nodes.Latent) for _, seen in stack.layer_plan()):
+            raise SpecError(f"value_residual = true mixes each layer's values with the first layer's, but the {name} "
+                            "has latent attention, whose values are made from a compressed cache",
+                            spec.span("model", name, "value_residual"), hint="use scaled_dot or local attention")
 
 
 def _layer_kinds(spec: nodes.Spec) -> None:

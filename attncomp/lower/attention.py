@@ -51,7 +51,7 @@ Node = fx.Node
 NAMES = {"self": "SelfAttention", "causal": "CausalSelfAttention", "cross": "CrossAttention"}
 MEMBERS = ("q_proj", "k_proj", "v_proj", "q_down_proj", "q_latent_norm", "q_up_proj", "kv_down_proj", "kv_latent_norm",
            "kv_up_proj", "o_proj", "gate_proj", "q_norm", "k_norm", "energy", "sinks", "relative_k",
-           "relative_v", "relative_bias")  # registration order
+           "relative_v", "relative_bias", "value_weights")  # registration order
 
 
 def split_heads(b: Builder, x: Node, heads: int, dim: int, name: str) -> Node:
@@ -264,6 +264,7 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
         q = latent_q(b, arch, stack, kind, x, rope)
     else:
         k, v = project_kv(b, ctx, stack, kind, x, d, rope)
+        v, first = _value_residual(b, stack, v, length)
         q = project_q(b, ctx, stack, kind, x, rope)
     k, v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     mask = _mask(b, stack, x, padding, causal)
@@ -271,7 +272,8 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
     if isinstance(arch.positions, nodes.Buckets) and arch.positions.per_layer:  # indices into this layer's table
         bias = layer_bucket_bias(b, stack, arch.positions, positions)
     heads = attend(b, arch, stack, q, k, v, kind, mask, padded=padding is not None, positions=positions, bias=bias)
-    b.output(_output(b, arch, stack, heads, x, kind))
+    out = _output(b, arch, stack, heads, x, kind)
+    b.output(out if not stack.value_residual else (out, first))
     if causal:
         _self_attention_step(ctx, unit, stack)
         _empty_cache(unit, stack)
@@ -302,6 +304,7 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
         _latent_step(b, arch, stack, stack.attention, x, past_k, past_v, rope)
         return
     k_new, v_new = project_kv(b, ctx, stack, stack.attention, x, d, rope)
+    v_new, first = _value_residual(b, stack, v_new, 1)
     k = b.call(torch.cat, (past_k, k_new), 2, name="k")
     v = b.call(torch.cat, (past_v, v_new), 2, name="v")
     kept_k, kept_v = k, v
@@ -323,7 +326,19 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
     positions = decode_bias(b, arch, stack, x, seen_k)
     heads = attend(b, arch, stack, q, seen_k, seen_v, stack.attention, positions=positions,
                    bias=positions if isinstance(arch.positions, nodes.ALiBi) else given_bias)
-    b.output((_output(b, arch, stack, heads, x, stack.attention), kept_k, kept_v))
+    out = _output(b, arch, stack, heads, x, stack.attention)
+    b.output((out, kept_k, kept_v) + ((first,) if stack.value_residual else ()))
+
+
+def _value_residual(b: Builder, stack: nodes.Stack, v: Node, length) -> tuple[Node, Node | None]:
+    """With `value_residual`: the values mixed with the first layer's (`first_v`, an input the last of the
+    method's; None in the first layer), l_1 V_n + l_2 V_1 (`value_weights`, from 0.5), and V_1 for the next layer."""
+    if not stack.value_residual:
+        return v, None
+    first = b.input("first_v", ("batch", stack.key_value_heads, length, stack.d_v))
+    weights = b.param("value_weights", Param((2,), 0.5))
+    mixed = b.call(ops.value_residual, v, first, weights, name="mixed")
+    return b.item(mixed, 0, "v", shape=v.meta.get("shape")), b.item(mixed, 1, "first_v", shape=v.meta.get("shape"))
 
 
 def _latent_step(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, kind: nodes.Latent, x: Node,

@@ -69,20 +69,22 @@ class _Inliner:
         units = layers.units
         if fn is loops.each_layer:
             x, *inputs = rest
-            x0, outputs = x, []
+            x0, outputs, first = x, [], [None] if joins.get("value_residual") else []
             for i, layer in enumerate(units):
                 x = self._joined(i, len(units), x, x0, outputs, joins)
-                x = self.body(layer, "forward", [x, *inputs], f"{path}.{i}.")
+                x = self.body(layer, "forward", [x, *inputs, *first], f"{path}.{i}.")
+                if first:
+                    x, first[0] = x
                 outputs.append(x)
             return x
         if fn is loops.each_layer_step:
             x, caches, *inputs = rest
-            x0, outputs, new = x, [], []
+            x0, outputs, new, first = x, [], [], [None] if joins.get("value_residual") else []
             for i, layer in enumerate(units):
                 cache = caches[i] if isinstance(caches, (tuple, list)) else \
                     self.graph.call_function(operator.getitem, (caches, i))
                 x = self._joined(i, len(units), x, x0, outputs, joins)
-                x, cache = self.body(layer, "step", [x, cache, *inputs], f"{path}.{i}.")
+                x, cache, *first = self.body(layer, "step", [x, cache, *inputs, *first], f"{path}.{i}.")
                 outputs.append(x)
                 new.append(cache)
             return x, tuple(new)

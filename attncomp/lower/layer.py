@@ -166,8 +166,8 @@ def _described(stack: nodes.Stack, paper: str) -> str:
     if not stack.block.sublayers:
         return paper + _joined(stack)
     first = paper.split(",")[0]  # self-attention, or the decoder's causal self-attention
-    words = [(first if s.kind == "attention" else WRITTEN[s.kind]) + (f" (x {s.scale:g})" if s.scale != 1.0 else "")
-             for s in stack.block.sublayers]
+    words = [(first if s.kind == "attention" else WRITTEN[s.kind]) +
+             (f" (x {s.scale:g})" if getattr(s, "scale", 1.0) != 1.0 else "") for s in stack.block.sublayers]
     if isinstance(stack.block, nodes.Parallel):
         return " beside ".join(words)
     return ", ".join(words[:-1]) + ", then " + words[-1]
@@ -191,11 +191,12 @@ def encoder_layer(ctx, stack: nodes.Stack, kind: str = "", bases: tuple = ()) ->
     padding = b.input("padding_mask", ("batch", 1, 1, length))
     positions = position_input(b, arch, stack, length, length, bases)
     extra = () if positions is None else (positions,)
+    first = _first_values(b, stack, length)
     x = sublayers(b, ctx, stack, x, {
-        "attention": lambda m, h: b.sub(m, attn, "forward", h, padding, *extra, name="attended",
-                                        shape=h.meta["shape"]),
+        "attention": lambda m, h: _attended(b, b.sub(m, attn, "forward", h, padding, *extra, *first,
+                                                     name="attended", shape=h.meta["shape"]), first, h),
         "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])})
-    b.output(x)
+    b.output(x if not first else (x, first[1]))
     unit.reorder(_order(stack, False))
     return unit
 
@@ -213,18 +214,21 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "",
     shape = ("batch", "tgt_len", stack.d_model)
     call = lambda target, method, *args: (  # noqa: E731 - a sublayer body: a child's method
         lambda member, h: b.sub(member, target, method, h, *args, name="attended", shape=h.meta.get("shape")))
+    first: list = []
 
     b = Builder(unit, "forward")
     x = b.input("x", shape)
     memory = b.input("memory", ("batch", "src_len", d_memory)) if cross else None
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross else None
     positions = position_input(b, arch, stack, "tgt_len", "tgt_len", bases)
-    bodies = {"attention": call(attn, "forward", *(() if positions is None else (positions,))),
+    first += _first_values(b, stack, "tgt_len")
+    own = call(attn, "forward", *(() if positions is None else (positions,)), *first[:1])
+    bodies = {"attention": lambda m, h: _attended(b, own(m, h), first, h),
               "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])}
     if cross:
         bodies["cross_attention"] = call(cross_attn, "forward", memory, padding)
     x = sublayers(b, ctx, stack, x, bodies, cross, decoder=True)
-    b.output(x)
+    b.output(x if not first else (x, first[1]))
 
     _step(ctx, unit, stack, attn, cross_attn, ffn, bases)
     _init_cache(unit, stack, attn, cross_attn, d_memory)
@@ -244,13 +248,17 @@ def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | No
         rope = tables[bases.index(rotation(arch, stack)) if len(bases) > 1 else 0]
     elif made_by_stack_in_step(arch):
         rope = b.input(input_name(arch))
+    first = _first_values(b, stack, 1)
     own = b.field(cache, "self_attn")
     past_k, past_v = b.field(own, "k"), b.field(own, "v")
     new: dict[str, Node] = {}
 
     def self_step(member: str, h: Node) -> Node:
-        out = b.sub(member, attn, "step", h, past_k, past_v, *(() if rope is None else (rope,)), name="step")
+        out = b.sub(member, attn, "step", h, past_k, past_v, *(() if rope is None else (rope,)), *first,
+                    name="step")
         new["k"], new["v"] = b.item(out, 1, "k"), b.item(out, 2, "v")
+        if first:
+            first.append(b.item(out, 3, "first_v"))
         return b.item(out, 0, "attended", shape=h.meta.get("shape"))
 
     def cross_step(member: str, h: Node) -> Node:
@@ -263,7 +271,25 @@ def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | No
     x = sublayers(b, ctx, stack, x, bodies, cross_attn is not None, decoder=True)
     memory_kv = new.get("memory")
     own_kv = b.call(KV, new["k"], new["v"], name="self_kv")
-    b.output((x, b.call(LayerCache, own_kv, memory_kv, name="cache")))
+    b.output((x, b.call(LayerCache, own_kv, memory_kv, name="cache"), *first[1:]))
+
+
+def _first_values(b: Builder, stack: nodes.Stack, length) -> list:
+    """With `value_residual`, the first layer's values a layer reads, [first_v] (its method's last input; None
+    in the first layer), to which the self-attention appends the first layer's values it hands on."""
+    if not stack.value_residual:
+        return []
+    return [b.input("first_v", ("batch", stack.key_value_heads, length, stack.d_v))]
+
+
+def _attended(b: Builder, out: Node, first: list, h: Node) -> Node:
+    """The self-attention's output; with `value_residual` it returned (output, the first layer's values): the
+    values are appended to `first` for the layer to return."""
+    if not first:
+        return out
+    out.meta.pop("shape", None)
+    first.append(b.item(out, 1, "first_v"))
+    return b.item(out, 0, "attended", shape=h.meta.get("shape"))
 
 
 def _init_cache(unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | None, d_memory: int | None) -> None:

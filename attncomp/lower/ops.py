@@ -16,8 +16,8 @@ from torch import Tensor
 
 def joined(i: int, layers: int, x: Tensor, x0: Tensor, outputs: list, unet: Tensor | None,
            x_weights: Tensor | None, x0_weights: Tensor | None) -> Tensor:
-    """Layer i's input, of `layers`, with the connections across layers: a U-net skip brings layer j = L-1-i's
-    output (j < L/2) times unet[j]; then the stack's input x0 is re-injected,
+    """Layer i's input, of `layers`, with the connections across layers: a U-net skip brings layer
+    j = L-1-i's output (j < L/2) times unet[j]; then the stack's input x0 is re-injected,
     x_weights[i-1] x + x0_weights[i-1] x0."""
     j = layers - 1 - i
     if unet is not None and j < layers // 2:
@@ -25,6 +25,13 @@ def joined(i: int, layers: int, x: Tensor, x0: Tensor, outputs: list, unet: Tens
     if x_weights is not None and i > 0:
         x = x_weights[i - 1] * x + x0_weights[i - 1] * x0
     return x
+
+
+def value_residual(v: Tensor, first: Tensor | None, weights: Tensor) -> tuple[Tensor, Tensor]:
+    """Value residual learning (ResFormer): a layer's values mixed with the first layer's,
+    l_1 V_n + l_2 V_1, and V_1 for the layers after; the first layer (first is None) is its own V_1."""
+    first = v if first is None else first
+    return weights[0] * v + weights[1] * first, first
 
 
 def padding_mask(tokens: Tensor, pad: int) -> Tensor:

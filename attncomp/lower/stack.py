@@ -63,6 +63,8 @@ def _joins(b: Builder, stack: nodes.Stack) -> dict:
     if stack.reinject:
         joins["x_weights"] = b.param("reinject_x", Param((stack.layers - 1,), 1.0))
         joins["x0_weights"] = b.param("reinject_x0", Param((stack.layers - 1,), "zeros"))
+    if stack.value_residual:  # each layer reads and hands on the first layer's values
+        joins["value_residual"] = True
     return joins
 
 

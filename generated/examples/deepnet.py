@@ -32,8 +32,8 @@ class ops:
     @staticmethod
     def joined(i: int, layers: int, x: Tensor, x0: Tensor, outputs: list, unet: Tensor | None,
                x_weights: Tensor | None, x0_weights: Tensor | None) -> Tensor:
-        """Layer i's input, of `layers`, with the connections across layers: a U-net skip brings layer j = L-1-i's
-        output (j < L/2) times unet[j]; then the stack's input x0 is re-injected,
+        """Layer i's input, of `layers`, with the connections across layers: a U-net skip brings layer
+        j = L-1-i's output (j < L/2) times unet[j]; then the stack's input x0 is re-injected,
         x_weights[i-1] x + x0_weights[i-1] x0."""
         j = layers - 1 - i
         if unet is not None and j < layers // 2:

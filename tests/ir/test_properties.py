@@ -195,6 +195,10 @@ def _repair(data: dict, stack: dict) -> dict:
                 for owner in (s, *kinds):
                     owner["rope_scaling"] = _scaling_repaired(owner["rope_scaling"], s["d_k"])
             _gain_first(s["normalization"])
+            if s["qk_normalization"] is not None:
+                _gain_first(s["qk_normalization"])
+            if s["layers"] < 2:  # verify._connections: connections across layers need two
+                s["unet"] = s["reinject"] = s["value_residual"] = False
             if s["block"]["kind"] == "parallel":  # norms before the sub-layers
                 s["norm"] = "pre" if s["norm"] == "post" else s["norm"]
             s["block"]["sublayers"] = _sublayers(s, cross=s is decoder and model["encoder"] is not None)
@@ -230,6 +234,7 @@ def _repair(data: dict, stack: dict) -> dict:
         if s["attention"]["kind"] == "latent" and positions["kind"] != "rope":
             s["attention"] = {"kind": "scaled_dot"}
         elif s["attention"]["kind"] == "latent":  # an even rope_dims below d_k; no kv_heads, no qk_norm
+            s["value_residual"] = False  # nor value residuals
             s["d_k"] = max(s["d_k"], 4)
             s["attention"]["rope_dims"] = max(2, min(s["attention"]["rope_dims"] // 2 * 2, s["d_k"] - 2))
             s["kv_heads"], s["qk_norm"] = None, "none"
@@ -266,11 +271,27 @@ def _sublayers(stack: dict, cross: bool) -> tuple:
     if stack["block"]["kind"] == "parallel" and attention["norm"] == "post":
         attention = {**attention, "norm": None}
     parts = [attention] + ([{"kind": "cross_attention", "norm": "none", "scale": 1.0}] if cross else []) + ffns
+    parts = [_stream_repaired(p, stack) for p in parts]
     norms = {p["norm"] or stack["norm"] for p in parts}
     paper = [p["kind"] for p in parts] == [p.kind for p in nodes.paper_sublayers(cross)]
-    if paper and len(norms) == 1 and "none" not in norms and all(p["scale"] == 1.0 for p in parts):
+    plain = all(p["scale"] == 1.0 and not any(p.get(k) for k in ("gain", "skip", "normalization")) for p in parts)
+    if paper and len(norms) == 1 and "none" not in norms and plain:
         return ()
     return tuple(parts)
+
+
+def _stream_repaired(part: dict, stack: dict) -> dict:
+    """verify._residual_stream and _normalization: a sub-layer's own norm with its gain first; a deepnorm skip only
+    in a post-norm, a normed one only after a norm before the sub-layer; no skip in a parallel block."""
+    part = dict(part)
+    if part.get("normalization"):
+        part["normalization"] = dict(part["normalization"])
+        _gain_first(part["normalization"])
+    norm, skip = part["norm"] or stack["norm"], (part.get("skip") or {}).get("kind")
+    if stack["block"]["kind"] == "parallel" or (skip == "deepnorm" and norm != "post") or \
+            (skip == "normed" and norm not in ("pre", "sandwich")):
+        part["skip"] = None
+    return part
 
 
 @st.composite

@@ -32,11 +32,17 @@ def _load(text: str, *overrides: str):
     return ir.load_flat(text, "<stream>", list(overrides))
 
 
-def _attention(layer, x: torch.Tensor, causal: bool) -> torch.Tensor:
-    """Multi-head attention, Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, from the layer's projections."""
+def _attention(layer, x: torch.Tensor, causal: bool, first: list | None = None) -> torch.Tensor:
+    """Multi-head attention, Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, from the layer's projections; with
+    `first` (value residual learning, ResFormer), V replaced by l_1 V + l_2 V_1, V_1 the first layer's V (first[0];
+    the first layer sets it, and mixes its own)."""
     attn = layer.self_attn
     b, t, _ = x.shape
     q, k, v = (p(x).view(b, t, 4, 8).transpose(1, 2) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+    if first is not None:
+        if not first:
+            first.append(v)
+        v = attn.value_weights[0] * v + attn.value_weights[1] * first[0]
     scores = q @ k.transpose(-1, -2) / 8 ** 0.5
     if causal:
         scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
@@ -134,11 +140,12 @@ def test_a_constant_skip_and_the_normed_skip_are_their_equations():
 
 
 CASES = {
-    "lm": MODEL % (LM % "unet = true  reinject = true  norm = pre  block = sequential(attention(gain = layerscale(init = 0.1)), ffn(gain = rezero, "
-                        "skip = normed), norm)  "
+    "lm": MODEL % (LM % "unet = true  reinject = true  value_residual = true  norm = pre  "
+                        "block = sequential(attention(gain = layerscale(init = 0.1)), "
+                        "ffn(gain = rezero, skip = normed), norm)  "
                         "layer last { start = 2  block = sequential(attention(skip = 0.5), ffn) }"),
     "seq2seq": MODEL % (SEQ2SEQ % (2, "block = sequential(attention(skip = deepnorm), ffn(skip = deepnorm))  "
-                                      "unet = true", 2,
+                                      "unet = true  value_residual = true", 2,
                                    "norm = pre  block = sequential(attention(gain = rezero), cross_attention(skip = "
                                    "normed), ffn(gain = layerscale(init = 0.5)), norm)")),
 }
@@ -181,8 +188,8 @@ def test_training_lowers_the_loss_and_reaches_every_gain(name):
         loss = F.cross_entropy(model(*args).flatten(0, 1), tokens[:, 1:].flatten())
         optimizer.zero_grad()
         loss.backward()
-        gains = {n: p.grad for n, p in model.named_parameters() if n.endswith(("_gain", "unet_weights", "reinject_x",
-                                                                                "reinject_x0"))}
+        gains = {n: p.grad for n, p in model.named_parameters()
+                 if n.endswith(("_gain", "unet_weights", "reinject_x", "reinject_x0", "value_weights"))}
         assert gains and all(g is not None and g.abs().sum() > 0 for g in gains.values()), gains
         optimizer.step()
         losses.append(loss.item())
@@ -193,7 +200,7 @@ def test_training_lowers_the_loss_and_reaches_every_gain(name):
     ("norm = pre  block = sequential(attention(skip = deepnorm), ffn)", "skip = deepnorm is Norm(alpha x + F(x))"),
     ("block = sequential(attention(skip = normed), ffn)", "skip = normed carries the normed input"),
     ("norm = pre  block = parallel(attention(skip = 0.5), ffn)", "a parallel block adds both outputs to one skip"),
-    ("block = sequential(attention, ffn, norm(gain = rezero))", "a norm-only step (norm) takes no gain"),
+    ("block = sequential(attention, ffn, norm(gain = rezero))", 'norm() has no argument "gain"'),
     ("block = sequential(attention, ffn(gain = layerscale(init = 0)))", "init must be greater than 0"),
     ("block = sequential(attention, ffn(skip = sideways))", 'unknown skip "sideways"'),
     ("norm = pre  layer last { start = 2  block = sequential(attention(skip = deepnorm), ffn) }",
@@ -251,7 +258,28 @@ def test_unet_skips_and_the_reinjected_input_are_their_equations():
         assert (expected - x).abs().max() < 1e-12
 
 
-@pytest.mark.parametrize("keys", ["unet = true", "reinject = true"])
+def test_value_residual_learning_is_its_equation():
+    """ResFormer (Zhou et al. 2024): layer n attends with V'_n = l_1 V_n + l_2 V_1 (l learned, from 0.5), V_1 the
+    first layer's values; each layer post-norm, x = LN(x + Attn(x)), x = LN(x + FFN(x)); L = 3."""
+    spec = _load(MODEL % (LM % "value_residual = true"))
+    torch.manual_seed(0)
+    model = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
+    decoder = model.decoder
+    assert decoder.layers[1].self_attn.value_weights.tolist() == [0.5, 0.5]
+    _randomised(decoder)
+    tokens = torch.randint(5, 64, (2, 6), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        seen = []
+        decoder.layers[0].register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+        expected = decoder(model.tgt_embed(tokens))
+        x, first = seen[0], []
+        for layer in decoder.layers:
+            x = layer.self_attn_norm(x + _attention(layer, x, causal=True, first=first))
+            x = layer.ffn_norm(x + _ffn(layer.ffn, x))
+        assert (expected - x).abs().max() < 1e-12
+
+
+@pytest.mark.parametrize("keys", ["unet = true", "reinject = true", "value_residual = true"])
 def test_a_connection_across_one_layer_is_a_located_error(keys):
     with pytest.raises(SpecError) as err:
         _load(MODEL % (LM % keys), "model.decoder.layers=1")
