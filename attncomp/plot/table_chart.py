@@ -2,7 +2,7 @@
 validation perplexity, BLEU and parameters, and beside them the paper's Table 3 figures where the row is
 one of the paper's (its `paper_*` columns).
 
-SVG ids: `bars:Q:measured` and `bars:Q:paper` (Q: ppl, bleu, params_m), `bar:Q:measured:ROW`, `bar:Q:paper:ROW`.
+SVG ids: `bar:Q:measured:ROW` and `bar:Q:paper:ROW`, Q one of ppl, bleu, params_m.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ def _bars(ax, records: list[dict], key: str, paper_key: str, title: str) -> None
             continue
         bars = ax.bar([x + offset for x, _, _ in kept], [v for _, v, _ in kept], width, color=colour,
                       label=source if source == "measured" else "paper (Table 3)")
-        bars.set_gid(f"bars:{key}:{source}")
         for patch, (_, value, name) in zip(bars.patches, kept):
             patch.set_gid(f"bar:{key}:{source}:{name}")
     ax.set_xticks(xs, names, fontsize=7, rotation=45 if len(names) > 8 else 0)
