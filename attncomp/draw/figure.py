@@ -10,7 +10,8 @@ Every element a reader (or a test) looks for carries an SVG id (matplotlib's `gi
     sublayer:S:K:I:M             sub-layer I (from 0, in order) of kind K, member M (self_attn, ffn, ffn_2...)
     residual:S:K:I               its residual path: the skip around it to its add (in a parallel block,
                                  the path that brings its output to the add the block's skip reaches)
-    add:S:K:I  scale:S:K:I       its add (a parallel block's one add: add:S:K); its scale where not 1
+    add:S:K:I  scale:S:K:I       its add (a parallel block's one add: add:S:K, its skip: skip:S:K); its
+                                 scale where not 1 (macaron's 0.5)
     norm:S:K:I:before|after|post  its norms (norm:S:K:shared: a parallel block's one norm)
     attention-kind:S:K:I  mask:S:K:I  kernel:S:K:I   an attention's kind, mask and kernel
     mark:S:J:K                   layer J of a stack of several kinds, coloured by its kind K
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from attncomp.draw.plan import Drawing, LayerKind, Stack, Sublayer, millions
+from attncomp.draw.plan import Drawing, DrawnLayerKind, DrawnStack, DrawnSublayer, millions
 
 BOX_W, NORM_H, LINE_H, GAP, ADD_R, SKIP = 2.7, 0.3, 0.19, 0.16, 0.11, 0.35
 FILL = {"attention": "#fcdcb4", "cross_attention": "#fcdcb4", "ffn": "#cfe6f7", "norm": "#f3f1b6",
@@ -97,7 +98,7 @@ class Canvas:
         return y + NORM_H + GAP
 
 
-def _sublayer_box(c: Canvas, where: str, i: int, part: Sublayer, cx: float, y: float, w: float) -> float:
+def _sublayer_box(c: Canvas, where: str, i: int, part: DrawnSublayer, cx: float, y: float, w: float) -> float:
     """The box of one sub-layer: its title, its lines (an attention's kind, mask, kernel) and parameters."""
     lines = [*part.lines, f"{millions(part.params)} params"]
     h = 0.34 + LINE_H * len(lines)
@@ -110,14 +111,14 @@ def _sublayer_box(c: Canvas, where: str, i: int, part: Sublayer, cx: float, y: f
     return y + h + GAP
 
 
-def _scaled(c: Canvas, where: str, i: int, part: Sublayer, cx: float, y: float) -> float:
+def _scaled(c: Canvas, where: str, i: int, part: DrawnSublayer, cx: float, y: float) -> float:
     if part.scale == 1.0:
         return y
     c.text(f"scale:{where}:{i}", cx + 0.3, y + 0.06, f"x {part.scale:g}", ha="left", style="italic")
     return y + 0.2
 
 
-def _sequential(c: Canvas, where: str, kind: LayerKind, x0: float, y: float) -> tuple[float, float]:
+def _sequential(c: Canvas, where: str, kind: DrawnLayerKind, x0: float, y: float) -> tuple[float, float]:
     """A layer's sub-layers one after another, each with its skip path round its left to its add."""
     cx = x0 + SKIP + 0.25 + BOX_W / 2
     bottom = y
@@ -140,7 +141,7 @@ def _sequential(c: Canvas, where: str, kind: LayerKind, x0: float, y: float) -> 
     return x0 + SKIP + 0.5 + BOX_W, y
 
 
-def _parallel(c: Canvas, where: str, kind: LayerKind, x0: float, y: float) -> tuple[float, float]:
+def _parallel(c: Canvas, where: str, kind: DrawnLayerKind, x0: float, y: float) -> tuple[float, float]:
     """Sub-layers side by side reading one input (one norm of it, or one each), their outputs added to it."""
     w = BOX_W * 0.85
     width = 2 * w + 0.3
@@ -170,7 +171,8 @@ def _parallel(c: Canvas, where: str, kind: LayerKind, x0: float, y: float) -> tu
     return x0 + SKIP + 0.5 + width, add_y + ADD_R + GAP
 
 
-def _panel(c: Canvas, stack: Stack, kind: LayerKind, colour: str, x0: float, y0: float) -> tuple[float, float]:
+def _panel(c: Canvas, stack: DrawnStack, kind: DrawnLayerKind, colour: str, x0: float,
+           y0: float) -> tuple[float, float]:
     """One layer kind: its sub-layers in a frame, labelled with its name, count and parameters per layer."""
     where = f"{stack.name}:{kind.name}"
     draw = _parallel if kind.parallel else _sequential
@@ -187,7 +189,7 @@ def _panel(c: Canvas, stack: Stack, kind: LayerKind, colour: str, x0: float, y0:
     return right + 0.1, top
 
 
-def _strip(c: Canvas, stack: Stack, colours: dict[str, str], x: float, y0: float, top: float) -> float:
+def _strip(c: Canvas, stack: DrawnStack, colours: dict[str, str], x: float, y0: float, top: float) -> float:
     """A stack of several layer kinds: one mark per layer, from the first at the bottom, coloured by kind."""
     step = min(0.32, (top - y0 - 0.5) / max(stack.layers, 1))
     c.text(None, x + 0.2, y0 + 0.1, "layers", size=TEXT - 1)
@@ -200,7 +202,7 @@ def _strip(c: Canvas, stack: Stack, colours: dict[str, str], x: float, y0: float
     return x + 0.9
 
 
-def _stack(c: Canvas, stack: Stack, x0: float, y0: float, embedding: list[str], title: str) -> tuple[float, float]:
+def _stack(c: Canvas, stack: DrawnStack, x0: float, y0: float, embedding: list[str], title: str) -> tuple[float, float]:
     """A stack's column: its embeddings, its layer kinds side by side (and their strip), its final norm."""
     colours = {k.name: KIND_COLOURS[i % len(KIND_COLOURS)] for i, k in enumerate(stack.kinds)}
     x, tops = x0 + 0.2, []

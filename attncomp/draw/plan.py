@@ -23,7 +23,7 @@ MEMBERS = {"attention": "self_attn", "cross_attention": "cross_attn", "ffn": "ff
 
 
 @dataclass
-class Sublayer:
+class DrawnSublayer:
     member: str  # the layer unit's member: self_attn, cross_attn, ffn, ffn_2, ...
     kind: str  # attention, cross_attention, ffn
     norm: str  # post, pre, output, sandwich, none
@@ -35,22 +35,22 @@ class Sublayer:
 
 
 @dataclass
-class LayerKind:
+class DrawnLayerKind:
     name: str  # the layer kind's name; the stack's own layers: the stack's name
     unit: str  # its class in the compiled program (GlobalEncoderLayer)
     layers: list[int]  # its indices in the stack
     parallel: bool
     shared_norm: bool  # parallel(norms = 1): one norm both sub-layers read
     normalization: str  # LayerNorm, RMSNorm (1 + w), ...
-    sublayers: list[Sublayer]
+    sublayers: list[DrawnSublayer]
     params: int  # one layer's
 
 
 @dataclass
-class Stack:
+class DrawnStack:
     name: str  # encoder, decoder
     layers: int
-    kinds: list[LayerKind]
+    kinds: list[DrawnLayerKind]
     pattern: list[str]  # the kind of each layer, from the first
     final_norm: bool
     params: int
@@ -66,7 +66,7 @@ class Drawing:
     flops_per_token: float
     embedding: list[str]  # lines of the embeddings' box
     head: list[str]  # lines of the output's box
-    stacks: list[Stack] = field(default_factory=list)
+    stacks: list[DrawnStack] = field(default_factory=list)
     params_by_component: dict[str, int] = field(default_factory=dict)
 
 
@@ -135,7 +135,8 @@ def _normalization(view: nodes.Stack) -> str:
     return "LayerNorm"
 
 
-def _sublayers(layer: Unit, view: nodes.Stack, cross: bool, rows: dict[int, AttentionReport]) -> list[Sublayer]:
+def _sublayers(layer: Unit, view: nodes.Stack, cross: bool,
+               rows: dict[int, AttentionReport]) -> list[DrawnSublayer]:
     found, seen = [], {}
     for part in view.sublayers(cross):
         base = MEMBERS[part.kind]
@@ -145,28 +146,28 @@ def _sublayers(layer: Unit, view: nodes.Stack, cross: bool, rows: dict[int, Atte
         row = rows.get(id(unit))
         lines = _ffn_lines(view) if part.kind == "ffn" else _attention_lines(row, view, part.kind == "attention")
         norms = [m for m in (f"{member}_norm", f"{member}_output_norm") if m in layer.members]
-        found.append(Sublayer(member, part.kind, part.norm, part.scale, TITLES[part.kind], lines,
+        found.append(DrawnSublayer(member, part.kind, part.norm, part.scale, TITLES[part.kind], lines,
                               unit_params(unit) + sum(unit_params(layer.members[m]) for m in norms), row))
     return found
 
 
-def _stack(model: CompiledModel, name: str, rows: dict[int, AttentionReport]) -> Stack:
+def _stack(model: CompiledModel, name: str, rows: dict[int, AttentionReport]) -> DrawnStack:
     arch = model.spec.model
     spec_stack: nodes.Stack = getattr(arch, name)
     unit: Unit = model.program.members[name]
     layers = unit.members["layers"].units
     plan = spec_stack.layer_plan()
     cross = name == "decoder" and arch.encoder is not None
-    kinds: dict[str, LayerKind] = {}
+    kinds: dict[str, DrawnLayerKind] = {}
     for index, (layer, (kind, view)) in enumerate(zip(layers, plan)):
         key = kind or name
         if key in kinds:
             kinds[key].layers.append(index)
             continue
         parallel = isinstance(view.block, nodes.Parallel)
-        kinds[key] = LayerKind(key, layer.name, [index], parallel, parallel and view.block.norms == 1,
+        kinds[key] = DrawnLayerKind(key, layer.name, [index], parallel, parallel and view.block.norms == 1,
                                _normalization(view), _sublayers(layer, view, cross, rows), unit_params(layer))
-    return Stack(name, spec_stack.layers, list(kinds.values()), [kind or name for kind, _ in plan],
+    return DrawnStack(name, spec_stack.layers, list(kinds.values()), [kind or name for kind, _ in plan],
                  "norm" in unit.members, unit_params(unit), cross)
 
 

@@ -28,9 +28,9 @@ SKIPPED = "matplotlib is not installed (pip install 'attncomp[plot]')"
 
 
 def matplotlib(for_what: str):
-    """matplotlib, with a backend that needs no display; or a UsageError line naming the extra."""
-    mpl = require("matplotlib", for_what, extra="plot")
-    return mpl
+    """matplotlib, or a UsageError line naming the extra. Figures are made as matplotlib.figure.Figure, never
+    through pyplot: no GUI backend, no global state."""
+    return require("matplotlib", for_what, extra="plot")
 
 
 def new_figure(for_what: str, width: float, height: float):

@@ -103,10 +103,20 @@ def read_runs(paths: list[str]) -> list[Run]:
     for text in paths:
         path = Path(text)
         if path.is_dir() and is_sweep(path):
-            rows = sweep_runs(path)
-            if not rows:
-                raise UsageError(f"the sweep {files.shown_path(path)} has no trained rows yet")
-            runs += [read_run(row, f"{path.name}/{row.name}") for row in rows]
+            runs += _sweep_rows(path)
         else:
             runs.append(read_run(path))
     return runs
+
+
+def _sweep_rows(path: Path) -> list[Run]:
+    """The runs of a sweep's rows that have metrics (a row not started yet has none)."""
+    found = []
+    for row in sweep_runs(path):
+        try:
+            found.append(read_run(row, f"{path.name}/{row.name}"))
+        except UsageError:
+            continue
+    if not found:
+        raise UsageError(f"the sweep {files.shown_path(path)} has no row with metrics yet")
+    return found

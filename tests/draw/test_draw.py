@@ -43,7 +43,8 @@ def test_paper_layers_post_norms_masks_and_memory(drawn):
 def test_layer_pattern_is_one_mark_per_layer_in_its_kind(drawn):
     ids = drawn["examples/modernbert"]
     marks = with_prefix(ids, "mark:encoder:")
-    assert marks == ["mark:encoder:0:first", "mark:encoder:1:encoder", "mark:encoder:2:encoder", "mark:encoder:3:global"]
+    assert marks == ["mark:encoder:0:first", "mark:encoder:1:encoder", "mark:encoder:2:encoder",
+                     "mark:encoder:3:global"]
     # the first mark is the lowest, and the two layers of one kind share its colour
     ys = [box(ids[m])[1] for m in marks]
     assert ys == sorted(ys, reverse=True)
@@ -92,6 +93,13 @@ def test_errors_are_one_line_exit_2(tmp_path, capsys):
     assert ".svg, .png or .pdf" in capsys.readouterr().err
     assert run(["draw", tiny, tiny, tiny, "-o", str(tmp_path / "x.svg")]) == 2
     assert not (tmp_path / "x.svg").exists()
+
+
+def test_png_and_pdf_by_suffix(tmp_path):
+    tiny = str(ROOT / "specs/examples/tiny.attn")
+    for suffix, magic in ((".pdf", b"%PDF"), (".png", b"\x89PNG")):
+        assert run(["draw", tiny, "--set", "model.layers=1", "-o", str(tmp_path / f"t{suffix}")]) == 0
+        assert (tmp_path / f"t{suffix}").read_bytes()[:4] == magic
 
 
 def test_without_matplotlib_one_line_exit_2(tmp_path, capsys, monkeypatch):

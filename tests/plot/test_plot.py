@@ -59,10 +59,15 @@ def test_a_sweep_directory_plots_its_rows(tmp_path):
     sweep = tmp_path / "sweep"
     _fake_run(sweep / "rows" / "base", {30: 4.0})
     _fake_run(sweep / "rows" / "A1", {30: 4.4})
+    (sweep / "rows" / "C1").mkdir()  # a row not started yet: no metrics, left out
     (sweep / "sweep.json").write_text("{}")
     out = tmp_path / "sweep.svg"
     assert run(["plot", str(sweep), "-o", str(out)]) == 0
     assert with_prefix(elements(out), "curve:lr:") == ["curve:lr:0:train/lr", "curve:lr:1:train/lr"]
+    empty = tmp_path / "empty"
+    (empty / "rows" / "C1").mkdir(parents=True)
+    (empty / "sweep.json").write_text("{}")
+    assert run(["plot", str(empty), "-o", str(out)]) == 2
 
 
 def test_missing_run_or_no_metrics_is_one_line_exit_2(tmp_path, capsys):
