@@ -1,6 +1,6 @@
 """Matplotlib, the `plot` extra: imported when a picture is made, or one line saying how to install it;
-and a figure written atomically as SVG, PNG or PDF, the same bytes for the same picture (no date in the
-file, SVG ids from a fixed salt, text kept as text)."""
+and a figure written atomically as SVG, PNG or PDF (no date in the file; SVG ids from a salt, text kept as
+text, so an SVG drawn again is the same bytes)."""
 
 from __future__ import annotations
 
