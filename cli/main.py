@@ -28,6 +28,7 @@ COMMANDS: list[tuple[str, tuple[str, ...]]] = [  # (module whose `register` adds
     ("attncomp.cli.import_command", ("import",)),
     ("attncomp.cli.demo_command", ("demo",)),
     ("attncomp.cli.sweep_command", ("sweep",)),
+    ("attncomp.cli.picture_commands", ("draw", "plot", "page")),
 ]
 
 EXIT_INTERNAL = 70  # EX_SOFTWARE of sysexits.h: "an internal software error has been detected"

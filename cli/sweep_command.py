@@ -13,8 +13,10 @@ from attncomp import files
 from attncomp.cli.args import output_dir
 from attncomp.cli.spec_commands import add_overrides, expand_specs
 from attncomp.errors import UsageError
+from attncomp.plot import figures
 from attncomp.sweep.run import plan, run_sweep
 from attncomp.sweep.state import Options, SweepState
+from attncomp.sweep.table import CHART
 
 
 def _interrupt(signum, frame) -> None:
@@ -54,6 +56,10 @@ def _sweep(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     say(f"sweep: done; table in {out / 'results.md'} (.csv, .json), HParams in {out / 'tb'}")
+    if figures.available():
+        say(f"sweep: chart in {out / CHART}")
+    else:
+        say(f"sweep: chart skipped: {figures.SKIPPED}")
     print((out / "results.md").read_text(), end="")
     return 0
 

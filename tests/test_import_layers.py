@@ -25,7 +25,8 @@ LAYERS = [
     ("data and checkpoint", ["attncomp.data", "attncomp.checkpoint"]),
     ("loading", ["attncomp.loading"]),  # attncomp.load: the compiler and a checkpoint
     ("train and decode", ["attncomp.train", "attncomp.decode"]),
-    ("interop and sweep", ["attncomp.interop", "attncomp.sweep"]),
+    ("plot", ["attncomp.plot"]),  # reads runs; imports no compiler (tests/plot/test_plot.py)
+    ("interop and sweep", ["attncomp.interop", "attncomp.sweep", "attncomp.draw"]),
     ("cli", ["attncomp.cli"]),
 ]
 RANK = {prefix: rank for rank, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes}

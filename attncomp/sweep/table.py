@@ -1,8 +1,9 @@
 """A sweep's table: one row per spec with the hyperparameters Table 3 varies, the measured figures and,
 where the spec reproduces a row of the paper's Table 3, the paper's figures beside them.
 
-Written as Markdown, CSV and JSON (each atomically), and as TensorBoard HParams summaries, one run
-per finished row under OUT/tb, so `tensorboard --logdir OUT/tb` shows the sweep in its HParams tab.
+Written as Markdown, CSV and JSON (each atomically), as a chart beside them (results.svg, with the `plot`
+extra: attncomp.plot.table_chart), and as TensorBoard HParams summaries, one run per finished row under
+OUT/tb, so `tensorboard --logdir OUT/tb` shows the sweep in its HParams tab.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from attncomp import files
 from attncomp.ir import nodes
+from attncomp.plot import figures
 from attncomp.sweep.paper import TABLE3, paper_row
 from attncomp.sweep.state import SweepState
 
@@ -92,9 +94,21 @@ def write_tables(state: SweepState) -> None:
     files.write_atomically(out / "results.json", json.dumps({"options": {**state.options.__dict__,
                                                                "overrides": list(options.overrides)},
                                                    "rows": records}, indent=2) + "\n")
+    if figures.available():  # without the plot extra, `attncomp sweep` says the chart was skipped
+        write_chart(out / CHART, records)
     for record in records:
         if "ppl" in record:
             write_hparams(out / "tb" / record["row"], record)
+
+
+CHART = "results.svg"
+
+
+def write_chart(path: Path, records: list[dict]) -> None:
+    """The table as a chart: measured figures beside the paper's (attncomp.plot.table_chart), atomically."""
+    from attncomp.plot.table_chart import sweep_chart
+
+    figures.save_figure(sweep_chart(records), path, salt="sweep")
 
 
 def write_hparams(directory: Path, record: dict) -> None:

@@ -71,6 +71,36 @@ def test_hparams_summaries_exist(swept):
         assert "valid/ppl" in events.Tags()["scalars"]
 
 
+def test_chart_beside_the_table_with_the_papers_figures(swept, tmp_path):
+    from tests.draw.svg import elements, with_prefix
+    from tests.draw.test_page import check_page
+
+    _, out = swept
+    ids = elements(out / "results.svg")
+    for quantity in ("ppl", "bleu", "params_m"):
+        assert with_prefix(ids, f"bar:{quantity}:measured:") == [f"bar:{quantity}:measured:{r}" for r in ("A1", "base")]
+        assert with_prefix(ids, f"bar:{quantity}:paper:") == [f"bar:{quantity}:paper:{r}" for r in ("A1", "base")]
+    assert run(["plot", str(out), "-o", str(tmp_path / "sweep.svg")]) == 0  # the sweep's rows overlaid
+    curves = with_prefix(elements(tmp_path / "sweep.svg"), "curve:loss:")
+    assert "curve:loss:0:valid/loss" in curves and "curve:loss:1:valid/loss" in curves
+    assert run(["page", str(out / "rows" / "A1"), "-o", str(tmp_path / "A1.html"), "--sentences", "2"]) == 0
+    check_page(tmp_path / "A1.html", 2)
+
+
+def test_without_matplotlib_the_chart_is_skipped_in_one_line(swept, sample_data, tmp_path, monkeypatch, capsys):
+    from attncomp.plot import figures
+
+    specs, clean = swept
+    out = tmp_path / "out"
+    shutil.copytree(clean, out)
+    (out / "results.svg").unlink()
+    monkeypatch.setattr(figures, "available", lambda: False)
+    assert run(["sweep", *specs, "--data", str(sample_data), "--out", str(out), *STEPS]) == 0  # all rows finished
+    err = capsys.readouterr().err
+    assert "sweep: chart skipped: matplotlib is not installed (pip install 'attncomp[plot]')" in err.splitlines()
+    assert not (out / "results.svg").exists() and (out / "results.md").exists()
+
+
 def test_stopped_sweep_resumes_without_redoing_finished_rows(swept, sample_data, tmp_path, capfd):
     specs, clean = swept
     out = tmp_path / "out"
