@@ -12,6 +12,9 @@ Every element a reader (or a test) looks for carries an SVG id (matplotlib's `gi
                                  the path that brings its output to the add the block's skip reaches)
     add:S:K:I  scale:S:K:I       its add (a parallel block's one add: add:S:K, its skip: skip:S:K); its
                                  scale where not 1 (macaron's 0.5)
+    gain:S:K:I  skip:S:K:I       its learned gain (LayerScale, ReZero); what its skip carries where not x
+                                 (a sequential layer's; a norm step, kind norm, is a box with no residual)
+    connections:S                what joins the stack's layers besides their order (U-net skips, ...)
     norm:S:K:I:before|after|post  its norms (norm:S:K:shared: a parallel block's one norm)
     attention-kind:S:K:I  mask:S:K:I  kernel:S:K:I   an attention's kind, mask and kernel
     mark:S:J:K                   layer J of a stack of several kinds, coloured by its kind K
@@ -112,10 +115,14 @@ def _sublayer_box(c: Canvas, where: str, i: int, part: DrawnSublayer, cx: float,
 
 
 def _scaled(c: Canvas, where: str, i: int, part: DrawnSublayer, cx: float, y: float) -> float:
-    if part.scale == 1.0:
-        return y
-    c.text(f"scale:{where}:{i}", cx + 0.3, y + 0.06, f"x {part.scale:g}", ha="left", style="italic")
-    return y + 0.2
+    """Its scale where not 1 (macaron's 0.5) and its learned gain (LayerScale, ReZero), on what it adds."""
+    if part.scale != 1.0:
+        c.text(f"scale:{where}:{i}", cx + 0.3, y + 0.06, f"x {part.scale:g}", ha="left", style="italic")
+        y += 0.2
+    if part.gain:
+        c.text(f"gain:{where}:{i}", cx + 0.3, y + 0.06, f"x {part.gain}", ha="left", style="italic")
+        y += 0.2
+    return y
 
 
 def _sequential(c: Canvas, where: str, kind: DrawnLayerKind, x0: float, y: float) -> tuple[float, float]:
@@ -123,20 +130,27 @@ def _sequential(c: Canvas, where: str, kind: DrawnLayerKind, x0: float, y: float
     cx = x0 + SKIP + 0.25 + BOX_W / 2
     bottom = y
     for i, part in enumerate(kind.sublayers):
+        if part.kind == "norm":  # a norm of the stream, no residual: a box of its own, in the norms' colour
+            y = _sublayer_box(c, where, i, part, cx, y + 0.12, BOX_W * 0.7)
+            continue
+        label = part.normalization or kind.normalization
         branch = y
         y += 0.12
         if part.norm in ("pre", "sandwich"):
-            y = c.norm(f"norm:{where}:{i}:before", cx, y, BOX_W * 0.7, kind.normalization)
+            y = c.norm(f"norm:{where}:{i}:before", cx, y, BOX_W * 0.7, label)
         y = _sublayer_box(c, where, i, part, cx, y, BOX_W)
         if part.norm in ("output", "sandwich"):
-            y = c.norm(f"norm:{where}:{i}:after", cx, y, BOX_W * 0.7, kind.normalization)
+            y = c.norm(f"norm:{where}:{i}:after", cx, y, BOX_W * 0.7, label)
         y = _scaled(c, where, i, part, cx, y)
         add_y = y + ADD_R
         c.add(f"add:{where}:{i}", cx, add_y)
         c.line(f"residual:{where}:{i}", [cx, x0 + SKIP, x0 + SKIP, cx - ADD_R], [branch, branch, add_y, add_y])
+        if part.skip:  # what the skip carries, beside its path
+            c.text(f"skip:{where}:{i}", x0 + SKIP - 0.05, (branch + add_y) / 2, part.skip, ha="right", size=TEXT - 1,
+                   rotation=90, style="italic")
         y = add_y + ADD_R + GAP
         if part.norm == "post":
-            y = c.norm(f"norm:{where}:{i}:post", cx, y, BOX_W * 0.7, kind.normalization)
+            y = c.norm(f"norm:{where}:{i}:post", cx, y, BOX_W * 0.7, label)
     c.line(None, [cx, cx], [bottom - 0.1, y])
     return x0 + SKIP + 0.5 + BOX_W, y
 
@@ -217,6 +231,10 @@ def _stack(c: Canvas, stack: DrawnStack, x0: float, y0: float, embedding: list[s
     top += 0.15
     if stack.final_norm:
         top = c.norm(f"final-norm:{stack.name}", (x0 + x) / 2, top, BOX_W * 0.7, stack.kinds[-1].normalization)
+    if stack.connections:  # across its layers: U-net skips, the re-injected input, value residuals
+        c.text(f"connections:{stack.name}", (x0 + x) / 2, top + 0.1, "across layers: " + ", ".join(stack.connections),
+               style="italic")
+        top += 0.3
     frame_top = top + 0.35
     c.box(f"stack:{stack.name}", x0, y0, x - x0, frame_top - y0, "#f7f7f7", edge="#777777", width=1.0, rounded=0.2,
           zorder=0)

@@ -18,8 +18,8 @@ from attncomp.lower import CompiledModel, family_of
 from attncomp.lower.units import Leaf, Param, Unit, UnitList
 from attncomp.report import AttentionReport, BuildReport
 
-TITLES = {"attention": "Self-attention", "cross_attention": "Cross-attention", "ffn": "Feed-forward"}
-MEMBERS = {"attention": "self_attn", "cross_attention": "cross_attn", "ffn": "ffn"}
+TITLES = {"attention": "Self-attention", "cross_attention": "Cross-attention", "ffn": "Feed-forward", "norm": "Norm"}
+MEMBERS = {"attention": "self_attn", "cross_attention": "cross_attn", "ffn": "ffn", "norm": "stream_norm"}
 
 
 @dataclass
@@ -32,6 +32,9 @@ class DrawnSublayer:
     lines: list[str]  # what the box says under its title
     params: int  # of one layer's sub-layer
     attention: AttentionReport | None = None  # the report's row of this attention
+    normalization: str = ""  # its own norms' kind where it writes one (else the layer kind's)
+    gain: str = ""  # a learned gain on what it adds: LayerScale (0.1), ReZero
+    skip: str = ""  # what its skip carries where not x: x 0.5, DeepNorm alpha, the normed input
 
 
 @dataclass
@@ -55,6 +58,7 @@ class DrawnStack:
     final_norm: bool
     params: int
     reads_memory: bool  # a decoder whose cross-attention reads the encoder's output
+    connections: list[str] = field(default_factory=list)  # across layers: U-net skips, re-injected input, ...
 
 
 @dataclass
@@ -128,8 +132,8 @@ def _ffn_lines(view: nodes.Stack) -> list[str]:
     return ["dense", act]
 
 
-def _normalization(view: nodes.Stack) -> str:
-    norm = view.normalization
+def _normalization(view: nodes.Stack | nodes.Normalization) -> str:
+    norm = view.normalization if isinstance(view, nodes.Stack) else view
     if isinstance(norm, nodes.RMSNorm):
         return "RMSNorm (1 + w)" if norm.offset else "RMSNorm"
     return "LayerNorm"
@@ -143,12 +147,36 @@ def _sublayers(layer: Unit, view: nodes.Stack, cross: bool,
         seen[base] = seen.get(base, 0) + 1
         member = base if seen[base] == 1 else f"{base}_{seen[base]}"
         unit = layer.members[member]
+        own = _normalization(part.normalization) if part.normalization is not None else ""
+        if isinstance(part, nodes.Stream):  # a norm of the stream: no residual of its own
+            found.append(DrawnSublayer(member, "norm", "none", 1.0, TITLES["norm"], [own or _normalization(view)],
+                                       unit_params(unit), normalization=own))
+            continue
         row = rows.get(id(unit))
         lines = _ffn_lines(view) if part.kind == "ffn" else _attention_lines(row, view, part.kind == "attention")
-        norms = [m for m in (f"{member}_norm", f"{member}_output_norm") if m in layer.members]
+        norms = [m for m in (f"{member}_norm", f"{member}_output_norm", f"{member}_gain") if m in layer.members]
         found.append(DrawnSublayer(member, part.kind, part.norm, part.scale, TITLES[part.kind], lines,
-                              unit_params(unit) + sum(unit_params(layer.members[m]) for m in norms), row))
+                                   unit_params(unit) + sum(unit_params(layer.members[m]) for m in norms), row,
+                                   own, _gain(part), _skip(part)))
     return found
+
+
+def _gain(part: nodes.Sublayer) -> str:
+    if isinstance(part.gain, nodes.LayerScale):
+        return f"LayerScale ({part.gain.init:g})"
+    return "ReZero" if isinstance(part.gain, nodes.ReZero) else ""
+
+
+def _skip(part: nodes.Sublayer) -> str:
+    if isinstance(part.skip, nodes.ScaleBy):
+        return f"skip x {part.skip.value:g}"
+    return {nodes.DeepNorm: "skip: DeepNorm alpha x", nodes.NormedSkip: "skip: normed input"}.get(type(part.skip), "")
+
+
+def _connections(stack: nodes.Stack) -> list[str]:
+    """What joins the stack's layers besides their order: U-net skips, the re-injected input, value residuals."""
+    return [words for key, words in (("unet", "U-net skips"), ("reinject", "input re-injected"),
+                                     ("value_residual", "value residual")) if getattr(stack, key)]
 
 
 def _stack(model: CompiledModel, name: str, rows: dict[int, AttentionReport]) -> DrawnStack:
@@ -168,7 +196,7 @@ def _stack(model: CompiledModel, name: str, rows: dict[int, AttentionReport]) ->
         kinds[key] = DrawnLayerKind(key, layer.name, [index], parallel, parallel and view.block.norms == 1,
                                _normalization(view), _sublayers(layer, view, cross, rows), unit_params(layer))
     return DrawnStack(name, spec_stack.layers, list(kinds.values()), [kind or name for kind, _ in plan],
-                 "norm" in unit.members, unit_params(unit), cross)
+                      "norm" in unit.members, unit_params(unit), cross, _connections(spec_stack))
 
 
 def _embedding_lines(arch: nodes.ModelSpec) -> list[str]:

@@ -45,14 +45,14 @@ def expected_layers(spec: nodes.Spec) -> dict[str, dict[str, list]]:
         for kind, view in stack.layer_plan():
             attention = {"attention": view.attention.kind,
                          "cross_attention": view.cross_attention.kind if cross else None}
-            kinds.setdefault(kind or name, [(p.kind, p.norm, p.scale, attention.get(p.kind))
-                                            for p in view.sublayers(cross)])
+            kinds.setdefault(kind or name, [(p.kind, getattr(p, "norm", None), getattr(p, "scale", 1.0),
+                                             attention.get(p.kind)) for p in view.sublayers(cross)])
         out[name] = {"kinds": kinds, "pattern": [k or name for k, _ in stack.layer_plan()],
                      "parallel": {k or name: isinstance(v.block, nodes.Parallel) for k, v in stack.layer_plan()}}
     return out
 
 
-MEMBER = {"attention": "self_attn", "cross_attention": "cross_attn", "ffn": "ffn"}
+MEMBER = {"attention": "self_attn", "cross_attention": "cross_attn", "ffn": "ffn", "norm": "stream_norm"}
 
 
 def check_layers(ids: dict, spec: nodes.Spec, prefix: str = "") -> None:
@@ -66,6 +66,9 @@ def check_layers(ids: dict, spec: nodes.Spec, prefix: str = "") -> None:
                 want["kinds"]) == 1
             assert text(ids[where.format("count")]) == f"{want['pattern'].count(kind)}x"
             _check_sublayers(ids, where, parts, want["parallel"][kind])
+        stack = getattr(spec.model, name)
+        across = [key for key in ("unet", "reinject", "value_residual") if getattr(stack, key)]
+        assert (f"{prefix}connections:{name}" in ids) == bool(across)
         if len(want["kinds"]) > 1:  # one mark per layer, of its kind
             assert with_prefix(ids, f"{prefix}mark:{name}:") == sorted(
                 f"{prefix}mark:{name}:{j}:{k}" for j, k in enumerate(want["pattern"]))
@@ -79,6 +82,9 @@ def _check_sublayers(ids: dict, where: str, parts: list, parallel: bool) -> None
     boxes.sort(key=lambda i: int(i.split(":")[-2]))
     for i, (box_id, (kind, norm, scale, attention)) in enumerate(zip(boxes, parts)):
         assert box_id.split(":")[-2:][0] == str(i) and box_id.split(":")[-1].startswith(MEMBER[kind])
+        if kind == "norm":  # a norm of the stream: its box, no residual of its own
+            assert where.format("residual") + f":{i}" not in ids
+            continue
         assert where.format("residual") + f":{i}" in ids  # one residual path each
         norms = {side for side in ("before", "after", "post") if f"{where.format('norm')}:{i}:{side}" in ids}
         shared = where.format("norm") + ":shared" in ids
