@@ -13,8 +13,8 @@ import attncomp
 from attncomp import ir
 from attncomp.compiler import DEFAULT_PASSES, compile_spec
 from attncomp.errors import SpecError
-from attncomp.ir.flops import training_flops
-from attncomp.report import build_report, count_flops, format_report
+from attncomp.lower.flops import counted_on_meta, training_flops
+from attncomp.report import build_report, format_report
 from tests.conftest import ROOT
 
 SPEC = """model kinds {
@@ -109,7 +109,7 @@ def test_one_unit_per_kind_explicit_equals_fused_and_decoding_equals_forward():
 def test_flops_and_the_report_follow_the_kinds():
     spec = _load()
     model = compile_spec(spec, device="meta")
-    assert training_flops(spec) == count_flops(model)
+    assert training_flops(model) == counted_on_meta(model)
     report = build_report(model)
     assert report.layer_kinds == [{"stack": "decoder", "kind": "first", "layers": 1},
                                   {"stack": "decoder", "kind": "global", "layers": 2},
