@@ -20,7 +20,6 @@ A layer kind's body is counted once for each distinct binding of its sizes (howe
 from __future__ import annotations
 
 import math
-import operator
 import re
 from typing import Any
 
