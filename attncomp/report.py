@@ -1,8 +1,8 @@
 """The build report: what a compiled spec is, measured from its graphs before any training.
 
 - parameters, total (tied weights once) and by component;
-- training FLOPs per target token (forward and backward, counted by torch's FlopCounterMode
-  while the optimised graph runs on the meta device) with 64-token source and target sentences;
+- training FLOPs per target token (forward and backward: the matrix products of the optimised graphs,
+  counted from their nodes' shapes by attncomp.lower.flops) with 64-token source and target sentences;
 - each attention: where it is, whether it was fused, its mask (read from the graph: the nodes that
   build SDPA's attn_mask, or the explicit attention's masked_fill), and which SDPA kernels it can use in bf16
   on an sm80+ GPU (the rules of PyTorch's sdp_utils), with the reason for each one it cannot;
@@ -17,12 +17,11 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import fx
-from torch.utils.flop_counter import FlopCounterMode
 
 from attncomp import ir
 from attncomp.ir import nodes
-from attncomp.ir.flops import FLOP_BATCH, FLOP_LENGTH, training_flops
 from attncomp.lower import CompiledModel, family_of, ops
+from attncomp.lower.flops import FLOP_LENGTH, training_flops
 from attncomp.lower.units import Unit
 
 
@@ -66,21 +65,6 @@ def count_params(model: CompiledModel) -> tuple[int, dict[str, int]]:
         embeddings = top in ("embed", "src_embed", "tgt_embed", "segment_embed", "output") or ".pos." in name
         by["embeddings" if embeddings else top] += p.numel()
     return sum(by.values()), dict(by)
-
-
-def count_flops(model: CompiledModel) -> float:
-    """Training FLOPs per target token: forward and backward of the optimised graph, on meta tensors."""
-    meta = model if next(model.parameters()).is_meta else None
-    if meta is None:
-        raise ValueError("count_flops expects a model built on the meta device")
-    m = model.spec.model
-    shape = (FLOP_BATCH, FLOP_LENGTH)
-    tokens = torch.full(shape, 5, dtype=torch.long, device="meta")
-    with FlopCounterMode(display=False) as counter:
-        out = model(*family_of(m).forward_inputs(tokens, tokens))
-        out.float().sum().backward()
-    model.zero_grad(set_to_none=True)
-    return counter.get_total_flops() / (FLOP_BATCH * FLOP_LENGTH)
 
 
 def _backends(kind: str, mask: str, d_k: int, d_v: int) -> dict[str, str]:
@@ -276,7 +260,7 @@ def check_expect(spec: nodes.Spec, params: int, flops: float) -> list[dict]:
 def build_report(model: CompiledModel) -> BuildReport:
     """The report of a model compiled on the meta device."""
     params, by = count_params(model)
-    flops = training_flops(model.spec)  # equal to count_flops(model) for every architecture (tests/ir/test_flops.py)
+    flops = training_flops(model)  # what FlopCounterMode counts over forward and backward (tests/lower/test_flops.py)
     expect = check_expect(model.spec, params, flops)
     attention = attention_report(model)
     return BuildReport(

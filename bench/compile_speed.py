@@ -11,13 +11,12 @@ Each figure comes from a fresh Python process (so nothing is cached from an earl
   the best one's CPU time too (this process's own, less moved by other processes on a busy machine than
   its wall-clock time), and the part each stage took in the best one: parse and resolve the spec (ir.load), compile
   on the meta device (lower + passes of the entry points the report reads), the report (parameters,
-  FLOPs counted on meta tensors, attention), of which the FLOP count (timed again alone), and the
-  same FLOPs from the IR (attncomp.ir.flops);
+  FLOPs counted from the graphs' shapes, attention), of which the FLOP count (attncomp.lower.flops, timed
+  again alone), and the same FLOPs counted by FlopCounterMode on meta tensors (the count before 2026-11-22);
 - `per layer`: the least-squares slope of the best build time of base over `model.layers` =
   --layers (with `expect.params=none`: other depths do not have base's parameters);
 - `all specs`: `attncomp check specs` then `attncomp build specs --no-write` in one process; and
-  what the build report does for each (compile on meta, parameters, attention, `expect`) with the
-  FLOPs from attncomp.ir.flops instead of the meta-tensor count.
+  what the build report does for each (compile on meta, parameters, FLOPs, attention, `expect`).
 """
 
 from __future__ import annotations
@@ -36,8 +35,8 @@ import contextlib, io, json, sys, time
 from attncomp.cli.main import run
 from attncomp import ir
 from attncomp.compiler import compile_spec
-from attncomp.ir.flops import training_flops
-from attncomp.report import build_report, count_flops
+from attncomp.lower.flops import counted_on_meta, training_flops
+from attncomp.report import build_report
 
 spec_path, repeat, overrides = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 sets = [a for o in overrides for a in ("--set", o)]
@@ -60,12 +59,12 @@ def stages():
     t2 = time.perf_counter()
     build_report(model)
     t3 = time.perf_counter()
-    count_flops(model)  # the report's FLOP count on meta tensors, again alone
+    training_flops(model)  # the report's FLOP count (attncomp.lower.flops), again alone
     t4 = time.perf_counter()
-    training_flops(spec)  # the same figure from the IR (attncomp.ir.flops)
+    counted_on_meta(model)  # the same figure from FlopCounterMode on meta tensors, for comparison
     t5 = time.perf_counter()
-    return {"parse": t1 - t0, "compile": t2 - t1, "report": t3 - t2, "of it meta FLOPs": t4 - t3,
-            "ir.flops": t5 - t4}
+    return {"parse": t1 - t0, "compile": t2 - t1, "report": t3 - t2, "of it FLOPs": t4 - t3,
+            "meta FLOPs": t5 - t4}
 
 first = build()
 best = min([build() for _ in range(repeat - 1)] or [first])
@@ -89,7 +88,7 @@ import sys, time
 from pathlib import Path
 from attncomp import ir
 from attncomp.compiler import compile_spec
-from attncomp.ir.flops import training_flops
+from attncomp.lower.flops import training_flops
 from attncomp.report import attention_report, check_expect, count_params
 start = time.perf_counter()
 for path in sorted(Path(sys.argv[1]).rglob("*.attn")):
@@ -97,7 +96,7 @@ for path in sorted(Path(sys.argv[1]).rglob("*.attn")):
     model = compile_spec(spec, device="meta")
     params, _ = count_params(model)
     attention_report(model)
-    if not all(row["ok"] for row in check_expect(spec, params, training_flops(spec))):
+    if not all(row["ok"] for row in check_expect(spec, params, training_flops(model))):
         raise SystemExit(f"{path}: expect not met")
 print(time.perf_counter() - start)
 """
@@ -151,7 +150,7 @@ def main() -> None:
           f"   (best build s by layers: {shown})")
     count = len(list((ROOT / "specs").rglob("*.attn")))
     print(f"all {count} specs: check + build --no-write in one process  {float(_python(_ALL, 'specs')):.2f} s")
-    print(f"all {count} specs: the report's work with ir.flops for the FLOP count, one process  "
+    print(f"all {count} specs: the report's work (compile on meta, parameters, FLOPs, attention), one process  "
           f"{float(_python(_ALL_IR_FLOPS, 'specs')):.2f} s")
 
 

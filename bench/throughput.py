@@ -221,16 +221,12 @@ def build(config: str, spec, batch: dict, device: torch.device) -> Callable[[], 
 
 
 def model_flops(spec, sentences: int, length: int) -> float:
-    """FLOPs of one training step, counted from attncomp's graph on the meta device."""
-    from torch.utils.flop_counter import FlopCounterMode
-
+    """FLOPs of one training step (forward and backward matrix products), counted from attncomp's graphs'
+    shapes (attncomp.lower.flops: what FlopCounterMode counts, without running anything)."""
     from attncomp.compiler import compile_spec
+    from attncomp.lower.flops import forward_flops
 
-    model = compile_spec(spec, device="meta")
-    tokens = torch.full((sentences, length), 5, dtype=torch.long, device="meta")
-    with FlopCounterMode(display=False) as counter:
-        model(tokens, tokens).float().sum().backward()
-    return counter.get_total_flops()
+    return 3 * forward_flops(compile_spec(spec, device="meta").program, sentences, length, length)
 
 
 def real_batches(spec, data_dir: str, device: torch.device, updates: int,

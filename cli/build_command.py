@@ -30,9 +30,9 @@ def _load(path: str, args: argparse.Namespace):
 def _emit(stage: str, spec, path: str, passes: list[str], entry: str | None) -> str:
     if stage == "ir":
         return ir.to_text(spec)
-    if stage == "py":
-        return render(spec, path, passes=passes)
     model = compile_spec(spec, passes=() if stage == "fx" else passes, device="meta")
+    if stage == "py":
+        return render(model, path)
     if entry and entry not in model.entry_points:
         raise UsageError(f'{spec.model.name} has no entry point "{entry}"; it has {", ".join(model.entry_points)}')
     if entry:  # the entry point as one graph: every unit call inlined, every layer unrolled
@@ -58,7 +58,7 @@ def _build_one(path: str, args: argparse.Namespace) -> dict:
         raise ExpectError(f"{path}: expect not met: {details}")
     target = output_path(path, args.out)
     if not args.no_write:
-        write_atomically(target, render(spec, path, passes=args.passes, model=model))
+        write_atomically(target, render(model, path))
         result["generated"] = str(target)
     if not args.json:
         print(format_report(report))

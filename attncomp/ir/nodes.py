@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import keyword
 import re
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, field_validator, model_validator
 
 from attncomp.vocab import BOS, EOS, PAD, SEP, UNK, Specials
 
@@ -48,6 +48,17 @@ def later(field) -> bool:
 
 def by_name(field) -> bool:
     return field.json_schema_extra == BY_NAME
+
+
+def per_layer(place: int, extra: dict | None = None) -> dict:
+    """The json_schema_extra of a Stack key that a layer kind may set too (`layer NAME { key = ... }`):
+    `place` orders it among a layer block's keys (their canonical order); LayerKind's fields are made from
+    these marks (`_layer_kind_fields`), so a key is declared once, on the Stack."""
+    return {**(extra or {}), "layer": place}
+
+
+def layer_place(field) -> int | None:
+    return field.json_schema_extra.get("layer") if isinstance(field.json_schema_extra, dict) else None
 Count = Annotated[int, Field(ge=1, le=1 << 20)]
 Prob = Annotated[float, Field(ge=0.0, lt=1.0)]
 VocabSize = Annotated[int, Field(ge=1, le=1 << 24)]
@@ -441,26 +452,13 @@ KIND_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 LAYER_KIND_LIMIT = 64  # kinds of one stack: each is lowered once and printed as a class
 
 
-class LayerKind(Node):
-    """Layers of a stack that differ from it (Gemma 2's global layers among local ones, ModernBERT's
-    global layer every third): where they are, layer indices start, start + every, ... (count of them,
-    or as many as the stack has), and what they change; a key left unset is the stack's. Written
-    `layer NAME { ... }` inside the stack; NAME names the layer kind (and its class in generated code)."""
+class _LayerKindPlace(Node):
+    """Where a layer kind's layers are, and its name (LayerKind adds the Stack keys it may change)."""
 
     name: str = Field(description="the layer kind's name: lower-case letters, digits and _")
     every: Annotated[int, Field(ge=1, le=1024)] = Field(1, description="one layer of this kind every so many")
     start: Annotated[int, Field(ge=0, le=1023)] = Field(0, description="the index of the first (from 0)")
     count: Annotated[int, Field(ge=1, le=1024)] | None = Field(None, description="how many (unset: to the end)")
-    attention: Attention | None = Field(None, description="self-attention kind (unset: the stack's)")
-    d_ff: Dim | None = Field(None, description="feed-forward inner width (unset: the stack's)")
-    activation: Activation | None = Field(None, description="feed-forward activation (unset: the stack's)")
-    norm: NormPlace | None = Field(None, description="where the norms go (unset: the stack's)")
-    normalization: Normalization | None = Field(None, description="which norm (unset: the stack's)")
-    block: Block | None = Field(None, description="sequential or parallel sub-layers (unset: the stack's)")
-    qk_norm: QKNorm | None = Field(None, description="q/k normalisation (unset: the stack's)")
-    ffn: FFN | None = Field(None, description="dense or moe(experts, top_k, ...) feed-forward nets (unset: the stack's)")
-    rope_base: Positive | None = Field(None, description="rotary base of this kind's layers (unset: the stack's)")
-    rope_scaling: RopeScaling | None = Field(None, description="rotary scaling of this kind's layers (unset: the stack's)")
 
     @field_validator("name")
     @classmethod
@@ -485,11 +483,6 @@ class LayerKind(Node):
         return {k: getattr(self, k) for k in LAYER_KEYS if getattr(self, k) is not None}
 
 
-LAYER_KEYS = ("attention", "d_ff", "activation", "norm", "normalization", "block", "qk_norm", "rope_base",
-              "rope_scaling", "ffn")
-
-
-
 class Stack(Node):
     """N identical layers: self-attention (and, in a decoder, cross-attention), then a feed-forward net."""
 
@@ -498,35 +491,35 @@ class Stack(Node):
     heads: Annotated[int, Field(ge=1, le=1024)] = Field(8, description="attention heads h")
     d_k: Dim = Field(64, description="query/key width per head (default d_model / heads)")
     d_v: Dim = Field(64, description="value width per head (default d_model / heads)")
-    d_ff: Dim = Field(2048, description="inner width of the feed-forward net")
-    attention: Attention = Field(ScaledDot(), description="self-attention kind")
+    d_ff: Dim = Field(2048, json_schema_extra=per_layer(2), description="inner width of the feed-forward net")
+    attention: Attention = Field(ScaledDot(), json_schema_extra=per_layer(1), description="self-attention kind")
     norm: NormPlace = Field(
-        "post", description="where each sub-layer's norm goes: post Norm(x + F(x)) (the paper), pre x + F(Norm(x)), "
+        "post", json_schema_extra=per_layer(4), description="where each sub-layer's norm goes: post Norm(x + F(x)) (the paper), pre x + F(Norm(x)), "
                             "output x + Norm(F(x)) (OLMo 2), sandwich x + Norm(F(Norm(x))) (Gemma 2)")
     activation: Activation = Field(
-        "relu", description="feed-forward activation: relu, gelu (erf), gelu_tanh (the tanh approximation, GPT-2's "
+        "relu", json_schema_extra=per_layer(3), description="feed-forward activation: relu, gelu (erf), gelu_tanh (the tanh approximation, GPT-2's "
                             "gelu_new), silu, relu2 (ReLU squared); gated: swiglu, geglu, geglu_tanh, "
                             "W2(act(W_gate x) * (W_up x))")
     normalization: Normalization = Field(
-        LayerNorm(), description="every norm of the stack: layernorm(gain, bias) or rmsnorm(gain, offset)")
+        LayerNorm(), json_schema_extra=per_layer(5), description="every norm of the stack: layernorm(gain, bias) or rmsnorm(gain, offset)")
     final_norm: bool = Field(False, description="a norm closes the stack (default: true unless norm = post)")
     kv_heads: Annotated[int, Field(ge=1, le=1024)] | None = Field(
         None, description="key/value heads (none: = heads; fewer: grouped-query attention, 1: multi-query)")
     qk_norm: QKNorm = Field(
-        "none", json_schema_extra=LATER,
+        "none", json_schema_extra=per_layer(7, LATER),
         description="RMSNorm of q and k before the scores: per head over d_k (Qwen3), or over the whole "
                     "projection (OLMo 2)")
-    block: Block = Field(Sequential(), json_schema_extra=LATER,
+    block: Block = Field(Sequential(), json_schema_extra=per_layer(6, LATER),
                          description="sequential sub-layers (the paper), or parallel(norms = 1|2): attention "
                                      "and feed-forward net reading one input")
     rope_base: Positive | None = Field(
-        None, json_schema_extra=LATER,
+        None, json_schema_extra=per_layer(9, LATER),
         description="the rotary base of this stack's layers (unset: positions = rope(base)); a layer kind may set its "
                     "own (ModernBERT: 160000 for global layers, 10000 for local ones)")
     rope_scaling: RopeScaling | None = Field(
-        None, description="the rotary scaling of this stack's layers (unset: positions = rope(scaling)); a layer kind "
+        None, json_schema_extra=per_layer(10), description="the rotary scaling of this stack's layers (unset: positions = rope(scaling)); a layer kind "
                           "may set its own (Gemma 3: linear(factor = 8) for global layers only)")
-    ffn: FFN = Field(DenseFFN(), json_schema_extra=LATER,
+    ffn: FFN = Field(DenseFFN(), json_schema_extra=per_layer(8, LATER),
                      description="the feed-forward nets: dense (one, the paper), or moe(experts, top_k, renormalize, "
                                  "shared, shared_gate, aux_loss), a mixture of experts")
     qk_normalization: Normalization | None = Field(
@@ -542,7 +535,7 @@ class Stack(Node):
     reinject: bool = Field(False, json_schema_extra=LATER,
                            description="the stack's input re-injected: layer l > 0 reads a_l x + b_l x_0, a_l and b_l "
                                        "learned (from 1 and 0; modded-nanogpt)")
-    layer: tuple[LayerKind, ...] = Field(
+    layer: tuple["LayerKind", ...] = Field(
         (), json_schema_extra=LATER,
         description="layer kinds that differ from the stack's own keys, each `layer NAME { ... }`")
 
@@ -552,20 +545,33 @@ class Stack(Node):
         so `--set model.heads=...` on a stored spec keeps plain multi-head attention."""
         return self.heads if self.kv_heads is None else self.kv_heads
 
-    def layer_plan(self) -> list[tuple[str, "Stack"]]:
+    def layer_plan(self, positions: "Positions | None" = None) -> list[tuple[str, "Stack"]]:
         """For each layer index, its kind's name ("" for the stack's own) and the stack as that layer
-        sees it (the kind's keys applied, no kinds of its own): the one place per-layer keys resolve."""
-        plan: list[tuple[str, Stack]] = [("", self.model_copy(update={"layer": ()}))] * self.layers
+        sees it (the kind's keys applied, no kinds of its own): the one place per-layer keys resolve.
+        Given the model's `positions`, each layer's rotation is resolved too: with rope, its rope_base and
+        rope_scaling are the kind's, else the stack's, else positions' (base, scaling), so a lowering
+        reads the layer's own and asks no other level."""
+        plan: list[tuple[str, Stack]] = [("", self._resolved(self.model_copy(update={"layer": ()}), positions))] \
+            * self.layers
         for kind in self.layer:
             changes = kind.changes()
             if "norm" in changes and "block" not in changes and self.block.sublayers:
                 # a kind's norm is the norm of every inherited sub-layer: the stack's written norms were the stack's
                 changes["block"] = self.block.model_copy(update={"sublayers": tuple(
                     s if isinstance(s, Stream) else s.model_copy(update={"norm": None}) for s in self.block.sublayers)})
-            layer = self.model_copy(update={**changes, "layer": ()})
+            layer = self._resolved(self.model_copy(update={**changes, "layer": ()}), positions)
             for i in kind.indices(self.layers):
                 plan[i] = (kind.name, layer)
         return plan
+
+    @staticmethod
+    def _resolved(layer: "Stack", positions: "Positions | None") -> "Stack":
+        """A layer's rotation with positions' base and scaling where neither its kind nor its stack set one."""
+        if not isinstance(positions, Rope):
+            return layer
+        return layer.model_copy(update={
+            "rope_base": positions.base if layer.rope_base is None else layer.rope_base,
+            "rope_scaling": positions.scaling if layer.rope_scaling is None else layer.rope_scaling})
 
     def sublayers(self, cross: bool) -> tuple:
         """The layer's sub-layers in order, each with its norm: the block's written list, or the paper's
@@ -578,6 +584,28 @@ class Stack(Node):
     def gated(self) -> bool:
         """A gated feed-forward (Shazeer 2020): two inner projections of width d_ff."""
         return self.activation in GATED
+
+
+def _layer_kind_fields() -> dict:
+    """LayerKind's keys: each Stack field marked `per_layer`, in its place, optional (unset: the stack's)."""
+    marked = sorted((layer_place(f), key, f) for key, f in Stack.model_fields.items() if layer_place(f) is not None)
+    fields = {}
+    for _, key, field in marked:
+        kind = Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+        fields[key] = (Optional[kind], Field(None, discriminator=field.discriminator,
+                                             description=f"{field.description} (unset: the stack's)"))
+    return fields
+
+
+LayerKind = create_model(
+    "LayerKind", __base__=_LayerKindPlace, __module__=__name__, **_layer_kind_fields(),
+    __doc__="""Layers of a stack that differ from it (Gemma 2's global layers among local ones, ModernBERT's
+    global layer every third): where they are, layer indices start, start + every, ... (count of them,
+    or as many as the stack has), and what they change: any Stack key marked `per_layer`; a key left unset
+    is the stack's. Written `layer NAME { ... }` inside the stack; NAME names the layer kind (and its class in
+    generated code).""")
+LAYER_KEYS = tuple(key for key in LayerKind.model_fields if key not in _LayerKindPlace.model_fields)
+Stack.model_rebuild()
 
 
 class EncoderSpec(Stack):

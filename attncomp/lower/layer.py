@@ -244,8 +244,8 @@ def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | No
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross_attn is not None else None
     rope = None  # what the stack hands a step: a rotary table (this layer's own base) or T5's bias
     if isinstance(arch.positions, nodes.Rope):  # one table per rotary base of the stack; this layer reads its own
-        tables = [b.input(name) for name in rope_names(bases or (rotation(arch, stack),))]
-        rope = tables[bases.index(rotation(arch, stack)) if len(bases) > 1 else 0]
+        tables = [b.input(name) for name in rope_names(bases or (rotation(stack),))]
+        rope = tables[bases.index(rotation(stack)) if len(bases) > 1 else 0]
     elif made_by_stack_in_step(arch):
         rope = b.input(input_name(arch))
     first = _first_values(b, stack, 1)

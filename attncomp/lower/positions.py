@@ -64,12 +64,12 @@ def input_name(arch: nodes.ModelSpec) -> str:
     return {"rope": "rope", "alibi": "alibi", "relative": "relative", "buckets": "position_bias"}[arch.positions.kind]
 
 
-def rotation(arch: nodes.ModelSpec, seen: nodes.Stack) -> tuple:
-    """(base, scaling) of a layer's rotary angles (`seen`: the stack as the layer sees it): its own
-    `rope_base` and `rope_scaling` where set, else positions'."""
-    pos = arch.positions
-    return (pos.base if seen.rope_base is None else seen.rope_base,
-            pos.scaling if seen.rope_scaling is None else seen.rope_scaling)
+def rotation(seen: nodes.Stack) -> tuple:
+    """(base, scaling) of a layer's rotary angles (`seen`: the layer as its stack's plan resolved it,
+    nodes.Stack.layer_plan(positions): its kind's, its stack's or positions' rotation)."""
+    if seen.rope_base is None:
+        raise ValueError("a layer's rotation is read from its resolved plan: layer_plan(arch.positions)")
+    return seen.rope_base, seen.rope_scaling
 
 
 def rope_bases(arch: nodes.ModelSpec, stack: nodes.Stack) -> tuple[tuple, ...]:
@@ -79,9 +79,9 @@ def rope_bases(arch: nodes.ModelSpec, stack: nodes.Stack) -> tuple[tuple, ...]:
     if not isinstance(arch.positions, nodes.Rope):
         return ()
     bases: list[tuple] = []
-    for _, seen in stack.layer_plan():
-        if rotation(arch, seen) not in bases:
-            bases.append(rotation(arch, seen))
+    for _, seen in stack.layer_plan(arch.positions):
+        if rotation(seen) not in bases:
+            bases.append(rotation(seen))
     return tuple(bases)
 
 
@@ -99,7 +99,7 @@ def position_input(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q_len,
     if len(bases) > 1:
         shape = _input_shape(arch, stack, q_len, k_len)
         tables = [b.input(name, shape) for name in rope_names(bases)]
-        return tables[bases.index(rotation(arch, stack))]
+        return tables[bases.index(rotation(stack))]
     return b.input(input_name(arch), _input_shape(arch, stack, q_len, k_len))
 
 

@@ -77,9 +77,11 @@ class UnitModule(nn.Module):
 class CompiledModel(UnitModule):
     """A compiled spec: the model unit's instance, with an entry point per graph of its family.
 
-    `spec` is the resolved spec; `program` the root unit (walk it for every unit and graph)."""
+    `spec` is the resolved spec; `program` the root unit (walk it for every unit and graph); `passes` the
+    passes that optimised its graphs (attncomp.passes.optimise records them), in order."""
 
     spec: nodes.Spec
+    passes: tuple[str, ...] = ()
 
     @property
     def program(self) -> Unit:

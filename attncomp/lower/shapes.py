@@ -219,6 +219,28 @@ def _select(args, kwargs) -> Shape | None:
     return None if x is None else x[: _dim(x, args[1])] + x[_dim(x, args[1]) + 1 :]
 
 
+def _unsqueeze(args, kwargs) -> Shape | None:
+    x = _shape(args[0])
+    if x is None:
+        return None
+    d = args[1] % (len(x) + 1)
+    return x[:d] + (1,) + x[d:]
+
+
+def _squeeze(args, kwargs) -> Shape | None:
+    x = _shape(args[0])
+    if x is None or len(args) < 2 or x[_dim(x, args[1])] != 1:
+        return None
+    return x[: _dim(x, args[1])] + x[_dim(x, args[1]) + 1 :]
+
+
+def _expand(args, kwargs) -> Shape | None:
+    x, sizes = _shape(args[0]), [_size(d) if d != -1 else -1 for d in args[1:]]
+    if x is None or len(sizes) != len(x) or None in sizes:
+        return None
+    return tuple(d if size == -1 else size for d, size in zip(x, sizes))
+
+
 def _new_zeros(args, kwargs) -> Shape | None:
     dims = tuple(_size(d) for d in args[1])
     return None if any(d is None for d in dims) else dims
@@ -242,7 +264,7 @@ RULES: dict[Any, Callable[[tuple, dict], Shape | None]] = {
     torch.add: _elementwise, torch.mul: _elementwise, torch.sub: _elementwise, operator.add: _elementwise,
     torch.tanh: _same, torch.sigmoid: _same, torch.relu: _same, F.gelu: _same, F.silu: _same, torch.softmax: _same,
     F.dropout: _same, torch.masked_fill: _same, ops.hide: _same, ops.zero_rows: _same, ops.rotate: _same,
-    torch.logical_not: _same, ops.attend: _same, torch.clamp: _same,
+    torch.logical_not: _same, ops.attend: _same, torch.clamp: _same, torch.square: _same,
     F.linear: _linear, torch.unflatten: _unflatten, torch.transpose: _transpose, torch.flatten: _flatten,
     torch.matmul: _matmul, F.scaled_dot_product_attention: _sdpa, torch.cat: _cat,
     ops.padding_mask: _padding_mask, ops.causal_mask: _square, ops.band_mask: _square, ops.either: _either,
@@ -253,8 +275,9 @@ RULES: dict[Any, Callable[[tuple, dict], Shape | None]] = {
     ops.bucket_index: _relative_positions, ops.bucket_bias: _bucket_bias, ops.softcap: _same,
     ops.sink_softmax: _same, ops.flex_attend: _sdpa,
     torch.repeat_interleave: _repeat, torch.select: _select, torch.einsum: _einsum,
+    torch.unsqueeze: _unsqueeze, torch.squeeze: _squeeze,
 }
-METHOD_RULES: dict[str, Callable[[tuple, dict], Shape | None]] = {"new_zeros": _new_zeros}
+METHOD_RULES: dict[str, Callable[[tuple, dict], Shape | None]] = {"new_zeros": _new_zeros, "expand": _expand}
 
 
 def _parts(node: fx.Node) -> list[Shape] | None:

@@ -71,7 +71,7 @@ def _joins(b: Builder, stack: nodes.Stack) -> dict:
 def _layer_list(ctx, stack: nodes.Stack, rule, *args) -> list[Unit]:
     """One unit per layer kind (nodes.Stack.layer_plan), listed per layer: a kind is lowered once."""
     bases = positions.rope_bases(ctx.arch, stack)
-    return [ctx.unit(rule, seen, *args, kind, bases) for kind, seen in stack.layer_plan()]
+    return [ctx.unit(rule, seen, *args, kind, bases) for kind, seen in stack.layer_plan(ctx.arch.positions)]
 
 
 def encoder(ctx, stack: nodes.Stack) -> Unit:

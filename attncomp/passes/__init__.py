@@ -101,6 +101,7 @@ def optimise(model: CompiledModel, names: Sequence[str] = DEFAULT_PASSES) -> Com
             gm = _LazyGraphModule(instance, method.graph, class_name=unit.name)
             method.graph = run_passes(gm, names, method.decoding)[0].graph
     model.refresh()
+    model.passes = (*model.passes, *names)
     return model
 
 

@@ -17,6 +17,8 @@ import torch
 import attncomp
 from attncomp import ir
 from attncomp.codegen import output_path, render
+from attncomp.compiler import compile_spec
+from attncomp.passes import DEFAULT_PASSES
 from attncomp.vocab import BOS
 from tests.conftest import ROOT, SPECS, spec_id
 from tests.helpers import batch, small
@@ -30,9 +32,10 @@ def load_module(path: Path, name: str):
     return module
 
 
-def rendered_module(spec, tmp_path: Path, name="gen", **options):
+def rendered_module(spec, tmp_path: Path, name="gen", model=None, passes=DEFAULT_PASSES):
+    """The module rendered from `model`, or from `spec` compiled (on meta) with `passes`, imported."""
     path = tmp_path / f"{name}.py"
-    path.write_text(render(spec, "inline.attn", **options))
+    path.write_text(render(model if model is not None else compile_spec(spec, passes, device="meta"), "inline.attn"))
     return load_module(path, f"attncomp_test_{name}")
 
 
@@ -45,7 +48,7 @@ def compiled_on_meta(path: Path):
 @pytest.mark.parametrize("path", SPECS, ids=spec_id)
 def test_generated_file_is_up_to_date(path):
     relative = path.relative_to(ROOT)
-    expected = render(ir.load(path), str(relative), model=compiled_on_meta(path))
+    expected = render(compiled_on_meta(path), str(relative))
     target = output_path(path)
     assert target.resolve() == ROOT / "generated" / relative.relative_to("specs").with_suffix(".py")
     assert target.read_text() == expected, f"{target} is stale: run `attncomp build specs`"
@@ -133,12 +136,12 @@ def test_generated_module_equals_the_compiled_graphs(name, tmp_path):
 @pytest.mark.parametrize("passes", [(), ("canonicalize", "fuse_attention")])
 def test_generated_module_is_the_program_the_chosen_passes_made(passes, tmp_path):
     spec = small(ir.load(ROOT / "specs/base.attn"))
-    text = render(spec, "inline.attn", passes=passes)
+    text = render(compile_spec(spec, passes, device="meta"), "inline.attn")
     fused = "fuse_attention" in passes
     assert ("F.scaled_dot_product_attention(" in text) == fused
     assert ("torch.softmax(" in text) != fused
     assert "torch.cat((self.q_proj.weight" not in text  # fuse_qkv did not run
-    assert "torch.cat((self.q_proj.weight" in render(spec, "inline.attn")
+    assert "torch.cat((self.q_proj.weight" in render(compile_spec(spec, device="meta"), "inline.attn")
     compiled = attncomp.compile(spec, passes=passes, dtype=torch.float64).eval()
     generated = rendered_module(spec, tmp_path, f"p{len(passes)}", passes=passes).Model().double().eval()
     generated.load_state_dict(compiled.state_dict())
@@ -148,9 +151,9 @@ def test_generated_module_is_the_program_the_chosen_passes_made(passes, tmp_path
 
 def test_layers_are_a_loop_not_copies():
     spec = small(ir.load(ROOT / "specs/base.attn"))
-    texts = [render(spec.model_copy(update={"model": spec.model.model_copy(update={
+    texts = [render(compile_spec(spec.model_copy(update={"model": spec.model.model_copy(update={
         name: getattr(spec.model, name).model_copy(update={"layers": n}) for name in ("encoder", "decoder")})}),
-        "inline.attn") for n in (2, 3)]
+        device="meta"), "inline.attn") for n in (2, 3)]
     assert len(texts[0].splitlines()) == len(texts[1].splitlines())
     assert "layers.1" not in texts[1] and "layers[1]" not in texts[1]
     assert "        for layer in self.layers:\n            x = layer(x, padding_mask)" in texts[1]
@@ -189,7 +192,7 @@ def test_spec_text_cannot_inject_code(tmp_path):
     path = tmp_path / "hostile.attn"
     path.write_bytes(HOSTILE.encode())
     spec = ir.load(path)
-    text = render(spec, str(path))
+    text = render(compile_spec(spec, device="meta"), str(path))
     tree = ast.parse(text)  # parses: nothing escaped its comment
     kinds = {type(node).__name__ for node in tree.body}
     assert kinds <= {"Expr", "Import", "ImportFrom", "Assign", "FunctionDef", "ClassDef"}

@@ -282,12 +282,11 @@ def test_the_gate_is_a_sigmoid_on_the_heads_output():
 
 
 @pytest.mark.parametrize("name", ["t5", "gated", "softcap_lm", "sinks_local_lm", "clipped"])
-def test_flops_from_the_ir_equal_the_counter(name):
-    from attncomp.ir.flops import training_flops
-    from attncomp.report import count_flops
+def test_flops_from_the_graphs_equal_the_counter(name):
+    from attncomp.lower.flops import counted_on_meta, training_flops
 
-    spec = spec_of(name)
-    assert training_flops(spec) == count_flops(attncomp.compile(spec, device="meta"))
+    model = attncomp.compile(spec_of(name), device="meta")
+    assert training_flops(model) == counted_on_meta(model)
 
 
 def test_one_bucket_table_per_stack():

@@ -12,9 +12,8 @@ import attncomp
 from attncomp import ir
 from attncomp.compiler import compile_spec
 from attncomp.errors import SpecError
-from attncomp.ir.flops import training_flops
+from attncomp.lower.flops import counted_on_meta, training_flops
 from attncomp.passes.fuse_attention import count_fused
-from attncomp.report import count_flops
 from tests.helpers import assert_decode_steps, assert_generated_equals_compiled, batch, first_cache, pair
 
 BASE = """model mla {{
@@ -101,6 +100,6 @@ def test_generated_module_equals_the_compiled_model(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
-def test_flops_from_the_ir_equal_the_counter(name):
-    spec = spec_of(name)
-    assert training_flops(spec) == count_flops(compile_spec(spec, device="meta"))
+def test_flops_from_the_graphs_equal_the_counter(name):
+    model = compile_spec(spec_of(name), device="meta")
+    assert training_flops(model) == counted_on_meta(model)

@@ -13,8 +13,8 @@ import attncomp
 from attncomp import ir
 from attncomp.compiler import DEFAULT_PASSES, compile_spec
 from attncomp.errors import SpecError
-from attncomp.ir.flops import training_flops
-from attncomp.report import build_report, count_flops, format_report
+from attncomp.lower.flops import counted_on_meta, training_flops
+from attncomp.report import build_report, format_report
 from tests.conftest import ROOT
 
 SPEC = """model kinds {
@@ -109,7 +109,7 @@ def test_one_unit_per_kind_explicit_equals_fused_and_decoding_equals_forward():
 def test_flops_and_the_report_follow_the_kinds():
     spec = _load()
     model = compile_spec(spec, device="meta")
-    assert training_flops(spec) == count_flops(model)
+    assert training_flops(model) == counted_on_meta(model)
     report = build_report(model)
     assert report.layer_kinds == [{"stack": "decoder", "kind": "first", "layers": 1},
                                   {"stack": "decoder", "kind": "global", "layers": 2},
@@ -194,3 +194,43 @@ def test_rope_base_needs_rotary_positions():
         _load(ROPE_BASES.replace("positions = rope(base = 100)", "positions = alibi"))
     assert "rope_base in the decoder needs positions = rope, not alibi" in str(err.value)
     assert err.value.span.line == 6
+
+
+def test_the_plan_resolves_each_layers_rotation_once():
+    """Given positions, layer_plan gives each layer its rotation: the kind's, else the stack's, else
+    positions'; the lowering reads only the layer (lower.positions.rotation)."""
+    from attncomp.lower.positions import rotation
+
+    spec = _load(ROPE_BASES.replace("positions = rope(base = 100)",
+                                    "positions = rope(base = 100, scaling = linear(factor = 2))"))
+    decoder = spec.model.decoder
+    assert [(s.rope_base, s.rope_scaling) for _, s in decoder.layer_plan()][:2] == [(None, None), (5000, None)]
+    resolved = [rotation(s) for _, s in decoder.layer_plan(spec.model.positions)]
+    linear = spec.model.positions.scaling
+    assert linear.kind == "linear" and resolved == [(100, linear), (5000, linear)] * 2
+    own = _load(ROPE_BASES.replace("layers = 4", "layers = 4  rope_base = 700"))
+    assert [rotation(s)[0] for _, s in own.model.decoder.layer_plan(own.model.positions)] == [700, 5000] * 2
+    with pytest.raises(ValueError, match="resolved plan"):
+        rotation(decoder.layer_plan()[0][1])
+
+
+def test_layer_kind_keys_are_the_stack_fields_marked_per_layer():
+    """One source of truth: LayerKind's keys (and LAYER_KEYS) are made from the Stack's per_layer marks,
+    each optional, accepting what the stack's key accepts."""
+    from pydantic import ValidationError
+
+    from attncomp.ir import nodes
+
+    marked = sorted((nodes.layer_place(f), k) for k, f in nodes.Stack.model_fields.items()
+                    if nodes.layer_place(f) is not None)
+    assert nodes.LAYER_KEYS == tuple(k for _, k in marked)
+    assert list(nodes.LayerKind.model_fields) == ["name", "every", "start", "count", *nodes.LAYER_KEYS]
+    stack = nodes.DecoderSpec(rope_base=10.0, rope_scaling=nodes.LinearScaling(factor=2.0))
+    for key in nodes.LAYER_KEYS:
+        kind = nodes.LayerKind(name="k", **{key: getattr(stack, key)})
+        assert kind.changes() == {key: getattr(kind, key)} and nodes.LayerKind(name="k").changes() == {}
+    for key, bad in (("d_ff", 0), ("norm", "middle"), ("attention", {"kind": "nope"}), ("rope_base", -1.0)):
+        with pytest.raises(ValidationError):
+            nodes.Stack(**{key: bad})
+        with pytest.raises(ValidationError):
+            nodes.LayerKind(name="k", **{key: bad})

@@ -72,7 +72,7 @@ def test_the_declared_pad_is_what_the_compiled_model_masks(passes):
             alone = beam_search(CachedStepper(model, torch.tensor([row])), 1, [5], 2, 0.0,
                                 specials=model.spec.model.specials)
             assert hyps[i][0].tokens == alone[0][0].tokens
-    assert "padding_mask(src, 1)" in render(model.spec, "bart.attn")  # the generated module says so
+    assert "padding_mask(src, 1)" in render(model, "bart.attn")  # the generated module says so
 
 
 def test_a_vocabulary_without_pad_keeps_token_0_in_the_loss(sample_data):
