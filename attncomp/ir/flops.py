@@ -29,11 +29,10 @@ def _attention(stack: nodes.Stack, batch: int, t_q: int, t_k: int, d_memory: int
     """One attention sublayer: q from the stack's states, k and v from `d_memory`-wide states."""
     h, d = stack.heads, stack.d_model
     rows_q, rows_k = batch * t_q, batch * t_k
-    if isinstance(kind, nodes.Latent):
-        return _latent(stack, kind, batch, t_q, t_k)
-    count = _projection(rows_q, d, h * stack.d_k) + _projection(rows_q, h * stack.d_v, d)  # q_proj, o_proj
-    if getattr(kind, "gate", False):  # gate_proj, from the query's input
-        count += _projection(rows_q, d, h * stack.d_v)
+    gate = _projection(rows_q, d, h * stack.d_v) if isinstance(kind, nodes.DotProduct) and kind.gate else 0
+    if isinstance(kind, nodes.Latent):  # gate: gate_proj, from the query's input
+        return _latent(stack, kind, batch, t_q, t_k) + gate
+    count = _projection(rows_q, d, h * stack.d_k) + _projection(rows_q, h * stack.d_v, d) + gate  # q_proj, o_proj
     kv = stack.key_value_heads  # grouped-query attention projects fewer key/value heads; every query head still attends
     count += _projection(rows_k, d_memory, kv * stack.d_k) + _projection(rows_k, d_memory, kv * stack.d_v)
     return count + 6 * batch * h * t_q * t_k * (stack.d_k + stack.d_v)

@@ -1,5 +1,3 @@
-torch.fx._symbolic_trace.wrap("attncomp_lower_ops_attend")
-
 def forward(self, x, memory, padding_mask):
     k_proj_weight = self.k_proj.weight
     v_proj_weight = self.v_proj.weight

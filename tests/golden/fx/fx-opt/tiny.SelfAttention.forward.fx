@@ -1,5 +1,3 @@
-torch.fx._symbolic_trace.wrap("attncomp_lower_ops_attend")
-
 def forward(self, x, padding_mask):
     q_proj_weight = self.q_proj.weight
     k_proj_weight = self.k_proj.weight
