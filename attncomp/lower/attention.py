@@ -297,12 +297,12 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
     padding = None if causal else _padding(b, length)
     positions = position_input(b, arch, stack, length, length)
     rope = positions if isinstance(arch.positions, nodes.Rope) else None
-    if isinstance(kind, nodes.Latent):
-        k, v = latent_kv(b, stack, kind, *latent_compress(b, arch, stack, kind, x, rope))
+    if isinstance(kind, nodes.Latent):  # q, k, v in reading order
         q = latent_q(b, arch, stack, kind, x, rope)
+        k, v = latent_kv(b, stack, kind, *latent_compress(b, arch, stack, kind, x, rope))
     else:
-        k, v = project_kv(b, ctx, stack, kind, x, d, rope)
         q = project_q(b, ctx, stack, kind, x, rope)
+        k, v = project_kv(b, ctx, stack, kind, x, d, rope)
     k, v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     mask = _mask(b, stack, x, padding, causal)
     bias = positions if isinstance(arch.positions, (nodes.ALiBi, nodes.Buckets)) else None
@@ -339,6 +339,7 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
     if isinstance(stack.attention, nodes.Latent):
         _latent_step(b, arch, stack, stack.attention, x, past_k, past_v, rope)
         return
+    q = project_q(b, ctx, stack, stack.attention, x, rope)
     k_new, v_new = project_kv(b, ctx, stack, stack.attention, x, d, rope)
     k = b.call(torch.cat, (past_k, k_new), 2, name="k")
     v = b.call(torch.cat, (past_v, v_new), 2, name="v")
@@ -356,7 +357,6 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
                                 name="position_bias")
     if buckets is not None and buckets.per_layer:
         given_bias = layer_bucket_bias(b, stack, buckets, given_bias)
-    q = project_q(b, ctx, stack, stack.attention, x, rope)
     seen_k, seen_v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     positions = decode_bias(b, arch, stack, x, seen_k)
     heads = attend(b, arch, stack, q, seen_k, seen_v, stack.attention, positions=positions,
@@ -368,11 +368,12 @@ def _latent_step(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, kind: no
                  past_latent: Node, past_k_rope: Node, rope: Node) -> None:
     """A latent attention's step: the cache holds c^KV and k^R (attncomp.lower.cache), extended by the new
     position's; every key and value is made again from them (the weights are not absorbed)."""
+    q = latent_q(b, arch, stack, kind, x, rope)
     latent_new, k_rope_new = latent_compress(b, arch, stack, kind, x, rope)
     latent = b.call(torch.cat, (past_latent, latent_new), 2, name="latent")
     k_rope = b.call(torch.cat, (past_k_rope, k_rope_new), 2, name="k_rope")
     k, v = latent_kv(b, stack, kind, latent, k_rope)
-    heads = attend(b, arch, stack, latent_q(b, arch, stack, kind, x, rope), k, v, kind)
+    heads = attend(b, arch, stack, q, k, v, kind)
     b.output((_output(b, arch, stack, heads, x, kind), latent, k_rope))
 
 
@@ -400,8 +401,8 @@ def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     x = b.input("x", ("batch", "tgt_len", stack.d_model))
     memory = b.input("memory", ("batch", "src_len", d_memory))
     padding = _padding(b, "src_len")
-    k, v = project_kv(b, ctx, stack, kind, memory, d_memory)
     q = project_q(b, ctx, stack, kind, x)
+    k, v = project_kv(b, ctx, stack, kind, memory, d_memory)
     heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
     b.output(_output(b, arch, stack, heads, x, kind))
 
