@@ -85,7 +85,8 @@ Cap = Annotated[float, Field(ge=0.0, le=1e6)]
 class DotProduct(Node):
     """The parts of a dot-product attention, one description that every dot-product kind (scaled_dot, local,
     latent) embeds after its own keys, each part at the paper's meaning by default: the score scale,
-    soft-capping of the scores, attention sinks, an output gate and clipping of q, k and v. The stack's
+    soft-capping of the scores, attention sinks, an output gate, clipping of q, k and v and a per-head
+    temperature. The stack's
     qk_norm, the model's positions and the layer's mask are the other parts a score reads
     (attncomp.lower.attention applies them all, in one place). A new part is a field here (declared LATER,
     so no spec's text changes), its lowering in attncomp.lower.attention and a row in docs/language.md."""
@@ -100,6 +101,9 @@ class DotProduct(Node):
                        "before W^O (Qwen3-Next's gated attention)")
     clip_qkv: Cap = Field(0.0, json_schema_extra=LATER,
                           description="q, k and v clipped to [-c, c] after their projections (OLMo's clip_qkv); 0: off")
+    temperature: bool = Field(False, json_schema_extra=LATER,
+                              description="a learned temperature per head, `heads` values multiplying q . k (1 at "
+                                          "initialisation)")
 
 
 # A dot-product kind is `class Kind(DotProduct, _KindKeys)`: its own keys (in _KindKeys) come first in its

@@ -10,6 +10,8 @@ turns the middle of it into `scaled_dot_product_attention`.
     scores                torch.matmul(q, torch.transpose(k, -2, -1)) -> torch.mul(s, 1 / math.sqrt(d_k))
                           (the spec's `scale`: a given number, or no mul at all for `scale = none`)
     soft-capping          ops.softcap(s, cap), after the scale (`softcap`)
+    temperature           torch.mul(q, torch.add(temperature, 1).view(-1, 1, 1)) before the scores: t_h q . k
+                          = t_h (q . k), so every kernel takes it (`temperature`; the parameter holds t - 1)
     positional bias       torch.add(s, bias)  (ALiBi, relative positions, T5's buckets; before the mask)
     mask (True = hidden)  ops.hide(s, mask): -inf where hidden; a mask may be None (nothing hidden)
     weights               torch.softmax(s, -1) -> ops.zero_rows(w, mask) where the mask has padding;
@@ -56,7 +58,7 @@ from attncomp.lower.units import Builder, Param, Unit, inv_sqrt_const, linear, n
 Node = fx.Node
 NAMES = {"self": "SelfAttention", "causal": "CausalSelfAttention", "cross": "CrossAttention"}
 MEMBERS = ("q_proj", "k_proj", "v_proj", "q_down_proj", "q_latent_norm", "q_up_proj", "kv_down_proj", "kv_latent_norm",
-           "kv_up_proj", "o_proj", "gate_proj", "q_norm", "k_norm", "energy", "sinks", "relative_k",
+           "kv_up_proj", "o_proj", "gate_proj", "q_norm", "k_norm", "energy", "sinks", "temperature", "relative_k",
            "relative_v", "relative_bias")  # registration order
 
 
@@ -198,6 +200,16 @@ def scores(b: Builder, q: Node, k: Node, kind: nodes.Attention, d_k: int) -> Nod
     return logits
 
 
+def _temperature(b: Builder, kind: nodes.Attention, q: Node, heads: int) -> Node:
+    """q (B, h, Tq, d_k) times each head's learned temperature t = 1 + w (w a parameter starting at 0), so the
+    scores are t_h (q . k): inside the scale and the soft cap, and no positional term's (`temperature`)."""
+    if not parts_of(kind).temperature:
+        return q
+    offset = b.param("temperature", Param((heads,), "zeros"), name="temperature")
+    t = b.call(torch.add, offset, 1, name="temperature", shape=(heads,))
+    return b.call(torch.mul, q, b.method("view", t, -1, 1, 1, name="temperature", shape=(heads, 1, 1)), name="q")
+
+
 def _weights(b: Builder, kind: nodes.Attention, s: Node, heads: int) -> Node:
     """softmax over the keys; with sinks, over the keys and one learned logit per head (gpt-oss)."""
     if not parts_of(kind).sinks:
@@ -220,7 +232,7 @@ def attend(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: No
     """softmax(hide(scores + bias, mask)) @ v, explicitly. `padded`: the mask may hide every key of a
     query (it has padding), whose weights are then defined as 0. `positions`: relative-position indices
     (their logit and value terms); `bias`: a float bias on the scores (ALiBi, T5's buckets)."""
-    s = scores(b, q, k, kind, stack.d_k)
+    s = scores(b, _temperature(b, kind, q, stack.heads), k, kind, stack.d_k)
     relative = isinstance(arch.positions, nodes.Relative) and positions is not None
     if relative:
         s = b.call(torch.add, s, bias_logits(b, arch, stack, q, positions), name="scores")
