@@ -3,9 +3,9 @@
 - parameters, total (tied weights once) and by component;
 - training FLOPs per target token (forward and backward: the matrix products of the optimised graphs,
   counted from their nodes' shapes by attncomp.lower.flops) with 64-token source and target sentences;
-- each attention: where it is, whether it was fused, its mask (read from the graph: the nodes that
-  build SDPA's attn_mask, or the explicit attention's masked_fill), and which SDPA kernels it can use in bf16
-  on an sm80+ GPU (the rules of PyTorch's sdp_utils), with the reason for each one it cannot;
+- each attention: where it is, its mask (as the lowering named it), the kernel fuse_attention chose from its
+  parts and why (both recorded in the graph's node metadata, `meta["attention"]`), and which SDPA kernels it
+  can use in bf16 on an sm80+ GPU (the rules of PyTorch's sdp_utils), with the reason for each one it cannot;
 - the spec's `expect` lines, checked.
 """
 
@@ -15,12 +15,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import fx
 
 from attncomp import ir
 from attncomp.ir import nodes
-from attncomp.lower import CompiledModel, family_of, ops
+from attncomp.lower import CompiledModel, family_of
 from attncomp.lower.flops import FLOP_LENGTH, training_flops
 from attncomp.lower.units import Unit
 
@@ -95,103 +94,21 @@ def _flex_backends(d_k: int, d_v: int) -> dict[str, str]:
                     "causal or local); uncompiled, and CPU training (no CPU backward), take the explicit form"}
 
 
-def kernel_of(kind, arch: nodes.ModelSpec, got: str) -> str:
-    """The kernel an attention got, and why (the rule of docs/compiler.md, *Which kernel*)."""
-    if got == "sdpa":
-        return "sdpa: its scale, positional bias and mask are SDPA's arguments (scale=, attn_mask=, is_causal=)"
-    if got == "flex":
-        return "flex: soft-capped scores (a score function) or sinks (a log-sum-exp correction), which SDPA cannot take"
-    if kind.kind == "additive":
-        return "explicit: additive scores are no dot product"
-    if isinstance(arch.positions, nodes.Relative) and arch.positions.values:
-        return "explicit: relative positions' value term"
-    if (getattr(kind, "softcap", 0) or getattr(kind, "sinks", False)) and arch.dropout.attention:
-        return "explicit: soft-capping or sinks with attention dropout (FlexAttention has no dropout)"
-    return "explicit: fuse_attention not run, or no rule matched"
-
-
-def _describe_mask(mask) -> str:
-    """What a mask is, read from the nodes that build it (ops.padding_mask, ops.band_mask, ...)."""
-    if not isinstance(mask, fx.Node):
-        return "none"
-    if mask.op == "placeholder":  # what the stack hands its layers
-        return {"padding_mask": "padding", "position_bias": "buckets"}.get(mask.target, mask.target)
-    if mask.target in (torch.logical_not, ops.attend):
-        return _describe_mask(mask.args[0])
-    if mask.target is ops.either:
-        return " + ".join(_describe_mask(m) for m in mask.args)
-    if mask.target is torch.logical_or:
-        return " + ".join(_describe_mask(m) for m in mask.args)
-    if mask.target is ops.padding_mask:
-        return "padding"
-    if mask.target is ops.causal_mask:
-        return "causal"
-    if mask.target is ops.band_mask:
-        return "causal band" if mask.args[2] else "band"
-    return _describe_bias(mask)
-
-
-def _describe_bias(node: fx.Node) -> str:
-    """A positional bias on the scores (ALiBi, relative), alone or with the mask that hides keys."""
-    if node.target is ops.additive_mask:
-        return f"{_describe_mask(node.args[0])} + {_describe_mask(node.args[1])}"
-    if node.target is ops.alibi_bias:
-        return "alibi"
-    if node.target is torch.mul and isinstance(node.args[0], fx.Node) and node.args[0].target is torch.einsum:
-        return "relative"  # q . a^K / sqrt(d_k)
-    return node.name
-
-
-def _mask_of(attention: fx.Node) -> str:
-    """The mask of one attention in the graph: SDPA's attn_mask or is_causal, or the -inf masked_fill
-    that the explicit attention applies to its scores."""
-    if attention.target is F.scaled_dot_product_attention:
-        if attention.kwargs.get("is_causal"):
-            return "causal"
-        return _describe_mask(attention.kwargs.get("attn_mask"))
-    if attention.target is ops.flex_attend:
-        parts = [_describe_bias(attention.kwargs["bias"])] if "bias" in attention.kwargs else []
-        band = "window" in attention.kwargs
-        parts += [("causal band" if attention.kwargs.get("causal") else "band") if band else "causal"] \
-            if band or attention.kwargs.get("causal") else []
-        parts += [_describe_mask(attention.kwargs["mask"])] if "mask" in attention.kwargs else []
-        return " + ".join(parts) or "none"
-    seen, todo = set(), [attention]
-    while todo:  # back from `weights @ v` to the scores' masked_fill (a handful of nodes)
-        node = todo.pop()
-        if node.target is torch.softmax:
-            return _explicit_mask(node.args[0])
-        seen.add(node)
-        todo.extend(n for n in node.all_input_nodes if n not in seen and n.op == "call_function")
-    return "none"
-
-
-def _explicit_mask(scores: fx.Node) -> str:
-    """The mask of explicit scores: [hide(] [add(s, bias)] [, mask)] (attncomp.lower.attention)."""
-    parts = []
-    if scores.target is ops.hide:
-        parts.append(_describe_mask(scores.args[1]))
-        scores = scores.args[0]
-    if scores.target is torch.add and isinstance(scores.args[1], fx.Node):
-        parts.insert(0, _describe_bias(scores.args[1]))
-    return " + ".join(parts) or "none"
-
-
-def _gqa_backends(backends: dict[str, str], attention: fx.Node) -> dict[str, str]:
+def _gqa_backends(backends: dict[str, str], grouped: bool) -> dict[str, str]:
     """SDPA with enable_gqa: on CUDA the flash kernel takes it and the memory-efficient one does not
     (pytorch/pytorch#139586); fuse_attention passes it only where no mask rules flash out."""
-    if not attention.kwargs.get("enable_gqa"):
+    if not grouped:
         return backends
     return {**backends, "efficient": "takes no enable_gqa (grouped k/v heads); flash or math runs"}
 
 
-def grouping(heads: int, kv_heads: int, attention: fx.Node) -> str:
+def grouping(heads: int, kv_heads: int, grouped: bool) -> str:
     """How query heads share key/value heads, and how the graph realises it (SDPA's enable_gqa, or
     k and v repeated to every query head)."""
     if kv_heads == heads:
         return f"multi-head ({heads} heads)"
     form = "multi-query" if kv_heads == 1 else "grouped-query"
-    how = "SDPA enable_gqa" if attention.kwargs.get("enable_gqa") else "k/v heads repeated"
+    how = "SDPA enable_gqa" if grouped else "k/v heads repeated"
     return f"{form}: {heads} query heads over {kv_heads} key/value head{'s' * (kv_heads > 1)} " \
            f"({heads // kv_heads} per group, {how})"
 
@@ -223,25 +140,26 @@ def layer_kinds(spec: nodes.Spec) -> list[dict]:
     return rows
 
 
+def recorded(graph: fx.Graph) -> dict:
+    """What the lowering and fuse_attention recorded of a graph's attention (`meta["attention"]`: its mask,
+    and its kernel, the reason and whether SDPA took enable_gqa), fuse_attention's default where it did not run."""
+    (record,) = [n.meta["attention"] for n in graph.nodes if "attention" in n.meta]
+    return {"kernel": "explicit", "reason": "fuse_attention not run", "grouped": False, **record}
+
+
 def attention_report(model: CompiledModel) -> list[AttentionReport]:
     """One row per attention unit of each stack, read from its training graph (`forward`)."""
     rows = []
     for stack_name, role, unit, layers, stack in _attention_sites(model):
         kind = stack.attention.kind if role == "self_attn" else stack.cross_attention.kind
-        graph = unit.methods["forward"].graph
-        fused = [n for n in graph.nodes if n.op == "call_function" and n.target is F.scaled_dot_product_attention]
-        flex = [n for n in graph.nodes if n.op == "call_function" and n.target is ops.flex_attend]
-        attention = fused[0] if fused else flex[0] if flex else next(
-            n for n in graph.nodes if n.op == "call_function" and n.target is torch.matmul and n.meta.get("var") == "heads")
-        mask = _mask_of(attention)
+        record = recorded(unit.methods["forward"].graph)
+        kernel, mask = record["kernel"], record["mask"]
         site = f"{stack_name} self-attention" if role == "self_attn" else "encoder-decoder attention"
-        spec_kind = stack.attention if role == "self_attn" else stack.cross_attention
-        backends = _flex_backends(stack.d_k, stack.d_v) if flex else \
-            _gqa_backends(_backends(kind if fused else "additive", mask, stack.d_k, stack.d_v), attention)
-        rows.append(AttentionReport(site, layers, kind, bool(fused or flex), mask, stack.d_k, stack.d_v, backends,
-                                    grouping(stack.heads, stack.key_value_heads, attention),
-                                    kernel_of(spec_kind, model.spec.model, "sdpa" if fused else "flex" if flex
-                                              else "explicit")))
+        backends = _flex_backends(stack.d_k, stack.d_v) if kernel == "flex" else _gqa_backends(
+            _backends(kind if kernel == "sdpa" else "additive", mask, stack.d_k, stack.d_v), record["grouped"])
+        rows.append(AttentionReport(site, layers, kind, kernel != "explicit", mask, stack.d_k, stack.d_v, backends,
+                                    grouping(stack.heads, stack.key_value_heads, record["grouped"]),
+                                    f"{kernel}: {record['reason']}"))
     return rows
 
 

@@ -91,45 +91,43 @@ class ScaleBy(Node):
 Scale = Annotated[Union[RsqrtDk, NoScale, ScaleBy], Field(discriminator="kind")]
 
 
-def _scale_field():
-    return Field(RsqrtDk(), json_schema_extra=LATER,
-                 description="the score scale: rsqrt_d_k (1/sqrt(d_k), the paper), none (T5), or a number (Gemma 2)")
-
-
-def _softcap_field():
-    return Field(0.0, json_schema_extra=LATER,
-                 description="soft-capping of the scores, tanh(s / c) * c (Gemma 2); 0: off")
-
-
-def _sinks_field():
-    return Field(False, json_schema_extra=LATER,
-                 description="a learned logit per head in every softmax, a key that holds no value (gpt-oss)")
-
-
-def _gate_field():
-    return Field(False, json_schema_extra=LATER,
-                 description="the heads' output gated by sigmoid(W^G x) before W^O (Qwen3-Next's gated attention)")
-
-
-def _clip_field():
-    return Field(0.0, json_schema_extra=LATER,
-                 description="q, k and v clipped to [-c, c] after their projections (OLMo's clip_qkv); 0: off")
-
-
 Cap = Annotated[float, Field(ge=0.0, le=1e6)]
 
 
-class ScaledDot(Node):
-    """softmax(q k^T / sqrt(d_k)) v: the paper's attention (section 3.2.1), with its parts: the score
-    scale, soft-capping of the scores, attention sinks, an output gate and clipping of q, k and v (each at the
-    paper's meaning by default)."""
+class DotProduct(Node):
+    """The parts of a dot-product attention, one description that every dot-product kind (scaled_dot, local,
+    latent) embeds after its own keys, each part at the paper's meaning by default: the score scale,
+    soft-capping of the scores, attention sinks, an output gate, clipping of q, k and v and a per-head
+    temperature. The stack's
+    qk_norm, the model's positions and the layer's mask are the other parts a score reads
+    (attncomp.lower.attention applies them all, in one place). A new part is a field here (declared LATER,
+    so no spec's text changes), its lowering in attncomp.lower.attention and a row in docs/language.md."""
 
+    scale: Scale = Field(RsqrtDk(), json_schema_extra=LATER, description="the score scale: rsqrt_d_k (1/sqrt(d_k), "
+                         "the paper), none (T5), or a number (Gemma 2)")
+    softcap: Cap = Field(0.0, json_schema_extra=LATER,
+                         description="soft-capping of the scores, tanh(s / c) * c (Gemma 2); 0: off")
+    sinks: bool = Field(False, json_schema_extra=LATER,
+                        description="a learned logit per head in every softmax, a key that holds no value (gpt-oss)")
+    gate: bool = Field(False, json_schema_extra=LATER, description="the heads' output gated by sigmoid(W^G x) "
+                       "before W^O (Qwen3-Next's gated attention)")
+    clip_qkv: Cap = Field(0.0, json_schema_extra=LATER,
+                          description="q, k and v clipped to [-c, c] after their projections (OLMo's clip_qkv); 0: off")
+    temperature: bool = Field(False, json_schema_extra=LATER,
+                              description="a learned temperature per head, `heads` values multiplying q . k (1 at "
+                                          "initialisation)")
+
+
+# A dot-product kind is `class Kind(DotProduct, _KindKeys)`: its own keys (in _KindKeys) come first in its
+# fields, and so in its canonical text (`local(window = 8, softcap = 30)`), the parts after them.
+
+
+class _ScaledDotKeys(Node):
     kind: Literal["scaled_dot"] = "scaled_dot"
-    scale: Scale = _scale_field()
-    softcap: Cap = _softcap_field()
-    sinks: bool = _sinks_field()
-    gate: bool = _gate_field()
-    clip_qkv: Cap = _clip_field()
+
+
+class ScaledDot(DotProduct, _ScaledDotKeys):
+    """softmax(q k^T / sqrt(d_k)) v: the paper's attention (section 3.2.1), with the parts of DotProduct."""
 
 
 class Additive(Node):
@@ -138,32 +136,31 @@ class Additive(Node):
     kind: Literal["additive"] = "additive"
 
 
-class Local(Node):
+class _LocalKeys(Node):
+    kind: Literal["local"] = "local"
+    window: Count = Field(description="positions visible on each side (decoder: before) of a query")
+
+
+class Local(DotProduct, _LocalKeys):
     """Restricted self-attention (section 4): each position sees `window` positions either side; the
     dot-product parts as scaled_dot's."""
 
-    kind: Literal["local"] = "local"
-    window: Count = Field(description="positions visible on each side (decoder: before) of a query")
-    scale: Scale = _scale_field()
-    softcap: Cap = _softcap_field()
-    sinks: bool = _sinks_field()
-    gate: bool = _gate_field()
-    clip_qkv: Cap = _clip_field()
 
-
-class Latent(Node):
-    """Multi-head latent attention (DeepSeek-V2, Liu et al. 2024): keys and values come from one low-rank
-    latent c^KV = RMSNorm(W^DKV x) per position, k^C = W^UK c^KV and v = W^UV c^KV per head; the rotary
-    part is decoupled: q^R = W^QR (per head) and one shared k^R = W^KR x, rotated, are appended to q^C and
-    k^C. A head's d_k counts both parts (`rope_dims` of it rotary), d_v its values. Queries are compressed
-    too where `q_rank` > 0: q = W^UQ RMSNorm(W^DQ x). The decoding cache holds c^KV and k^R only."""
-
+class _LatentKeys(Node):
     kind: Literal["latent"] = "latent"
     kv_rank: Count = Field(description="width of the key/value latent c^KV (DeepSeek's kv_lora_rank)")
     rope_dims: Count = Field(description="a head's rotary dims, of its d_k (DeepSeek's qk_rope_head_dim)")
     q_rank: Annotated[int, Field(ge=0, le=1 << 20)] = Field(
         0, description="width of the query latent (DeepSeek's q_lora_rank); 0: queries not compressed")
-    scale: Scale = _scale_field()
+
+
+class Latent(DotProduct, _LatentKeys):
+    """Multi-head latent attention (DeepSeek-V2, Liu et al. 2024): keys and values come from one low-rank
+    latent c^KV = RMSNorm(W^DKV x) per position, k^C = W^UK c^KV and v = W^UV c^KV per head; the rotary
+    part is decoupled: q^R = W^QR (per head) and one shared k^R = W^KR x, rotated, are appended to q^C and
+    k^C. A head's d_k counts both parts (`rope_dims` of it rotary), d_v its values. Queries are compressed
+    too where `q_rank` > 0: q = W^UQ RMSNorm(W^DQ x). The decoding cache holds c^KV and k^R only. The
+    dot-product parts as scaled_dot's, but clip_qkv (its keys and values have no projection of their own)."""
 
 
 Attention = Annotated[Union[ScaledDot, Additive, Local, Latent], Field(discriminator="kind")]

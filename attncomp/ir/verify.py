@@ -215,7 +215,7 @@ def _rope(spec: nodes.Spec) -> None:
 def _latent(spec: nodes.Spec) -> None:
     """Multi-head latent attention: self-attention only, every layer of its stack latent with the same rotary
     part (the stack makes one rotary table, rope_dims wide), rotary positions over all of it, no k/v heads of
-    its own and no q/k norm (its keys come from the latent)."""
+    its own, no q/k norm and no clip_qkv (its keys come from the latent)."""
     m = spec.model
     if m.decoder is not None and isinstance(m.decoder.cross_attention, nodes.Latent):
         raise SpecError("cross-attention cannot be latent: its keys and values come from the encoder's output, "
@@ -250,6 +250,9 @@ def _latent(spec: nodes.Spec) -> None:
         if stack.qk_norm != "none" or any(k.qk_norm not in (None, "none") for k in stack.layer):
             raise SpecError("latent attention takes no qk_norm: its keys are made from the normalised latent",
                             spec.span("model", name, "qk_norm"))
+        if own.clip_qkv:
+            raise SpecError("latent attention takes no clip_qkv: its keys and values have no projection of their own "
+                            "to clip (they come from the latent)", where)
 
 
 def _rope_base(spec: nodes.Spec) -> None:

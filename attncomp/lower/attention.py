@@ -10,6 +10,8 @@ turns the middle of it into `scaled_dot_product_attention`.
     scores                torch.matmul(q, torch.transpose(k, -2, -1)) -> torch.mul(s, 1 / math.sqrt(d_k))
                           (the spec's `scale`: a given number, or no mul at all for `scale = none`)
     soft-capping          ops.softcap(s, cap), after the scale (`softcap`)
+    temperature           torch.mul(q, torch.add(temperature, 1).view(-1, 1, 1)) before the scores: t_h q . k
+                          = t_h (q . k), so every kernel takes it (`temperature`; the parameter holds t - 1)
     positional bias       torch.add(s, bias)  (ALiBi, relative positions, T5's buckets; before the mask)
     mask (True = hidden)  ops.hide(s, mask): -inf where hidden; a mask may be None (nothing hidden)
     weights               torch.softmax(s, -1) -> ops.zero_rows(w, mask) where the mask has padding;
@@ -25,6 +27,12 @@ turns the middle of it into `scaled_dot_product_attention`.
                           latent, ops.rotate on k^R; kv_up_proj(latent) split into heads, then into k^C and v;
                           k = torch.cat((k^C, k^R expanded to every head), -1); q's last rope_dims rotated
                           (torch.split, ops.rotate, torch.cat) (`latent(...)`, DeepSeek-V2)
+
+The dot-product parts (scale, soft-capping, sinks, gate, clip_qkv) are one IR description, nodes.DotProduct,
+that scaled_dot, local and latent embed (`parts_of`); the functions below apply each where the table puts it,
+the same for the forward graphs and the decoding steps (`attend` is the one path from q, k, v to the heads).
+`attend` records on the weights the mask it applied, as the build report names it (`meta["attention"]`);
+fuse_attention adds the kernel it chose there.
 
 Three units: `SelfAttention` (an encoder's: padding mask, or a band for local attention),
 `CausalSelfAttention` (a decoder's; its `step` reads and extends the key/value cache) and
@@ -50,7 +58,7 @@ from attncomp.lower.units import Builder, Param, Unit, inv_sqrt_const, linear, n
 Node = fx.Node
 NAMES = {"self": "SelfAttention", "causal": "CausalSelfAttention", "cross": "CrossAttention"}
 MEMBERS = ("q_proj", "k_proj", "v_proj", "q_down_proj", "q_latent_norm", "q_up_proj", "kv_down_proj", "kv_latent_norm",
-           "kv_up_proj", "o_proj", "gate_proj", "q_norm", "k_norm", "energy", "sinks", "relative_k",
+           "kv_up_proj", "o_proj", "gate_proj", "q_norm", "k_norm", "energy", "sinks", "temperature", "relative_k",
            "relative_v", "relative_bias", "value_weights")  # registration order
 
 
@@ -64,9 +72,18 @@ def merge_heads(b: Builder, x: Node) -> Node:
     return b.call(torch.flatten, b.call(torch.transpose, x, 1, 2, name="heads"), -2, name="heads")
 
 
+PAPER = nodes.ScaledDot()  # the parts at the paper's meaning: what an attention without dot-product parts reads
+
+
+def parts_of(kind: nodes.Attention) -> nodes.DotProduct:
+    """The dot-product parts of an attention (nodes.DotProduct, which scaled_dot, local and latent embed);
+    additive attention has none, so it reads the paper's."""
+    return kind if isinstance(kind, nodes.DotProduct) else PAPER
+
+
 def _qk_normalization(stack: nodes.Stack) -> nodes.Normalization:
-    """The q/k norms' RMSNorm: with a gain, offset as the stack's `rmsnorm(offset)` (Gemma 3's (1 + w) gains
-    are its norms' one fact), no offset beside any other normalization."""
+    """The q/k norms' kind: the stack's `qk_normalization` where written, else RMSNorm with a gain, offset as the
+    stack's `rmsnorm(offset)` (Gemma 3's (1 + w) gains are its norms' one fact), no offset beside any other."""
     if stack.qk_normalization is not None:  # written: `qk_normalization = layernorm(eps = 1e-6)`
         return stack.qk_normalization
     offset = stack.normalization.offset if isinstance(stack.normalization, nodes.RMSNorm) else 0
@@ -80,7 +97,7 @@ def _project(b: Builder, role: str, x: Node, stack: nodes.Stack, heads: int, dim
     OLMo 2; or over each head's d_k, Qwen3)."""
     arch = ctx.arch
     out = b.leaf(f"{role}_proj", linear(d_in, heads * dim, arch.bias.of(role)), x, name=role)
-    clip = getattr(kind, "clip_qkv", 0.0)
+    clip = parts_of(kind).clip_qkv
     if clip:
         out = b.call(torch.clamp, out, -clip, clip, name=role)
     qk = role in ("q", "k")
@@ -162,7 +179,7 @@ def repeat_kv(b: Builder, x: Node, stack: nodes.Stack) -> Node:
 
 def score_scale(kind: nodes.Attention, d_k: int) -> float | None:
     """The factor on q . k: 1/sqrt(d_k) (the paper), a given constant, or None (unscaled, T5)."""
-    scale = getattr(kind, "scale", nodes.RsqrtDk())
+    scale = parts_of(kind).scale
     if isinstance(scale, nodes.NoScale):
         return None
     return float(scale.value) if isinstance(scale, nodes.ScaleBy) else inv_sqrt_const(d_k)
@@ -180,17 +197,35 @@ def scores(b: Builder, q: Node, k: Node, kind: nodes.Attention, d_k: int) -> Nod
     scale = score_scale(kind, d_k)
     if scale is not None:
         logits = b.call(torch.mul, logits, scale, name="scores")
-    if getattr(kind, "softcap", 0.0):
-        logits = b.call(ops.softcap, logits, kind.softcap, name="scores")
+    if parts_of(kind).softcap:
+        logits = b.call(ops.softcap, logits, parts_of(kind).softcap, name="scores")
     return logits
+
+
+def _temperature(b: Builder, kind: nodes.Attention, q: Node, heads: int) -> Node:
+    """q (B, h, Tq, d_k) times each head's learned temperature t = 1 + w (w a parameter starting at 0), so the
+    scores are t_h (q . k): inside the scale and the soft cap, and no positional term's (`temperature`)."""
+    if not parts_of(kind).temperature:
+        return q
+    offset = b.param("temperature", Param((heads,), "zeros"), name="temperature")
+    t = b.call(torch.add, offset, 1, name="temperature", shape=(heads,))
+    return b.call(torch.mul, q, b.method("view", t, -1, 1, 1, name="temperature", shape=(heads, 1, 1)), name="q")
 
 
 def _weights(b: Builder, kind: nodes.Attention, s: Node, heads: int) -> Node:
     """softmax over the keys; with sinks, over the keys and one learned logit per head (gpt-oss)."""
-    if not getattr(kind, "sinks", False):
+    if not parts_of(kind).sinks:
         return b.call(torch.softmax, s, -1, name="weights")
     sinks = b.param("sinks", Param((heads,), "zeros"), name="sinks")
     return b.call(ops.sink_softmax, s, sinks, name="weights")
+
+
+def _mask_name(arch: nodes.ModelSpec, mask: Node | None, relative: bool, bias: Node | None) -> str:
+    """What hides keys from a query and what is added to its scores, as the build report names it: the
+    positional term (alibi, buckets, relative) and the mask (its `mask` meta, set where it is made)."""
+    named = ["relative"] if relative else [arch.positions.kind] if bias is not None else []
+    named += [] if mask is None else [mask.meta.get("mask", mask.name)]
+    return " + ".join(named) or "none"
 
 
 def attend(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: Node, v: Node,
@@ -199,14 +234,17 @@ def attend(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: No
     """softmax(hide(scores + bias, mask)) @ v, explicitly. `padded`: the mask may hide every key of a
     query (it has padding), whose weights are then defined as 0. `positions`: relative-position indices
     (their logit and value terms); `bias`: a float bias on the scores (ALiBi, T5's buckets)."""
-    s = scores(b, q, k, kind, stack.d_k)
-    if isinstance(arch.positions, nodes.Relative) and positions is not None:
+    s = scores(b, _temperature(b, kind, q, stack.heads), k, kind, stack.d_k)
+    relative = isinstance(arch.positions, nodes.Relative) and positions is not None
+    if relative:
         s = b.call(torch.add, s, bias_logits(b, arch, stack, q, positions), name="scores")
     elif bias is not None:
         s = b.call(torch.add, s, bias, name="scores")
     if mask is not None:
         s = b.call(ops.hide, s, mask, name="scores")
     weights = _weights(b, kind, s, stack.heads)
+    # fuse_attention adds its kernel and reason here (it moves to the kernel's node); the build report reads it
+    weights.meta["attention"] = {"mask": _mask_name(arch, mask, relative, bias)}
     if padded:
         weights = b.call(ops.zero_rows, weights, mask, name="weights")
     weights = b.dropout(weights, arch.dropout.attention, name="weights")
@@ -221,7 +259,7 @@ def _output(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, heads: Node, 
     """W^O of the merged heads; with `gate = true`, the heads first gated by sigmoid(W^G x), a gate per
     head dimension made from the query's input (Qwen3-Next's gated attention)."""
     merged = merge_heads(b, heads)
-    if getattr(kind, "gate", False):
+    if parts_of(kind).gate:
         width = stack.heads * stack.d_v
         gate = b.leaf("gate_proj", linear(x.meta["shape"][-1], width, arch.bias.of("q")), x, name="gate")
         merged = b.call(torch.mul, merged, b.call(torch.sigmoid, gate, name="gate"), name="heads")
@@ -235,10 +273,24 @@ def _mask(b: Builder, stack: nodes.Stack, x: Node, padding: Node | None, causal:
         length = b.size(x, 1)
         device = b.call(getattr, x, "device", name="device")
         band = b.call(ops.band_mask, length, stack.attention.window, causal, device, name="mask")
-        return band if padding is None else b.call(ops.either, band, padding, name="mask")
+        band.meta["mask"] = "causal band" if causal else "band"
+        if padding is None:
+            return band
+        both = b.call(ops.either, band, padding, name="mask")
+        both.meta["mask"] = f"{band.meta['mask']} + {padding.meta['mask']}"
+        return both
     if causal:
         device = b.call(getattr, x, "device", name="device")
-        return b.call(ops.causal_mask, b.size(x, 1), device, name="mask")
+        mask = b.call(ops.causal_mask, b.size(x, 1), device, name="mask")
+        mask.meta["mask"] = "causal"
+        return mask
+    return padding
+
+
+def _padding(b: Builder, length: str) -> Node:
+    """The padding mask input (True = a padding key, hidden)."""
+    padding = b.input("padding_mask", ("batch", 1, 1, length))
+    padding.meta["mask"] = "padding"
     return padding
 
 
@@ -256,16 +308,16 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
     length = "tgt_len" if causal else "src_len"
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", length, d))
-    padding = None if causal else b.input("padding_mask", ("batch", 1, 1, length))
+    padding = None if causal else _padding(b, length)
     positions = position_input(b, arch, stack, length, length)
     rope = positions if isinstance(arch.positions, nodes.Rope) else None
-    if isinstance(kind, nodes.Latent):
-        k, v = latent_kv(b, stack, kind, *latent_compress(b, arch, stack, kind, x, rope))
+    if isinstance(kind, nodes.Latent):  # q, k, v in reading order
         q = latent_q(b, arch, stack, kind, x, rope)
+        k, v = latent_kv(b, stack, kind, *latent_compress(b, arch, stack, kind, x, rope))
     else:
-        k, v = project_kv(b, ctx, stack, kind, x, d, rope)
-        v, first = _value_residual(b, stack, v, length)
         q = project_q(b, ctx, stack, kind, x, rope)
+        k, v = project_kv(b, ctx, stack, kind, x, d, rope)
+    v, first = _value_residual(b, stack, v, length)  # (verify refuses it with latent attention)
     k, v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     mask = _mask(b, stack, x, padding, causal)
     bias = positions if isinstance(arch.positions, (nodes.ALiBi, nodes.Buckets)) else None
@@ -303,6 +355,7 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
     if isinstance(stack.attention, nodes.Latent):
         _latent_step(b, arch, stack, stack.attention, x, past_k, past_v, rope)
         return
+    q = project_q(b, ctx, stack, stack.attention, x, rope)
     k_new, v_new = project_kv(b, ctx, stack, stack.attention, x, d, rope)
     v_new, first = _value_residual(b, stack, v_new, 1)
     k = b.call(torch.cat, (past_k, k_new), 2, name="k")
@@ -321,7 +374,6 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
                                 name="position_bias")
     if buckets is not None and buckets.per_layer:
         given_bias = layer_bucket_bias(b, stack, buckets, given_bias)
-    q = project_q(b, ctx, stack, stack.attention, x, rope)
     seen_k, seen_v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     positions = decode_bias(b, arch, stack, x, seen_k)
     heads = attend(b, arch, stack, q, seen_k, seen_v, stack.attention, positions=positions,
@@ -345,11 +397,12 @@ def _latent_step(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, kind: no
                  past_latent: Node, past_k_rope: Node, rope: Node) -> None:
     """A latent attention's step: the cache holds c^KV and k^R (attncomp.lower.cache), extended by the new
     position's; every key and value is made again from them (the weights are not absorbed)."""
+    q = latent_q(b, arch, stack, kind, x, rope)
     latent_new, k_rope_new = latent_compress(b, arch, stack, kind, x, rope)
     latent = b.call(torch.cat, (past_latent, latent_new), 2, name="latent")
     k_rope = b.call(torch.cat, (past_k_rope, k_rope_new), 2, name="k_rope")
     k, v = latent_kv(b, stack, kind, latent, k_rope)
-    heads = attend(b, arch, stack, latent_q(b, arch, stack, kind, x, rope), k, v, kind)
+    heads = attend(b, arch, stack, q, k, v, kind)
     b.output((_output(b, arch, stack, heads, x, kind), latent, k_rope))
 
 
@@ -376,9 +429,9 @@ def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", "tgt_len", stack.d_model))
     memory = b.input("memory", ("batch", "src_len", d_memory))
-    padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
-    k, v = project_kv(b, ctx, stack, kind, memory, d_memory)
+    padding = _padding(b, "src_len")
     q = project_q(b, ctx, stack, kind, x)
+    k, v = project_kv(b, ctx, stack, kind, memory, d_memory)
     heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
     b.output(_output(b, arch, stack, heads, x, kind))
 
@@ -390,7 +443,7 @@ def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     x = b.input("x", ("batch", 1, stack.d_model))
     k = b.input("k", ("batch", stack.key_value_heads, "src_len", stack.d_k))
     v = b.input("v", ("batch", stack.key_value_heads, "src_len", stack.d_v))
-    padding = b.input("padding_mask", ("batch", 1, 1, "src_len"))
+    padding = _padding(b, "src_len")
     q = project_q(b, ctx, stack, kind, x)
     heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
     b.output(_output(b, arch, stack, heads, x, kind))

@@ -61,22 +61,23 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x, rope):
         qkv = F.linear(x, torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)), None)
         q, k, v = torch.split(qkv, (128, 32, 32), -1)
+        q = q.unflatten(-1, (4, 32)).transpose(1, 2)  # (batch, 4, tgt_len, 32)
+        q = ops.rotate(q, rope)  # (batch, 4, tgt_len, 32)
         k = k.unflatten(-1, (1, 32)).transpose(1, 2)  # (batch, 1, tgt_len, 32)
         v = v.unflatten(-1, (1, 32)).transpose(1, 2)  # (batch, 1, tgt_len, 32)
         k = ops.rotate(k, rope)  # (batch, 1, tgt_len, 32)
-        q = q.unflatten(-1, (4, 32)).transpose(1, 2)  # (batch, 4, tgt_len, 32)
-        q = ops.rotate(q, rope)  # (batch, 4, tgt_len, 32)
         heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(32), is_causal=True, enable_gqa=True)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 128)
         return self.o_proj(heads)
 
     def step(self, x, past_k, past_v, rope):
+        q = self.q_proj(x).unflatten(-1, (4, 32)).transpose(1, 2)  # (batch, 4, 1, 32)
+        q = ops.rotate(q, rope)  # (batch, 4, 1, 32)
         k = self.k_proj(x).unflatten(-1, (1, 32)).transpose(1, 2)  # (batch, 1, 1, 32)
         v = self.v_proj(x).unflatten(-1, (1, 32)).transpose(1, 2)  # (batch, 1, 1, 32)
         k = torch.cat((past_k, ops.rotate(k, rope)), 2)  # (batch, 1, cache_len + 1, 32)
         v = torch.cat((past_v, v), 2)  # (batch, 1, cache_len + 1, 32)
-        q = self.q_proj(x).unflatten(-1, (4, 32)).transpose(1, 2)  # (batch, 4, 1, 32)
-        heads = F.scaled_dot_product_attention(ops.rotate(q, rope), k, v, scale=1 / math.sqrt(32), enable_gqa=True)
+        heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(32), enable_gqa=True)  # (batch, 4, 1, 32)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 128)
         return self.o_proj(heads), k, v
 

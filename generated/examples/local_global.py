@@ -74,12 +74,11 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x, rope):
         qkv = F.linear(x, torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)), None)
         q, k, v = torch.split(qkv, (64, 32, 32), -1)
-        k = k.unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, tgt_len, 16)
-        v = v.unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, tgt_len, 16)
-        k = ops.rotate(k, rope)  # (batch, 2, tgt_len, 16)
         q = q.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, tgt_len, 16)
         q = ops.rotate(q, rope)  # (batch, 4, tgt_len, 16)
-        k = torch.repeat_interleave(k, 2, 1)  # (batch, 4, tgt_len, 16)
+        k = k.unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, tgt_len, 16)
+        v = v.unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, tgt_len, 16)
+        k = torch.repeat_interleave(ops.rotate(k, rope), 2, 1)  # (batch, 4, tgt_len, 16)
         v = torch.repeat_interleave(v, 2, 1)  # (batch, 4, tgt_len, 16)
         mask = ops.band_mask(x.size(1), 16, True, x.device)  # (tgt_len, tgt_len)
         heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(16), attn_mask=ops.attend(mask))
@@ -87,14 +86,15 @@ class CausalSelfAttention(nn.Module):
         return self.o_proj(heads)
 
     def step(self, x, past_k, past_v, rope):
+        q = self.q_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, 1, 16)
+        q = ops.rotate(q, rope)  # (batch, 4, 1, 16)
         k = self.k_proj(x).unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, 1, 16)
         v = self.v_proj(x).unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, 1, 16)
         k = torch.cat((past_k, ops.rotate(k, rope)), 2)  # (batch, 2, cache_len + 1, 16)
         v = torch.cat((past_v, v), 2)  # (batch, 2, cache_len + 1, 16)
         kept_k = k[:, :, -16:]
         kept_v = v[:, :, -16:]
-        q = self.q_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, 1, 16)
-        heads = F.scaled_dot_product_attention(ops.rotate(q, rope), k, v, scale=1 / math.sqrt(16), enable_gqa=True)
+        heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(16), enable_gqa=True)  # (batch, 4, 1, 16)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 64)
         return self.o_proj(heads), kept_k, kept_v
 
@@ -175,22 +175,23 @@ class DecoderCausalSelfAttention(nn.Module):
     def forward(self, x, rope):
         qkv = F.linear(x, torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)), None)
         q, k, v = torch.split(qkv, (64, 32, 32), -1)
+        q = q.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, tgt_len, 16)
+        q = ops.rotate(q, rope)  # (batch, 4, tgt_len, 16)
         k = k.unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, tgt_len, 16)
         v = v.unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, tgt_len, 16)
         k = ops.rotate(k, rope)  # (batch, 2, tgt_len, 16)
-        q = q.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, tgt_len, 16)
-        q = ops.rotate(q, rope)  # (batch, 4, tgt_len, 16)
         heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(16), is_causal=True, enable_gqa=True)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 64)
         return self.o_proj(heads)
 
     def step(self, x, past_k, past_v, rope):
+        q = self.q_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, 1, 16)
+        q = ops.rotate(q, rope)  # (batch, 4, 1, 16)
         k = self.k_proj(x).unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, 1, 16)
         v = self.v_proj(x).unflatten(-1, (2, 16)).transpose(1, 2)  # (batch, 2, 1, 16)
         k = torch.cat((past_k, ops.rotate(k, rope)), 2)  # (batch, 2, cache_len + 1, 16)
         v = torch.cat((past_v, v), 2)  # (batch, 2, cache_len + 1, 16)
-        q = self.q_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, 1, 16)
-        heads = F.scaled_dot_product_attention(ops.rotate(q, rope), k, v, scale=1 / math.sqrt(16), enable_gqa=True)
+        heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(16), enable_gqa=True)  # (batch, 4, 1, 16)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 64)
         return self.o_proj(heads), k, v
 

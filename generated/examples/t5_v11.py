@@ -90,9 +90,9 @@ class SelfAttention(nn.Module):
     def forward(self, x, padding_mask, position_bias):
         qkv = F.linear(x, torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)), None)
         q, k, v = torch.split(qkv, (64, 64, 64), -1)
+        q = q.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, src_len, 16)
         k = k.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, src_len, 16)
         v = v.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, src_len, 16)
-        q = q.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, src_len, 16)
         mask = ops.additive_mask(position_bias, padding_mask)  # (batch, 4, src_len, src_len)
         heads = F.scaled_dot_product_attention(q, k, v, scale=1.0, attn_mask=mask)  # (batch, 4, src_len, 16)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, src_len, 64)
@@ -162,20 +162,20 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x, position_bias):
         qkv = F.linear(x, torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)), None)
         q, k, v = torch.split(qkv, (64, 64, 64), -1)
+        q = q.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, tgt_len, 16)
         k = k.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, tgt_len, 16)
         v = v.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, tgt_len, 16)
-        q = q.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, tgt_len, 16)
         mask = ops.causal_mask(x.size(1), x.device)  # (tgt_len, tgt_len)
         heads = F.scaled_dot_product_attention(q, k, v, scale=1.0, attn_mask=ops.additive_mask(position_bias, mask))
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 64)
         return self.o_proj(heads)
 
     def step(self, x, past_k, past_v, position_bias):
+        q = self.q_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, 1, 16)
         k = self.k_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, 1, 16)
         v = self.v_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, 1, 16)
         k = torch.cat((past_k, k), 2)  # (batch, 4, cache_len + 1, 16)
         v = torch.cat((past_v, v), 2)  # (batch, 4, cache_len + 1, 16)
-        q = self.q_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, 1, 16)
         heads = F.scaled_dot_product_attention(q, k, v, scale=1.0, attn_mask=position_bias)  # (batch, 4, 1, 16)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 64)
         return self.o_proj(heads), k, v
@@ -196,11 +196,11 @@ class CrossAttention(nn.Module):
         self.o_proj = nn.Linear(64, 64, bias=False)
 
     def forward(self, x, memory, padding_mask):
+        q = self.q_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, tgt_len, 16)
         kv = F.linear(memory, torch.cat((self.k_proj.weight, self.v_proj.weight)), None)  # (batch, src_len, 128)
         k, v = torch.split(kv, (64, 64), -1)
         k = k.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, src_len, 16)
         v = v.unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, src_len, 16)
-        q = self.q_proj(x).unflatten(-1, (4, 16)).transpose(1, 2)  # (batch, 4, tgt_len, 16)
         heads = F.scaled_dot_product_attention(q, k, v, scale=1.0, attn_mask=ops.attend(padding_mask))
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 64)
         return self.o_proj(heads)

@@ -62,9 +62,9 @@ class SelfAttention(nn.Module):
     def forward(self, x, padding_mask):
         qkv = F.linear(x, torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)), None)
         q, k, v = torch.split(qkv, (512, 512, 512), -1)
+        q = q.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, src_len, 64)
         k = k.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, src_len, 64)
         v = v.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, src_len, 64)
-        q = q.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, src_len, 64)
         heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(64), attn_mask=ops.attend(padding_mask))
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, src_len, 512)
         return self.o_proj(heads)
@@ -132,19 +132,19 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x):
         qkv = F.linear(x, torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)), None)
         q, k, v = torch.split(qkv, (512, 512, 512), -1)
+        q = q.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, tgt_len, 64)
         k = k.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, tgt_len, 64)
         v = v.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, tgt_len, 64)
-        q = q.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, tgt_len, 64)
         heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(64), is_causal=True)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 512)
         return self.o_proj(heads)
 
     def step(self, x, past_k, past_v):
+        q = self.q_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, 1, 64)
         k = self.k_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, 1, 64)
         v = self.v_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, 1, 64)
         k = torch.cat((past_k, k), 2)  # (batch, 8, cache_len + 1, 64)
         v = torch.cat((past_v, v), 2)  # (batch, 8, cache_len + 1, 64)
-        q = self.q_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, 1, 64)
         heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(64))  # (batch, 8, 1, 64)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 512)
         return self.o_proj(heads), k, v
@@ -165,11 +165,11 @@ class CrossAttention(nn.Module):
         self.o_proj = nn.Linear(512, 512, bias=False)
 
     def forward(self, x, memory, padding_mask):
+        q = self.q_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, tgt_len, 64)
         kv = F.linear(memory, torch.cat((self.k_proj.weight, self.v_proj.weight)), None)  # (batch, src_len, 1024)
         k, v = torch.split(kv, (512, 512), -1)
         k = k.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, src_len, 64)
         v = v.unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, src_len, 64)
-        q = self.q_proj(x).unflatten(-1, (8, 64)).transpose(1, 2)  # (batch, 8, tgt_len, 64)
         heads = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(64), attn_mask=ops.attend(padding_mask))
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 512)
         return self.o_proj(heads)

@@ -13,7 +13,7 @@ from attncomp import ir
 from attncomp.compiler import compile_spec
 from attncomp.errors import SpecError
 from attncomp.lower.flops import counted_on_meta, training_flops
-from attncomp.passes.fuse_attention import count_fused
+from attncomp.passes.fuse_attention import count_flex, count_fused
 from tests.helpers import assert_decode_steps, assert_generated_equals_compiled, batch, first_cache, pair
 
 BASE = """model mla {{
@@ -28,6 +28,9 @@ VARIANTS = {
     # query compression, an encoder of latent attention too, and a local window in no layer
     "q_rank": "encoder { layers = 1  attention = latent(kv_rank = 6, rope_dims = 4, q_rank = 5) }\n"
               "decoder { layers = 2  attention = latent(kv_rank = 6, rope_dims = 4, q_rank = 5, scale = 0.25) }",
+    # the dot-product parts every kind embeds (nodes.DotProduct): soft-capping and sinks (FlexAttention), a gate
+    "parts": "decoder { layers = 2  attention = latent(kv_rank = 6, rope_dims = 4, softcap = 5, sinks = true, "
+             "gate = true) }",
 }
 
 
@@ -41,7 +44,7 @@ def spec_of(name: str):
     ("decoder { attention = latent(kv_rank = 6, rope_dims = 12) }", "below d_k"),
     ("decoder { kv_heads = 1  attention = latent(kv_rank = 6, rope_dims = 4) }", "no kv_heads"),
     ("decoder { qk_norm = head  attention = latent(kv_rank = 6, rope_dims = 4) }", "no qk_norm"),
-    ("decoder { attention = latent(kv_rank = 6, rope_dims = 4, softcap = 2) }", "softcap"),
+    ("decoder { attention = latent(kv_rank = 6, rope_dims = 4, clip_qkv = 2) }", "no clip_qkv"),
     ("encoder { }\ndecoder { cross_attention = latent(kv_rank = 6, rope_dims = 4) }", "cross-attention cannot be"),
     ("decoder { layers = 2  attention = latent(kv_rank = 6, rope_dims = 4)\n"
      "          layer plain { start = 1  attention = scaled_dot } }", "one rotary table"),
@@ -83,7 +86,8 @@ def test_fused_equals_explicit_and_decode_step_equals_forward(name):
     with torch.no_grad():
         full = plain(src, tgt) if both else plain(tgt)
         assert ((fused(src, tgt) if both else fused(tgt)) - full).abs().max() < 1e-9
-        assert count_fused(fused.flat("forward").graph) > 0  # SDPA: d_k = 12 for q . k, d_v = 4
+        graph = fused.flat("forward").graph  # SDPA (FlexAttention for the soft cap): d_k = 12 for q . k, d_v = 4
+        assert (count_flex(graph) if name == "parts" else count_fused(graph)) > 0
         assert_decode_steps(fused, first_cache(fused, src, tgt, both), tgt, full, 1e-9, each=_compressed)
 
 

@@ -200,3 +200,34 @@ def test_a_bias_and_a_bool_mask_become_one_float_mask():
 def test_biased_scores_with_another_user_stay_explicit():
     fused, _ = run_passes(_biased_graph(1, bias_reused=True), ["canonicalize", "fuse_attention"])
     assert count_fused(fused.graph) == 0
+
+
+def _recorded(gm) -> list[dict]:
+    return [n.meta["attention"] for n in gm.graph.nodes if "attention" in n.meta]
+
+
+def test_the_chosen_kernel_and_its_reason_are_recorded_on_the_kernels_node():
+    fused = _optimise(Attention("nanogpt").eval())
+    (sdpa,) = [n for n in fused.graph.nodes if n.target is F.scaled_dot_product_attention]
+    assert sdpa.meta["attention"]["kernel"] == "sdpa" and "SDPA's arguments" in sdpa.meta["attention"]["reason"]
+    assert _recorded(fused) == [sdpa.meta["attention"]]
+
+
+@pytest.mark.parametrize("variant, reason", [("weights_returned", "weights are read by another op"),
+                                             ("tensor_scale", "no scaled q . k^T"),
+                                             ("scores_reused", "scores are read by another op")])
+def test_an_attention_left_explicit_records_why(variant, reason):
+    (record,) = _recorded(_optimise(Negative(variant)))
+    assert record["kernel"] == "explicit" and reason in record["reason"]
+
+
+def test_soft_capped_scores_choose_flex_and_with_dropout_stay_explicit():
+    from attncomp.passes.fuse_attention import Parts, choose_kernel
+
+    graph = fx.Graph()
+    weights = graph.call_function(torch.softmax, (graph.placeholder("s"), -1))
+    assert choose_kernel(Parts(weights))[0] == "sdpa"
+    assert choose_kernel(Parts(weights, cap=30.0))[0] == "flex"
+    assert choose_kernel(Parts(weights, sinks=weights))[0] == "flex"
+    kernel, reason = choose_kernel(Parts(weights, cap=30.0, dropout=(0.1, True)))
+    assert kernel == "explicit" and "no dropout" in reason

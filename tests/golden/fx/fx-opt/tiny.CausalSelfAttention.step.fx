@@ -1,15 +1,15 @@
 def forward(self, x, past_k, past_v):
+    q_proj = self.q_proj(x)
+    q = torch.unflatten(q_proj, -1, (4, 16));  q_proj = None
+    q_1 = torch.transpose(q, 1, 2);  q = None
     k_proj = self.k_proj(x)
     k = torch.unflatten(k_proj, -1, (4, 16));  k_proj = None
     k_1 = torch.transpose(k, 1, 2);  k = None
-    v_proj = self.v_proj(x)
+    v_proj = self.v_proj(x);  x = None
     v = torch.unflatten(v_proj, -1, (4, 16));  v_proj = None
     v_1 = torch.transpose(v, 1, 2);  v = None
     k_2 = torch.cat((past_k, k_1), 2);  past_k = k_1 = None
     v_2 = torch.cat((past_v, v_1), 2);  past_v = v_1 = None
-    q_proj = self.q_proj(x);  x = None
-    q = torch.unflatten(q_proj, -1, (4, 16));  q_proj = None
-    q_1 = torch.transpose(q, 1, 2);  q = None
     scaled_dot_product_attention = torch._C._nn.scaled_dot_product_attention(q_1, k_2, v_2, scale = 0.25);  q_1 = None
     heads_1 = torch.transpose(scaled_dot_product_attention, 1, 2);  scaled_dot_product_attention = None
     heads_2 = torch.flatten(heads_1, -2);  heads_1 = None

@@ -1,6 +1,7 @@
-torch.fx._symbolic_trace.wrap("attncomp_lower_ops_attend")
-
 def forward(self, x, memory, padding_mask):
+    q_proj = self.q_proj(x);  x = None
+    q = torch.unflatten(q_proj, -1, (4, 16));  q_proj = None
+    q_1 = torch.transpose(q, 1, 2);  q = None
     k_proj_weight = self.k_proj.weight
     v_proj_weight = self.v_proj.weight
     cat = torch.cat((k_proj_weight, v_proj_weight));  k_proj_weight = v_proj_weight = None
@@ -12,9 +13,6 @@ def forward(self, x, memory, padding_mask):
     k_1 = torch.transpose(k, 1, 2);  k = None
     v = torch.unflatten(getitem_1, -1, (4, 16));  getitem_1 = None
     v_1 = torch.transpose(v, 1, 2);  v = None
-    q_proj = self.q_proj(x);  x = None
-    q = torch.unflatten(q_proj, -1, (4, 16));  q_proj = None
-    q_1 = torch.transpose(q, 1, 2);  q = None
     attend = attncomp_lower_ops_attend(padding_mask);  padding_mask = None
     scaled_dot_product_attention = torch._C._nn.scaled_dot_product_attention(q_1, k_1, v_1, scale = 0.25, attn_mask = attend);  q_1 = k_1 = v_1 = attend = None
     heads_1 = torch.transpose(scaled_dot_product_attention, 1, 2);  scaled_dot_product_attention = None

@@ -1,5 +1,3 @@
-torch.fx._symbolic_trace.wrap("attncomp_lower_ops_attend")
-
 def forward(self, x, k, v, padding_mask):
     q_proj = self.q_proj(x);  x = None
     q = torch.unflatten(q_proj, -1, (4, 16));  q_proj = None

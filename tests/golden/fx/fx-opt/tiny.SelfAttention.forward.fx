@@ -1,5 +1,3 @@
-torch.fx._symbolic_trace.wrap("attncomp_lower_ops_attend")
-
 def forward(self, x, padding_mask):
     q_proj_weight = self.q_proj.weight
     k_proj_weight = self.k_proj.weight
@@ -10,12 +8,12 @@ def forward(self, x, padding_mask):
     getitem = split[0]
     getitem_1 = split[1]
     getitem_2 = split[2];  split = None
+    q = torch.unflatten(getitem, -1, (4, 16));  getitem = None
+    q_1 = torch.transpose(q, 1, 2);  q = None
     k = torch.unflatten(getitem_1, -1, (4, 16));  getitem_1 = None
     k_1 = torch.transpose(k, 1, 2);  k = None
     v = torch.unflatten(getitem_2, -1, (4, 16));  getitem_2 = None
     v_1 = torch.transpose(v, 1, 2);  v = None
-    q = torch.unflatten(getitem, -1, (4, 16));  getitem = None
-    q_1 = torch.transpose(q, 1, 2);  q = None
     attend = attncomp_lower_ops_attend(padding_mask);  padding_mask = None
     scaled_dot_product_attention = torch._C._nn.scaled_dot_product_attention(q_1, k_1, v_1, scale = 0.25, attn_mask = attend);  q_1 = k_1 = v_1 = attend = None
     heads_1 = torch.transpose(scaled_dot_product_attention, 1, 2);  scaled_dot_product_attention = None

@@ -1,13 +1,13 @@
 def forward(self, x):
+    q_proj = self.q_proj(x)
+    q = torch.unflatten(q_proj, -1, (4, 16));  q_proj = None
+    q_1 = torch.transpose(q, 1, 2);  q = None
     k_proj = self.k_proj(x)
     k = torch.unflatten(k_proj, -1, (4, 16));  k_proj = None
     k_1 = torch.transpose(k, 1, 2);  k = None
     v_proj = self.v_proj(x)
     v = torch.unflatten(v_proj, -1, (4, 16));  v_proj = None
     v_1 = torch.transpose(v, 1, 2);  v = None
-    q_proj = self.q_proj(x)
-    q = torch.unflatten(q_proj, -1, (4, 16));  q_proj = None
-    q_1 = torch.transpose(q, 1, 2);  q = None
     device_1 = x.device
     tgt_len = x.size(1);  x = None
     mask = attncomp_lower_ops_causal_mask(tgt_len, device_1);  tgt_len = device_1 = None
