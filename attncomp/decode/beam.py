@@ -32,7 +32,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from attncomp.errors import DataError
-from attncomp.lower import family_of
+from attncomp.ir.family import family_of
 from attncomp.vocab import DEFAULT, Specials
 
 

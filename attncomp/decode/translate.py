@@ -17,7 +17,7 @@ from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.beam import CachedStepper, Hypothesis, beam_search
 from attncomp.decode.sampling import Sampling, sample
 from attncomp.ir import nodes
-from attncomp.lower import family_of
+from attncomp.ir.family import family_of
 from attncomp.progress import Progress
 from attncomp.errors import DataError
 from attncomp.vocab import Specials, agree

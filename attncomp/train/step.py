@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attncomp.lower.family import Family, family_of
+from attncomp.ir.family import Family, family_of
 from attncomp.train.loss import linear_cross_entropy, logit_map, token_losses
 from attncomp.train.router_loss import Routers
 
