@@ -23,10 +23,10 @@ from attncomp.train.evaluation import evaluate
 from attncomp.train.monitor import Monitor
 from attncomp.train.run_state import RunState
 from attncomp.train.schedule import learning_rate
+from attncomp.train.state_dicts import load_initial
 from attncomp.train.step import TrainStep, compiled
 from attncomp.train.update import Health, Updater
 from attncomp.train.validation import Validator
-from attncomp.train.warm_start import load_initial
 
 __all__ = ["Health", "RunConfig", "Trainer", "check_vocab", "make_optimizer"]
 
