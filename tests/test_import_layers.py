@@ -1,5 +1,5 @@
 """Imports go one way: every module of attncomp/ and cli/ imports only modules of its own layer or of the
-layers before it, hidden in a function or not, and no modules import each other in a circle.
+layers before it, hidden in a function or not, and no modules import each other in a circle (bench/'s too).
 
 The layers, lowest first (a module belongs to the layer of its longest listed prefix). The runtime (data,
 checkpoint, decode, and training but for the adapters that turn a spec into a job) sits on the IR, below
@@ -48,7 +48,8 @@ def _modules(folders=(("attncomp", "attncomp"), ("cli", "attncomp.cli"))) -> dic
 
 
 MODULES = _modules()
-ALL = dict(MODULES)
+BENCH = _modules((("bench", "bench"),))  # not layered, but checked for circles
+ALL = {**MODULES, **BENCH}
 
 
 def _project(name: str) -> str | None:
