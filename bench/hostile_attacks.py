@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.hostile import Case, Poke
+from bench.hostile_harness import Case, Poke
 from bench.hostile_corpus import copy_run, odd_named_specs, tiny_spec_text, write_json
 
 Files = dict[str, Path]

@@ -1,7 +1,8 @@
 """The cases of bench/hostile.py: hostile files, spec texts, checkpoints, data directories, options, signals.
 
 `hostile_files(root)` makes the files every attack reuses (also used by tests/hostile/); `good_artifacts`
-makes a tiny valid spec, data directory and checkpoint; `build_corpus` returns several hundred cases.
+makes a tiny valid spec, data directory and checkpoint; `build_corpus` (bench/hostile.py) returns several hundred
+cases.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import signal
 import shutil
 from pathlib import Path
 
-from bench.hostile import Case, Poke, Sandbox
+from bench.hostile_harness import Case, Poke, Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_SET = ["train.steps=1", "train.checkpoint.every=1", "train.batch=tokens(600)"]
@@ -93,17 +94,6 @@ def good_artifacts(root: Path, sandbox: Sandbox, data: Path | None = None, run: 
     return g
 
 
-def build_corpus(root: Path, sandbox: Sandbox) -> list[Case]:
-    from bench import hostile_attacks as attacks
-
-    files = hostile_files(root / "files")
-    good = good_artifacts(root / "good", sandbox)
-    cases: list[Case] = []
-    for make in attacks.ALL:
-        cases += make(root, files, good)
-    return cases
-
-
 def copy_run(good: dict[str, Path], dest: Path) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
@@ -118,4 +108,4 @@ def write_json(path: Path, value) -> Path:
 
 
 SIGNALS = {"SIGSTOP": signal.SIGSTOP, "SIGKILL": signal.SIGKILL, "SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT}
-__all__ = ["Case", "Poke", "hostile_files", "good_artifacts", "build_corpus", "tiny_spec_text", "odd_named_specs"]
+__all__ = ["Case", "Poke", "hostile_files", "good_artifacts", "tiny_spec_text", "odd_named_specs"]

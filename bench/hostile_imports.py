@@ -12,7 +12,7 @@ import pickle
 import shutil
 from pathlib import Path
 
-from bench.hostile import Case
+from bench.hostile_harness import Case
 from bench.hostile_surfaces import DEEP, Files, _Payload
 
 CONFIG = {"nested": DEEP, "list": "[]", "string": '"x"', "empty": "", "binary": "\udcff\x00",

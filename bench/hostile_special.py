@@ -17,7 +17,7 @@ import re
 import shutil
 from pathlib import Path
 
-from bench.hostile import Case
+from bench.hostile_harness import Case
 from bench.hostile_corpus import TINY_SET
 
 Files = dict[str, Path]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from bench.hostile import Case, Poke
+from bench.hostile_harness import Case, Poke
 from bench.hostile_corpus import ROOT, copy_run, tiny_spec_text, write_json
 
 Files = dict[str, Path]

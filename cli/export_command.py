@@ -13,6 +13,7 @@ from attncomp.data.hf_tokenizer import is_hf
 from attncomp.data.tokenizer import Tokenizer
 from attncomp.errors import UsageError
 from attncomp.interop import ctranslate2_export, hf_export, torch_export
+from attncomp.loading import checked_spec
 
 FORMATS = ("safetensors", "ctranslate2", "torch-export", "hf")
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16")
@@ -61,6 +62,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.family is not None and args.format != "hf":
         raise UsageError("--family applies to --format hf only")
     found = checkpoint.read_trained(args.checkpoint)  # checked; a sharded one gathered; an export read back
+    checked_spec(found)  # its spec held to the size limit before anything is built from it
     # built under a temporary name beside --out and renamed into place (onto an empty directory too), so that a
     # failure or Ctrl-C never leaves a directory that looks like an export
     out = out.resolve() if out.is_symlink() else out  # an empty directory it links to: replaced, not the link

@@ -1,9 +1,12 @@
 """Imports go one way: every module of attncomp/ and cli/ imports only modules of its own layer or of the
-layers before it, hidden in a function or not, and no modules import each other in a circle.
+layers before it, hidden in a function or not, and no modules import each other in a circle (bench/'s too).
 
-The layers, lowest first (a module belongs to the layer of its longest listed prefix). The compiler's
-stages are in order (syntax < ir < lower < passes < codegen < compiler); data and checkpoint come
-after them and before train and decode; interop and sweep above those; the command line on top.
+The layers, lowest first (a module belongs to the layer of its longest listed prefix). The runtime (data,
+checkpoint, decode, and training but for the adapters that turn a spec into a job) sits on the IR, below
+the compiler: it asks the IR what family a model is and the model, through its protocol, how to compute its
+loss (issue 41). The compiler's stages follow in order (lower < passes < codegen < compiler); then loading
+(attncomp.load: the compiler and a checkpoint, with the size guard), the spec adapters of training, interop
+and sweep, and the command line on top.
 """
 
 from __future__ import annotations
@@ -13,28 +16,32 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
+TRAIN_RUNTIME = [f"attncomp.train.{name}" for name in (
+    "batches", "cluster", "config", "evaluation", "job", "launch", "loss", "monitor", "run_state",
+    "runner", "schedule", "state_dicts", "step", "update", "validation", "worker")]
 LAYERS = [
     ("foundation", ["attncomp", "attncomp.errors", "attncomp.files", "attncomp.vocab", "attncomp.progress",
-                    "attncomp.optional"]),
+                    "attncomp.optional", "attncomp.logits", "attncomp.protocol"]),
     ("syntax", ["attncomp.syntax"]),
     ("ir", ["attncomp.ir"]),
+    ("data and checkpoint", ["attncomp.data", "attncomp.checkpoint"]),
+    ("runtime: training and decoding", TRAIN_RUNTIME + ["attncomp.decode"]),
+    ("plot", ["attncomp.plot"]),  # reads runs; imports no compiler (tests/plot/test_plot.py)
     ("lower", ["attncomp.lower"]),
     ("passes", ["attncomp.passes"]),
     ("codegen", ["attncomp.codegen"]),
     ("compiler", ["attncomp.compiler", "attncomp.report"]),
-    ("data and checkpoint", ["attncomp.data", "attncomp.checkpoint"]),
     ("loading", ["attncomp.loading"]),  # attncomp.load: the compiler and a checkpoint
-    ("train and decode", ["attncomp.train", "attncomp.decode"]),
-    ("plot", ["attncomp.plot"]),  # reads runs; imports no compiler (tests/plot/test_plot.py)
+    ("spec adapters of training", ["attncomp.train"]),  # run_job, warm_start: a spec -> a job; the package's run
     ("interop and sweep", ["attncomp.interop", "attncomp.sweep", "attncomp.draw"]),
     ("cli", ["attncomp.cli"]),
 ]
 RANK = {prefix: rank for rank, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes}
 
 
-def _modules() -> dict[str, Path]:
+def _modules(folders=(("attncomp", "attncomp"), ("cli", "attncomp.cli"))) -> dict[str, Path]:
     found = {}
-    for folder, package in (("attncomp", "attncomp"), ("cli", "attncomp.cli")):
+    for folder, package in folders:
         for path in sorted((ROOT / folder).rglob("*.py")):
             parts = path.relative_to(ROOT / folder).with_suffix("").parts
             found[".".join((package, *parts)).removesuffix(".__init__")] = path
@@ -42,20 +49,22 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
+BENCH = _modules((("bench", "bench"),))  # not layered, but checked for circles
+ALL = {**MODULES, **BENCH}
 
 
 def _project(name: str) -> str | None:
     """The project module an import of `name` loads (a package's submodule, or the package)."""
-    while name and name not in MODULES:
+    while name and name not in ALL:
         name = name.rpartition(".")[0]
     return name or None
 
 
 def imports(module: str) -> list[tuple[str, int, bool]]:
     """(imported project module, line, inside a function or class) for every import statement of `module`."""
-    tree = ast.parse(MODULES[module].read_text(), str(MODULES[module]))
+    tree = ast.parse(ALL[module].read_text(), str(ALL[module]))
     top = {id(node) for node in tree.body}
-    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    package = module if ALL[module].name == "__init__.py" else module.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -65,7 +74,7 @@ def imports(module: str) -> list[tuple[str, int, bool]]:
             if node.level:  # relative: from the package, up level - 1
                 anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 base = f"{anchor}.{base}" if base else anchor
-            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in ALL else base for alias in node.names]
         else:
             continue
         for name in names:
@@ -97,7 +106,7 @@ def _is_parent(package: str, module: str) -> bool:
 
 
 def test_no_import_circle():
-    graph = {m: {t for t, _, _ in imports(m) if not _is_parent(t, m)} for m in MODULES}
+    graph = {m: {t for t, _, _ in imports(m) if not _is_parent(t, m)} for m in ALL}
     circles, state = [], {}
 
     def visit(module: str, path: list[str]) -> None:
@@ -109,7 +118,7 @@ def test_no_import_circle():
                 visit(target, path + [target])
         state[module] = "done"
 
-    for module in MODULES:
+    for module in ALL:
         if module not in state:
             visit(module, [module])
     assert not circles, "import circles:\n" + "\n".join(circles)
@@ -119,3 +128,15 @@ def test_no_module_of_attncomp_imports_the_command_line():
     wrong = [f"{m} imports {t}" for m in MODULES if not m.startswith("attncomp.cli")
              for t, _, _ in imports(m) if t.startswith("attncomp.cli")]
     assert not wrong, wrong
+
+
+RUNTIME = ("attncomp.data", "attncomp.checkpoint", "attncomp.decode", *TRAIN_RUNTIME)
+
+
+def test_the_runtime_never_imports_the_compiler():
+    """Data, checkpoints, decoding and training's step, loss, runner and validation run a model through its
+    protocol: no import of the lowering or the compiler, at module level or in a function (issue 41)."""
+    wrong = [f"{MODULES[m].relative_to(ROOT)}:{line}: {m} imports {t}" for m in MODULES
+             if m.startswith(RUNTIME) for t, line, _ in imports(m)
+             if t.startswith(("attncomp.lower", "attncomp.compiler", "attncomp.passes", "attncomp.codegen"))]
+    assert not wrong, "\n".join(wrong)

@@ -1,5 +1,8 @@
 """Reading a checkpoint: every field checked (attncomp.checkpoint.schema), the stored spec parsed alone
-and its hash verified, the weights present and finite; a file, a sharded directory or a safetensors export."""
+and its hash verified, the weights present and finite; a file, a sharded directory or a safetensors export.
+
+Reading returns what the file holds: the parameter-count guard on a stored spec (a crafted spec that describes more
+than the file stores) is applied by those that build its model (attncomp.loading, the commands, interop)."""
 
 from __future__ import annotations
 
@@ -14,9 +17,9 @@ import torch
 from attncomp.checkpoint import safetensors_dir, sharded
 from attncomp.checkpoint.schema import Checkpoint, CheckpointError, check_model, from_payload
 from attncomp.files import os_reason, shown_path
-from attncomp.lower.size import load_stored
+from attncomp import ir
 
-_specs: dict[tuple[str, int | None], Any] = {}  # (text, weights stored) -> Spec: a run's checkpoints parse it once
+_specs: dict[str, Any] = {}  # text -> Spec: a run's checkpoints parse it once
 
 
 def _torch_load(path: Path) -> Any:
@@ -40,10 +43,9 @@ def stored_spec(checkpoint: Checkpoint):
     text = checkpoint.header.spec
     if hashlib.sha256(text.encode("utf-8")).hexdigest() != checkpoint.header.spec_hash:
         raise CheckpointError(f"{checkpoint.path}: field 'spec_hash' does not match its stored spec")
-    key = (text, checkpoint.stored_elements())  # a spec over the size limit is read only with its weights
-    if key not in _specs:
-        _specs[key] = load_stored(text, f"{checkpoint.path} (its stored spec)", stored=key[1])
-    return _specs[key]
+    if text not in _specs:
+        _specs[text] = ir.load_flat(text, f"{checkpoint.path} (its stored spec)")
+    return _specs[text]
 
 
 def load(path: str | Path, *, model: bool = True) -> Checkpoint:

@@ -78,6 +78,11 @@ def constant(value: Any) -> str:
     raise PrintError(f"cannot write the constant {value!r}")
 
 
+def _is_helper(fn: Any) -> bool:
+    """A function attncomp.lower.ops names (defined there, or, as softcap, below the compiler and named there)."""
+    return getattr(ops, fn.__name__, None) is fn
+
+
 def function_name(fn: Any) -> str:
     """How the generated module names a function the graphs call."""
     name = getattr(fn, "__name__", None)
@@ -85,7 +90,7 @@ def function_name(fn: Any) -> str:
         return f"F.{name}"
     if name and getattr(torch, name, None) is fn:
         return f"torch.{name}"
-    if inspect.isfunction(fn) and fn.__module__ == ops.__name__:
+    if inspect.isfunction(fn) and _is_helper(fn):
         return f"ops.{name}"
     if fn in CACHE_TYPES:
         return fn.__name__
@@ -97,7 +102,7 @@ def helpers_called(units: list[Unit]) -> list[Any]:
     other helper: the generated module holds them as static methods)."""
     nodes = [node for unit in units for method in unit.methods.values() for node in method.graph.nodes
              if node.op == "call_function"]
-    used = {node.target for node in nodes if inspect.isfunction(node.target) and node.target.__module__ == ops.__name__}
+    used = {node.target for node in nodes if inspect.isfunction(node.target) and _is_helper(node.target)}
     if any(node.target in loops.LOOPS and node.kwargs for node in nodes):  # connections across layers
         used.add(ops.joined)
     return [fn for fn in vars(ops).values() if inspect.isfunction(fn) and fn in used]

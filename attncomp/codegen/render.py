@@ -31,6 +31,7 @@ from pathlib import Path
 import jinja2
 
 from attncomp import __version__, files, ir
+from attncomp.codegen.protocol import protocol_block
 from attncomp.codegen.printer import PrintError, Printer, helpers_called
 from attncomp.errors import AttncompError, SpecError, printable
 from attncomp.ir import nodes
@@ -161,7 +162,9 @@ def _helpers(model: CompiledModel) -> list[str]:
 def print_model(model: CompiledModel, doc: str) -> str:
     """The module's code after its imports: the cache's types, the helpers, the classes."""
     cache = [_cache_types()] if family_of(model.spec.model).decodes else []
-    return "".join(f"\n\n{block}\n" for block in [*cache, *_helpers(model), *print_classes(model, doc)])
+    classes = print_classes(model, doc)
+    classes[-1] += protocol_block(model)  # the Model class, last: its answer to the runtime's protocol
+    return "".join(f"\n\n{block}\n" for block in [*cache, *_helpers(model), *classes])
 
 
 def _cache_types() -> str:

@@ -1,5 +1,5 @@
 """What a model learns from its data: one table entry per training objective. The model family names
-its objective (attncomp.lower.family.Family.objective); the data and the spec narrow it:
+its objective (attncomp.ir.family.Family.objective); the data and the spec narrow it:
 
     objective       family, data                                 a sentence is read as        the loss predicts
     translation     encoder-decoder, pairs                       source | <s> target          target </s>
@@ -27,7 +27,7 @@ from attncomp.data import masking
 from attncomp.data.batching import lm_batch, mlm_batch, mono_batch, pair_mlm_batch, translation_batch
 from attncomp.errors import DataError
 from attncomp.ir import nodes
-from attncomp.lower.family import family_of
+from attncomp.ir.family import family_of
 from attncomp.vocab import DEFAULT, Specials, agree
 
 

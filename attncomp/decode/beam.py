@@ -32,7 +32,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from attncomp.errors import DataError
-from attncomp.lower import family_of
+from attncomp.ir.family import named
 from attncomp.vocab import DEFAULT, Specials
 
 
@@ -91,7 +91,7 @@ class CachedStepper(Stepper):
 
     def start(self, rows: torch.Tensor) -> None:
         self.sentence = rows
-        if family_of(self.model.spec.model).source == "encoded":
+        if named(self.model.family).source == "encoded":  # the model's protocol (attncomp.protocol)
             unique, inverse = torch.unique(rows, return_inverse=True)
             src = self.src.index_select(0, unique)
             extra = () if self.segments is None else (self.segments.index_select(0, unique),)
@@ -132,7 +132,7 @@ class FullStepper(Stepper):
 
     def __init__(self, model, src: torch.Tensor, specials: Specials = DEFAULT):
         self.model, self.src, self.specials = model, src, specials
-        self.decoder_only = family_of(model.spec.model).source == "prompt"
+        self.decoder_only = named(model.family).source == "prompt"
 
     def start(self, rows: torch.Tensor) -> None:
         self.rows_src = self.src.index_select(0, rows)

@@ -17,7 +17,7 @@ from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.beam import CachedStepper, Hypothesis, beam_search
 from attncomp.decode.sampling import Sampling, sample
 from attncomp.ir import nodes
-from attncomp.lower import family_of
+from attncomp.ir.family import named
 from attncomp.progress import Progress
 from attncomp.errors import DataError
 from attncomp.vocab import Specials, agree
@@ -70,7 +70,7 @@ class Translator:
     @property
     def prompted(self) -> bool:
         """The source is fed to the decoder as a prompt (decoder-only), not encoded."""
-        return family_of(self.spec.model).source == "prompt"
+        return named(self.model.family).source == "prompt"
 
     def source_limit(self) -> int:
         positions = self.spec.model.positions

@@ -183,10 +183,10 @@ def programs(compiled) -> dict:
 
 def write(found: Checkpoint, out: Path) -> list[Path]:
     """Export a loaded checkpoint's model to `out` (created); returns the files written."""
-    from attncomp import checkpoint
     from attncomp.compiler import compile_spec
+    from attncomp.loading import checked_spec
 
-    compiled = compile_spec(checkpoint.stored_spec(found))
+    compiled = compile_spec(checked_spec(found))
     compiled.load_state_dict(found.model)
     exported = programs(compiled.eval())
     out.mkdir(parents=True, exist_ok=True)

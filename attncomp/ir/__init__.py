@@ -34,8 +34,9 @@ def load(source: str | os.PathLike, overrides: Sequence[str] = (), directory: st
 
 def load_flat(text: str, origin: str, overrides: Sequence[str] = ()) -> Spec:
     """Canonical spec text stored in an artifact (a checkpoint, an export) -> a Spec, reading no other
-    file: `extends` is refused. `origin` names the artifact in errors. Readers of artifacts use
-    attncomp.lower.size.load_stored, which also holds the spec to the size limit."""
+    file: `extends` is refused. `origin` names the artifact in errors. Those that build an artifact's
+    model use attncomp.lower.size.load_stored (attncomp.loading.checked_spec), which also holds the spec to the
+    size limit."""
     from attncomp.ir.build import build  # the parser, only when a spec is read (the module's docstring)
     from attncomp.syntax import load_flat as parse_flat, parse_override  # likewise
 

@@ -1,37 +1,15 @@
-"""The model families, one table entry each: what every other stage asks about a model's family.
-
-    family            stacks              entry points                                   objective
-    encoder-decoder   encoder, decoder    forward(src, tgt_in) hidden hidden_dense       translation
-                                          encode(src) init_cache(src, memory) decode_step
-    decoder-only      decoder             forward(tokens) hidden init_cache(tokens)      language_model
-                                          decode_step
-    encoder-only      encoder             forward(src) hidden hidden_dense encode(src)   masked_lm
-
-With `segments = N`, the entry points that read the source (forward, hidden, hidden_dense, encode) take
-its segment ids as a last argument `segments` (default None: segment 0 everywhere).
-
-`hidden` gives the states before the output projection (after the prediction head, if any) for a
-loss that fuses the projection; `hidden_dense` the same without a source padding mask, for batches
-without padding, so every attention can use the flash kernel. decode_step takes the newest token
-(B, 1) and a DecodingCache (attncomp.lower.cache) and returns the next token's logits (B, V) and the
-cache, extended; how decoding starts from a source (`source`): through the encoder ("encoded"), or
-fed to the decoder as a prompt ("prompt").
-
-Each family lowers its entry points into the model unit (`lower`), over the stacks, the embeddings and
-the output projection that every family shares; nothing outside this table asks which stacks a model
-has.
-"""
+"""Lowering each model family's entry points (the families themselves, their entry points and objectives, are data of
+the IR: attncomp.ir.family) into the model unit, over the stacks, the embeddings and the output projection that
+every family shares. The decoding cache is attncomp.lower.cache's DecodingCache."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import fx
 
 from attncomp.ir import nodes
+from attncomp.ir.family import FAMILIES, SEGMENTED, Entry, Family, family_of
 from attncomp.lower import ops
 from attncomp.lower.cache import DecodingCache
 from attncomp.lower.feed_forward import ACTIVATIONS, activate
@@ -42,47 +20,6 @@ from attncomp.lower.units import Builder, Param, Unit, embedding, linear
 Node = fx.Node
 MEMBERS = ("embed", "src_embed", "tgt_embed", "segment_embed", "output", "output_bias", "head", "output_proj",
            "encoder", "decoder")
-SEGMENTED = ("forward", "hidden", "hidden_dense", "encode")  # entry points that read the source's tokens
-
-
-@dataclass(frozen=True)
-class Entry:
-    name: str
-    inputs: tuple[str, ...]
-    returns: str
-
-
-@dataclass(frozen=True)
-class Family:
-    name: str
-    title: str  # "an encoder-decoder Transformer"
-    stacks: tuple[str, ...]
-    entries: tuple[Entry, ...]
-    objective: str  # attncomp.data.batching: "translation", "language_model" or "masked_lm"
-    source: str  # how decoding reads a source: "encoded", "prompt", or "none" (no decoder)
-    lower: Callable[["object", Unit], None]
-
-    @property
-    def entry_names(self) -> tuple[str, ...]:
-        return tuple(e.name for e in self.entries)
-
-    def entry(self, name: str) -> Entry:
-        return next(e for e in self.entries if e.name == name)
-
-    @property
-    def decodes(self) -> bool:
-        return "decode_step" in self.entry_names
-
-    def forward_inputs(self, src: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """forward's arguments from a batch of sources and target inputs."""
-        by_name = {"src": src, "tgt_in": tgt, "tokens": tgt}
-        return tuple(by_name[name] for name in self.entries[0].inputs)
-
-    @staticmethod
-    def segmented(arch: nodes.ModelSpec, entry: str) -> bool:
-        """Whether `entry` takes the source's segment ids as a last, optional argument (`segments = N`)."""
-        return bool(arch.segments) and entry in SEGMENTED
-
 
 SHAPES = {"src": ("batch", "src_len"), "tgt_in": ("batch", "tgt_len"), "tokens": ("batch", "tgt_len"),
           "segments": ("batch", "src_len")}
@@ -283,40 +220,16 @@ def _encoder_only(ctx, unit: Unit) -> None:
             _finish(b, ctx, x, project)
 
 
-def _entries(*rows: tuple[str, tuple[str, ...], str]) -> tuple[Entry, ...]:
-    return tuple(Entry(*row) for row in rows)
-
-
-ENCODER_DECODER = Family(
-    "encoder-decoder", "an encoder-decoder Transformer", ("encoder", "decoder"),
-    _entries(("forward", ("src", "tgt_in"), "logits"), ("hidden", ("src", "tgt_in"), "states"),
-             ("hidden_dense", ("src", "tgt_in"), "states"), ("encode", ("src",), "memory"),
-             ("init_cache", ("src", "memory"), "cache"), ("decode_step", ("tokens", "cache"), "(logits, cache)")),
-    "translation", "encoded", _encoder_decoder)
-DECODER_ONLY = Family(
-    "decoder-only", "a decoder-only Transformer language model", ("decoder",),
-    _entries(("forward", ("tokens",), "logits"), ("hidden", ("tokens",), "states"),
-             ("init_cache", ("tokens",), "cache"), ("decode_step", ("tokens", "cache"), "(logits, cache)")),
-    "language_model", "prompt", _decoder_only)
-ENCODER_ONLY = Family(
-    "encoder-only", "an encoder-only Transformer", ("encoder",),
-    _entries(("forward", ("src",), "logits"), ("hidden", ("src",), "states"), ("hidden_dense", ("src",), "states"),
-             ("encode", ("src",), "memory")),
-    "masked_lm", "none", _encoder_only)
-FAMILIES = (ENCODER_DECODER, DECODER_ONLY, ENCODER_ONLY)
-
-
-def family_of(arch: nodes.ModelSpec) -> Family:
-    """The family of a model: the one place that asks which stacks it has."""
-    if arch.encoder is not None and arch.decoder is not None:
-        return ENCODER_DECODER
-    return DECODER_ONLY if arch.decoder is not None else ENCODER_ONLY
+LOWERED = {"encoder-decoder": _encoder_decoder, "decoder-only": _decoder_only, "encoder-only": _encoder_only}
 
 
 def model_unit(ctx) -> Unit:
     """The model: its embeddings, stacks and output projection, and its family's entry points."""
     family = family_of(ctx.arch)
     unit = Unit("Model", f"The `{ctx.arch.name}` model: {family.title}")
-    family.lower(ctx, unit)
+    LOWERED[family.name](ctx, unit)
     unit.reorder(MEMBERS)
     return unit
+
+
+__all__ = ["FAMILIES", "SEGMENTED", "Entry", "Family", "LOWERED", "embedding_names", "family_of", "model_unit"]

@@ -216,10 +216,9 @@ def segment_ids(tokens: Tensor, segments: Tensor | None) -> Tensor:
     return torch.zeros_like(tokens) if segments is None else segments
 
 
-def softcap(x: Tensor, cap: float) -> Tensor:
-    """Soft-capping, tanh(x / cap) * cap (Gemma 2's attention scores and final logits): smooth, and within
-    (-cap, cap)."""
-    return torch.tanh(x / cap) * cap
+# soft-capping, tanh(x / cap) * cap: defined once, below the compiler, for the loss too; named here (in this
+# module's order, which the generated modules' helpers keep)
+from attncomp.logits import softcap  # noqa: E402
 
 
 def bucket_index(q_len: int, k_len: int, count: int, max_distance: int, bidirectional: bool,

@@ -18,6 +18,8 @@ import torch
 from torch import fx, nn
 
 from attncomp.ir import nodes
+from attncomp.ir.family import Family, family_of
+from attncomp.lower.experts import Routers
 from attncomp.lower.family import embedding_names
 from attncomp.lower.inline import inline
 from attncomp.lower.units import Leaf, Param, Unit, UnitList
@@ -137,6 +139,42 @@ class CompiledModel(UnitModule):
         module.graph.eliminate_dead_code()
         module.recompile()
         return module
+
+    # --- the runtime's model protocol (attncomp.protocol) ---------------------------------------------
+
+    @property
+    def family(self) -> str:
+        return family_of(self.spec.model).name
+
+    @property
+    def loss_inputs(self) -> tuple[str, ...]:
+        """The batch's tensors `hidden` reads, by name (and the source's segments with `segments = N`)."""
+        arch = self.spec.model
+        inputs = family_of(arch).entry("hidden").inputs
+        return inputs + ("segments",) if Family.segmented(arch, "hidden") else inputs
+
+    @property
+    def d_model(self) -> int:
+        return self.spec.model.d_model
+
+    @property
+    def logit_scale(self) -> float:
+        return self.spec.model.logit_scale
+
+    @property
+    def logit_softcap(self) -> float | None:
+        return self.spec.model.logit_softcap
+
+    def output_projection(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return self.output_weight(), self.output_bias_or_none()
+
+    def aux_loss(self, batch: dict[str, torch.Tensor] | None) -> torch.Tensor | None:
+        """The mixtures of experts' load-balancing losses recorded since the last call (attncomp.lower.experts),
+        times their aux_loss, per target token; None where no mixture has an aux_loss, or with `batch` None
+        (which forgets what was recorded)."""
+        if "_routers" not in self.__dict__:  # hooked on first use, so a copy made before records into itself
+            self.__dict__["_routers"] = Routers(self)
+        return self.__dict__["_routers"].loss(batch)
 
     def output_weight(self) -> torch.Tensor:
         """The pre-softmax linear's weight (V, d): `output`, or the embedding tied to it."""

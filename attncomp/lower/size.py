@@ -107,7 +107,12 @@ def load_stored(text: str, origin: str, overrides: Sequence[str] = (), stored: i
     spec that describes more parameters than are stored with it (a damaged or crafted one, or `--set`
     overrides that grow it) is refused like a spec file; a model trained with `--force`, or imported,
     whose weights are all there, is not: it is as large as what is already on disk."""
-    spec = ir.load_flat(text, origin, overrides)
+    return hold_stored(ir.load_flat(text, origin, overrides), origin, stored)
+
+
+def hold_stored(spec: nodes.Spec, origin: str, stored: int | None = None) -> nodes.Spec:
+    """A spec read from an artifact, held to the size limit as load_stored says (`stored`: the elements of the
+    tensors stored with it, None when none are)."""
     size = estimate(spec)
     if size.bytes > MAX_PARAM_BYTES and (stored is None or stored < size.params):
         held = "none of its weights read" if stored is None else f"only {stored:,} weights stored with it"

@@ -12,7 +12,7 @@ from attncomp.data.dataset import PreparedData
 from attncomp.data.objective import objective_of
 from attncomp.errors import DataError, UsageError
 from attncomp.ir import nodes
-from attncomp.lower.family import family_of
+from attncomp.ir.family import family_of
 from attncomp.vocab import DEFAULT, Specials
 
 

@@ -11,8 +11,9 @@ two backward matmuls move into the forward pass), memory O(chunk x V) instead of
 
 Both return [smoothed loss, negative log-likelihood, target tokens], summed over real targets: a padded
 target is attncomp.vocab.IGNORE, never a token id, so a vocabulary without <pad> loses no token.
-The model's own map of its logits (`logit_scale`, `logit_softcap`: `logit_map`) is part of the fused
-loss too, so training sees the logits the model's forward computes.
+The model's own transform of its logits (its protocol's `logit_scale` and `logit_softcap`: `logit_map`, with
+the soft-cap of attncomp.logits, the one the graphs call) is part of the fused loss too, so training sees the
+logits the model's forward computes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from attncomp.logits import softcap as soft_cap
 from attncomp.vocab import IGNORE
 
 
@@ -29,10 +31,10 @@ def _wide(dtype: torch.dtype) -> torch.dtype:
 
 
 def logit_map(logits: torch.Tensor, scale: float = 1.0, softcap: float | None = None) -> torch.Tensor:
-    """What the model does to its projected logits: times `scale`, then cap * tanh(logits / cap)."""
+    """What the model does to its projected logits: times `scale`, then soft-capped (attncomp.logits)."""
     if scale != 1.0:
         logits = logits * scale
-    return logits if softcap is None else torch.tanh(logits / softcap) * softcap
+    return logits if softcap is None else soft_cap(logits, softcap)
 
 
 def token_losses(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:

@@ -23,10 +23,10 @@ from attncomp.train.evaluation import evaluate
 from attncomp.train.monitor import Monitor
 from attncomp.train.run_state import RunState
 from attncomp.train.schedule import learning_rate
+from attncomp.train.state_dicts import load_initial
 from attncomp.train.step import TrainStep, compiled
 from attncomp.train.update import Health, Updater
 from attncomp.train.validation import Validator
-from attncomp.train.warm_start import load_initial
 
 __all__ = ["Health", "RunConfig", "Trainer", "check_vocab", "make_optimizer"]
 
@@ -40,7 +40,8 @@ class Trainer:
         if self.cuda:
             torch.cuda.set_device(self.device)
         self.model = cfg.factory(self.device)
-        self.model.checkpoint_layers(cfg.checkpoint_layers)
+        if cfg.checkpoint_layers:  # optional in the model's protocol (attncomp.protocol)
+            self.model.checkpoint_layers(True)
         self.spec = self.model.spec
         if cfg.init is not None:  # before any wrapping; a checkpoint restored on --resume replaces these weights
             load_initial(self.model, cfg.init)
@@ -61,7 +62,7 @@ class Trainer:
             ids = [self.device.index] if self.cuda else None
             self.ddp = torch.nn.parallel.DistributedDataParallel(self.train_step, device_ids=ids)
         self.optimizer = make_optimizer(self.recipe.optimizer, self.model.parameters(), self.cuda)
-        lr = learning_rate(self.recipe.schedule, self.spec.model.d_model, self.recipe.steps)
+        lr = learning_rate(self.recipe.schedule, self.model.d_model, self.recipe.steps)  # the model's protocol
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda i: lr(i + 1))
         self.net = compiled(self.ddp) if cfg.compile else self.ddp  # dynamic shapes: no compile per shape
         self.updater = Updater(self.model, self.ddp, self.net, self.optimizer, self.scheduler, self.data, rank,

@@ -73,3 +73,9 @@ def load(model: torch.nn.Module, optimizer: torch.optim.Optimizer, fsdp: bool, f
     options = StateDictOptions(full_state_dict=True)  # a consolidated or version-1 FSDP checkpoint
     set_model_state_dict(model, whole.model, options=options)
     set_optimizer_state_dict(model, optimizer, whole.optimizer, options=options)
+
+
+def load_initial(model: torch.nn.Module, path: str) -> None:
+    """`--init`: the weights at `path` into `model` (checked by attncomp.train.warm_start.check_initial before the
+    workers started)."""
+    model.load_state_dict(ckpt.read_trained(path, gathered=False).model)

@@ -1,6 +1,6 @@
-"""TrainStep: a compiled model and its loss as one module — what DDP wraps and --compile compiles.
+"""TrainStep: a model and its loss as one module — what DDP wraps and --compile compiles.
 
-It runs the model's `hidden` entry point (or `hidden_dense` for a micro-batch without source
+It sees the model through its protocol (attncomp.protocol), never its spec: it runs the model's `hidden` entry point (or `hidden_dense` for a micro-batch without source
 padding, so every attention can use the flash kernel) and the fused projection + cross-entropy of
 attncomp.train.loss, which never materialises the logits; `fused_loss=False` uses the plain one.
 """
@@ -13,9 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attncomp.lower.family import Family, family_of
 from attncomp.train.loss import linear_cross_entropy, logit_map, token_losses
-from attncomp.train.router_loss import Routers
 
 
 class TrainStep(nn.Module):
@@ -29,28 +27,28 @@ class TrainStep(nn.Module):
         self.smoothing, self.fused_loss, self.chunk = smoothing, fused_loss, chunk
         # with a bound on a micro-batch's tokens, the loss runs in a fixed number of chunks (see `compiled`)
         self.pieces = None if max_tokens is None else max(1, -(-max_tokens // chunk))
-        family = family_of(model.spec.model)
         # the `hidden` entry point's inputs by name (attncomp.data.batching's keys are the family's input names)
-        self.inputs = family.entry("hidden").inputs
-        self.segmented = Family.segmented(model.spec.model, "hidden")
-        self.dense = "hidden_dense" in family.entry_names  # a mask-free graph for batches without source padding
+        self.inputs = tuple(model.loss_inputs)
+        self.dense = hasattr(model, "hidden_dense")  # a mask-free graph for batches without source padding
         self.through_forward = through_forward
-        self.routers = Routers(model)  # mixtures of experts with an aux_loss: their routers' logits, hooked
 
     def _inputs(self, batch: dict[str, torch.Tensor]) -> tuple:
-        """The entry point's arguments; a model with `segments = N` also reads the batch's `segments`
-        (segment 0 everywhere where the batch has none)."""
-        tokens = tuple(batch[name] for name in self.inputs)
-        return tokens + (batch.get("segments"),) if self.segmented else tokens
+        """The entry point's arguments; a model with segment embeddings also reads the batch's `segments`
+        (None, segment 0 everywhere, where the batch has none)."""
+        return tuple(batch.get(name) if name == "segments" else batch[name] for name in self.inputs)
 
     def forward(self, batch: dict[str, torch.Tensor], dense: bool = False) -> torch.Tensor:
-        """[smoothed loss, NLL, target tokens] summed over the batch; with routers' aux_loss, the smoothed
-        loss adds aux_loss * their load-balancing loss per target token (attncomp.train.router_loss)."""
-        if not self.routers:
+        """[smoothed loss, NLL, target tokens] summed over the batch; where the model records auxiliary losses
+        (a mixture of experts' load balancing: its protocol's `aux_loss`), the smoothed loss adds them per
+        target token."""
+        aux_loss = getattr(self.model, "aux_loss", None)
+        if aux_loss is None:
             return self._losses(batch, dense)
-        self.routers.clear()
+        aux_loss(None)  # forget what earlier passes recorded (decoding, another step)
         losses = self._losses(batch, dense)
-        balance = self.routers.loss(batch)
+        balance = aux_loss(batch)
+        if balance is None:
+            return losses
         return torch.stack((losses[0] + balance * losses[2], losses[1], losses[2]))
 
     def _losses(self, batch: dict[str, torch.Tensor], dense: bool) -> torch.Tensor:
@@ -58,14 +56,13 @@ class TrainStep(nn.Module):
         if self.through_forward:
             return token_losses(m(*self._inputs(batch)), batch["tgt_out"], self.smoothing)
         hidden = (m.hidden_dense if dense and self.dense else m.hidden)(*self._inputs(batch))
-        weight, bias, target = m.output_weight(), m.output_bias_or_none(), batch["tgt_out"]
-        arch = m.spec.model  # the model's logit scale and soft cap apply to the loss's logits too
+        (weight, bias), target = m.output_projection(), batch["tgt_out"]
+        scale, softcap = m.logit_scale, m.logit_softcap  # the model's logit transform applies to the loss's logits
         if self.fused_loss:
             hidden, weight = with_bias(hidden, weight, bias)
             return linear_cross_entropy(hidden.flatten(0, 1), weight, target.flatten(), self.smoothing, self.chunk,
-                                        self.pieces, arch.logit_scale, arch.logit_softcap)
-        return token_losses(logit_map(F.linear(hidden, weight, bias), arch.logit_scale, arch.logit_softcap), target,
-                            self.smoothing)
+                                        self.pieces, scale, softcap)
+        return token_losses(logit_map(F.linear(hidden, weight, bias), scale, softcap), target, self.smoothing)
 
 
 def with_bias(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tuple:
@@ -98,7 +95,7 @@ def compiled(step: nn.Module, backend: str | Callable = "inductor", regional: bo
     if not regional:
         return torch.compile(step, dynamic=True, backend=backend, options=options)
     model = getattr(step, "module", step).model  # DDP(TrainStep) or TrainStep
-    for layers in model.layer_lists():
+    for layers in model.layer_lists() if hasattr(model, "layer_lists") else ():
         for layer in layers:
             layer.compile(dynamic=True, backend=backend, options=options)
     return step

@@ -15,6 +15,7 @@ from attncomp.compiler import compile_spec
 from attncomp.data.dataset import PreparedData
 from attncomp.data.tokenizer import same_vocabulary
 from attncomp.errors import TrainingError
+from attncomp.train.state_dicts import load_initial
 
 SHOWN = 4  # names listed per kind of difference
 
@@ -56,6 +57,4 @@ def check_initial(spec, data: PreparedData, path: str) -> None:
                             "must be tokenised with the checkpoint's models")
 
 
-def load_initial(model: torch.nn.Module, path: str) -> None:
-    """The weights at `path` into `model` (checked by check_initial before the workers started)."""
-    model.load_state_dict(read_trained(path, gathered=False).model)
+__all__ = ["check_initial", "load_initial", "shape_differences"]

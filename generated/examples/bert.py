@@ -154,3 +154,6 @@ class Model(nn.Module):
         x = self.src_embed(src)  # (batch, src_len, 128)
         return self.encoder(x, ops.padding_mask(src, 0))
 
+    family, loss_inputs, d_model = "encoder-only", ("src",), 128
+    logit_scale, logit_softcap, output_projection = 1.0, None, lambda self: (self.src_embed.weight, self.output_bias)
+

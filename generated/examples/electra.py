@@ -170,3 +170,6 @@ class Model(nn.Module):
         x = x + segment  # (batch, src_len, 32)
         return self.encoder(x, ops.padding_mask(src, 0))
 
+    family, loss_inputs, d_model = "encoder-only", ("src", "segments"), 64
+    logit_scale, logit_softcap, output_projection = 1.0, None, lambda self: (self.src_embed.weight, self.output_bias)
+

@@ -2,7 +2,7 @@
 models saved with save_pretrained in float64 import with logits equal to transformers' within 1e-12 (full
 forward, fused and unfused, and cached decoding step by step); import then export gives every tensor back
 bit for bit; what the language cannot say is refused in one line; and the router's load-balancing loss
-(attncomp.train.router_loss) equals transformers' load_balancing_loss_func on the same router logits."""
+(attncomp.lower.experts) equals transformers' load_balancing_loss_func on the same router logits."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attncomp.ir import nodes
-from attncomp.train.router_loss import load_balancing_loss
+from attncomp.lower.experts import load_balancing_loss
 from tests.interop import hf_models
 
 transformers = pytest.importorskip("transformers")
@@ -100,13 +100,13 @@ def _aux_of(step, batch: dict) -> float:
     with torch.no_grad():
         with_aux = step(batch)
         plain = step._losses(batch, False)
-        step.routers.clear()
+        step.model.aux_loss(None)  # forget what the plain pass recorded
     assert torch.equal(with_aux[1:], plain[1:])  # the NLL and the token count are the cross-entropy's alone
     return float((with_aux[0] - plain[0]) / (0.02 * plain[2]))
 
 
 def test_load_balancing_loss_of_a_model_equals_transformers(tmp_path, monkeypatch):
-    """The routers' logits an imported Mixtral records in training (attncomp.train.router_loss.Routers) give
+    """The routers' logits an imported Mixtral records in training (attncomp.lower.experts.Routers) give
     transformers' aux_loss, padding left out as its attention_mask does, and TrainStep adds
     router_aux_loss_coef (0.02) times it per target token to the smoothed loss."""
     from attncomp.train.step import TrainStep

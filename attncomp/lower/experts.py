@@ -5,9 +5,12 @@ transformers' `load_balancing_loss_func`, which Mixtral and Qwen2-MoE add times 
 
 over the tokens of every layer's router together: f_e is the share of the (token, slot) choices of the top_k
 that pick expert e, P_e the mean router probability of e. Balanced routing gives top_k; it grows as the
-router favours some experts. The spec's `moe(aux_loss = c)` is c; the runner adds c * loss per target token
-to the training loss (`Routers`), and leaves the NLL (and so the perplexity) alone.
-"""
+router favours some experts. The spec's `moe(aux_loss = c)` is c.
+
+A compiled model's mixtures of experts record their routers' logits during forward (`Routers`), grouped by
+(stack, experts, top_k, aux_loss), and the model answers c * loss per target token through its protocol
+(attncomp.protocol's `aux_loss`), which the training step adds to the training loss, leaving the NLL (and so
+the perplexity) alone."""
 
 from __future__ import annotations
 
@@ -43,8 +46,7 @@ def load_balancing_loss(logits: Sequence[torch.Tensor], experts: int, top_k: int
 
 class Routers:
     """The routers of a compiled model's mixtures of experts with `aux_loss` > 0, each hooked so that a forward
-    records its logits; `loss(batch)` is the sum over groups (stack, experts, top_k, aux_loss) of aux_loss times
-    their load-balancing loss. Empty (`bool(routers)` false) where no mixture has an aux_loss."""
+    records its logits. Empty (`bool(routers)` false) where no mixture has an aux_loss."""
 
     def __init__(self, model: nn.Module):
         arch = model.spec.model
@@ -77,7 +79,12 @@ class Routers:
             return batch["tgt_out"] != IGNORE
         return None if self.specials.pad is None else batch["src"] != self.specials.pad
 
-    def loss(self, batch: dict) -> torch.Tensor:
+    def loss(self, batch: dict | None) -> torch.Tensor | None:
+        """The weighted loss of what was recorded since the last call (None without groups, or with `batch`
+        None: what was recorded is forgotten)."""
+        if not self.groups or batch is None:
+            self.clear()
+            return None
         total = 0.0
         for (stack, experts, top_k, coefficient), recorded in self.groups.items():
             if recorded:
