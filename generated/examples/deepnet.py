@@ -320,3 +320,6 @@ class Model(nn.Module):
         position = cache.position + 1  # (batch,)
         return logits, DecodingCache(cache.padding_mask, caches, position)
 
+    family, loss_inputs, d_model = "encoder-decoder", ("src", "tgt_in"), 64
+    logit_scale, logit_softcap, output_projection = 1.0, None, lambda self: (self.embed.weight, None)
+

@@ -254,3 +254,6 @@ class Model(nn.Module):
         position = cache.position + 1  # (batch,)
         return logits, DecodingCache(None, caches, position)
 
+    family, loss_inputs, d_model = "decoder-only", ("tokens",), 64
+    logit_scale, logit_softcap, output_projection = 1.0, None, lambda self: (self.tgt_embed.weight, None)
+
