@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 import sentencepiece as spm
 
 from attncomp.errors import DataError
+from attncomp.files import parse_json
 from attncomp.optional import require
 from attncomp.vocab import Specials
 
@@ -77,9 +78,16 @@ CHOICES = ("source_lang", "target")
 CHOSEN_SPECIALS = ("start", "forced", "mask")
 
 
+def _record(model_bytes: bytes):
+    """The stored envelope's JSON value, read as every JSON file is (attncomp.files.parse_json: bounded depth)."""
+    return parse_json(bytes(model_bytes), "the stored tokenizer",
+                      error=lambda message: DataError(f"{message}: neither a sentencepiece model nor a "
+                                                      "tokenizer.json envelope"))
+
+
 def vocabulary_record(model_bytes: bytes) -> dict:
     """The record without its language choices: two envelopes with the same one read text as the same ids."""
-    record = json.loads(bytes(model_bytes).decode("utf-8"))
+    record = _record(model_bytes)
     for key in CHOICES:
         record.pop(key, None)
     record["specials"] = {k: v for k, v in record["specials"].items() if k not in CHOSEN_SPECIALS}
@@ -188,11 +196,7 @@ class HFTokenizer:
 
     @classmethod
     def from_bytes(cls, model_bytes: bytes) -> "HFTokenizer":
-        try:
-            record = json.loads(bytes(model_bytes).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise DataError("the stored tokenizer is not JSON: neither a sentencepiece model nor a tokenizer.json "
-                            "envelope") from None
+        record = _record(model_bytes)
         if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("version") != 1:
             raise DataError(f"the stored tokenizer is not a version-1 {FORMAT} record")
         try:
@@ -210,7 +214,8 @@ class HFTokenizer:
                 pieces = record["sentencepiece"]
                 model_ids = {code: self._swap(i) for code, i in languages.items()}
                 self.tok = SentencePieceVocab(base64.b64decode(pieces["model"], validate=True),
-                                              json.loads(pieces["vocab"]), model_ids)
+                                              parse_json(pieces["vocab"], "the stored vocab.json", DataError),
+                                              model_ids)
                 return self
         except (KeyError, TypeError, AttributeError, ValueError) as err:  # binascii.Error is a ValueError
             raise DataError(f"the stored tokenizer record is damaged ({type(err).__name__}: {str(err)[:120]})") \
@@ -294,7 +299,7 @@ class HFTokenizer:
 
     def to_bytes(self) -> bytes:
         """The envelope of this tokenizer as chosen (its source language, target specials and frame)."""
-        record = json.loads(self.model_bytes.decode("utf-8"))
+        record = _record(self.model_bytes)
         record.update(source_lang=self.source_lang, specials=_specials_record(self.specials))
         if self.target_frame is not None:
             record["target"] = self.target_frame
@@ -317,7 +322,7 @@ class HFTokenizer:
     def files(self) -> dict[str, bytes]:
         """The tokenizer files of a save_pretrained directory: tokenizer.json as the imported directory had it,
         or M2M100's sentencepiece.bpe.model, vocab.json and a tokenizer_config.json naming its language codes."""
-        record = json.loads(self.model_bytes.decode("utf-8"))
+        record = _record(self.model_bytes)
         if "sentencepiece" not in record:
             return {"tokenizer.json": record["tokenizer"].encode("utf-8")}
         pieces = record["sentencepiece"]

@@ -6,12 +6,12 @@ Hugging Face's WMT datasets store a pair as `{"translation": {"de": ..., "en": .
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator
 
 from attncomp.data.text import Chunk, read_lines
 from attncomp.errors import DataError
+from attncomp.files import parse_json
 
 COLUMN_HINT = "name the fields with --src-column and --tgt-column"
 
@@ -32,10 +32,7 @@ def jsonl_pairs(path: Path, columns: tuple[str, str]) -> Iterator[tuple[str, str
     for number, line in enumerate(read_lines(path), 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except ValueError as err:
-            raise DataError(f"{path}:{number}: not JSON ({getattr(err, 'msg', err)})") from None
+        row = parse_json(line, f"{path}:{number}", DataError)
         yield _text(row, columns[0], path, number), _text(row, columns[1], path, number)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from attncomp.data.hf_tokenizer import M2M100_CONFIG, M2M100_SPECIALS, SentencePieceVocab, envelope
 from attncomp.errors import DataError, UsageError
-from attncomp.files import present, read_json, read_regular
+from attncomp.files import parse_json, present, read_json, read_regular, shown_path
 from attncomp.interop import require
 from attncomp.vocab import Specials
 
@@ -52,11 +52,8 @@ def read_tokenizer(directory: Path, label: str):
         raise UsageError(f"{directory} has no {TOKENIZER} (the tokenizer of a {label} model, "
                          "as save_pretrained writes it)")
     data = read_regular(path, limit=MAX_TOKENIZER_BYTES, what="tokenizer file", error=UsageError)
-    try:
-        text = data.decode("utf-8")
-        json.loads(text)
-    except ValueError:
-        raise UsageError(f"{path} is not JSON: not a tokenizers file") from None
+    parse_json(data, shown_path(path), error=lambda message: UsageError(f"{message}: not a tokenizers file"))
+    text = data.decode("utf-8")
     tokenizers = require("tokenizers", "attncomp import")
     try:
         return text, tokenizers.Tokenizer.from_str(text)
@@ -121,7 +118,7 @@ def _frame(tok, languages: dict) -> tuple[list, str | None]:
 
 
 def _unk(text: str, tok) -> int | None:
-    model = json.loads(text).get("model", {})
+    model = parse_json(text, TOKENIZER).get("model", {})
     model = model if isinstance(model, dict) else {}
     if isinstance(model.get("unk_id"), int):  # Unigram
         return model["unk_id"]
@@ -208,11 +205,9 @@ def _m2m100_files(directory: Path) -> tuple[bytes, str, dict]:
     model, vocab_path = directory / M2M100_FILES[0], directory / M2M100_FILES[1]
     data = read_regular(model, limit=MAX_TOKENIZER_BYTES, what="sentencepiece model", error=UsageError)
     raw = read_regular(vocab_path, limit=MAX_TOKENIZER_BYTES, what="vocabulary file", error=UsageError)
-    try:
-        text = raw.decode("utf-8")
-        vocab = json.loads(text)
-    except ValueError:
-        raise UsageError(f"{vocab_path} is not JSON: not M2M100's vocabulary") from None
+    vocab = parse_json(raw, shown_path(vocab_path),
+                       error=lambda message: UsageError(f"{message}: not M2M100's vocabulary"))
+    text = raw.decode("utf-8")
     if not isinstance(vocab, dict) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
                                               for i in vocab.values()):
         raise UsageError(f"{vocab_path}: JSON {type(vocab).__name__}, not an object of token ids")
