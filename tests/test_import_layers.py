@@ -14,8 +14,8 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 LAYERS = [
-    ("foundation", ["attncomp", "attncomp.errors", "attncomp.files", "attncomp.vocab", "attncomp.progress",
-                    "attncomp.optional"]),
+    ("foundation", ["attncomp", "attncomp.errors", "attncomp.files", "attncomp.native", "attncomp.vocab",
+                    "attncomp.progress", "attncomp.optional"]),
     ("syntax", ["attncomp.syntax"]),
     ("ir", ["attncomp.ir"]),
     ("lower", ["attncomp.lower"]),

@@ -45,10 +45,13 @@ import sentencepiece as spm
 
 from attncomp.errors import DataError
 from attncomp.files import parse_json
+from attncomp.native import native
 from attncomp.optional import require
 from attncomp.vocab import Specials
 
 FORMAT = "attncomp/hf-tokenizer"
+USE_HINT = ("its tokenizer.json's patterns or ids are broken: import the model again (attncomp import refuses "
+            "such a tokenizer.json)")
 
 
 def is_hf(model_bytes: bytes) -> bool:
@@ -221,10 +224,8 @@ class HFTokenizer:
             raise DataError(f"the stored tokenizer record is damaged ({type(err).__name__}: {str(err)[:120]})") \
                 from None
         tokenizers = require("tokenizers", "a Hugging Face tokenizer")
-        try:
+        with native("the stored tokenizer.json is not readable by tokenizers"):
             self.tok = tokenizers.Tokenizer.from_str(text)
-        except Exception as err:  # the library's own exception types
-            raise DataError(f"the stored tokenizer.json is not readable by tokenizers ({str(err)[:160]})") from None
         return self
 
     # --- ids: attncomp's <-> the model's (an exchange is its own inverse) ---------------------------------
@@ -272,7 +273,9 @@ class HFTokenizer:
 
     def encode(self, lines: list[str]) -> list[list[int]]:
         """The ids of each line's text, without special tokens."""
-        return [[self._swap(i) for i in e.ids] for e in self.tok.encode_batch(list(lines), add_special_tokens=False)]
+        with native("the stored tokenizer failed to encode the text", USE_HINT):
+            encoded = self.tok.encode_batch(list(lines), add_special_tokens=False)
+        return [[self._swap(i) for i in e.ids] for e in encoded]
 
     def frame(self, body: list[int]) -> list[int]:
         """A source as the model reads it: the frame of the stored template around the text (</s> included)."""
@@ -316,7 +319,8 @@ class HFTokenizer:
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Ids -> text; special tokens are dropped (as skip_special_tokens does), and a line break that a
         byte-level vocabulary can generate becomes a space: one line of text per sentence."""
-        texts = self.tok.decode_batch([[self._swap(i) for i in seq] for seq in ids], skip_special_tokens=True)
+        with native("the stored tokenizer failed to decode the model's output", USE_HINT):
+            texts = self.tok.decode_batch([[self._swap(i) for i in seq] for seq in ids], skip_special_tokens=True)
         return [t.replace("\r\n", " ").replace("\n", " ").replace("\r", " ") for t in texts]
 
     def files(self) -> dict[str, bytes]:

@@ -20,12 +20,14 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 from pathlib import Path
 
 from attncomp.data.hf_tokenizer import M2M100_CONFIG, M2M100_SPECIALS, SentencePieceVocab, envelope
 from attncomp.errors import DataError, UsageError
 from attncomp.files import parse_json, present, read_json, read_regular, shown_path
 from attncomp.interop import require
+from attncomp.native import native
 from attncomp.vocab import Specials
 
 MAX_TOKENIZER_BYTES = 256 << 20
@@ -34,6 +36,8 @@ GENERATION = "generation_config.json"
 # language tokens as mBART (en_XX), NLLB (eng_Latn) and M2M100 (__en__) write them
 LANGUAGE = re.compile(r"^(__[a-z]{2,3}(_[A-Za-z]{2,4})?__|[a-z]{2,3}_[A-Z][A-Za-z]{1,3})$")
 PROBE = "a b"
+PROBES = [c * 2000 + end for c in ("a", "A", "0", " ", ".", "-", "\u00e9", "\u65e5") for end in ("!", "")]
+PROBE_SECONDS = 10.0  # what the probes may take together: a healthy tokenizer takes milliseconds
 
 
 def _one_line(err: Exception) -> str:
@@ -55,10 +59,26 @@ def read_tokenizer(directory: Path, label: str):
     parse_json(data, shown_path(path), error=lambda message: UsageError(f"{message}: not a tokenizers file"))
     text = data.decode("utf-8")
     tokenizers = require("tokenizers", "attncomp import")
-    try:
-        return text, tokenizers.Tokenizer.from_str(text)
-    except Exception as err:  # the library's own exception types
-        raise UsageError(f"{path} is not a tokenizer the tokenizers library reads ({_one_line(err)})") from None
+    shown = shown_path(path)
+    with native(f"{shown} is not a tokenizer the tokenizers library reads", error=UsageError):
+        tok = tokenizers.Tokenizer.from_str(text)
+    probe_patterns(tok, shown)
+    return text, tok
+
+
+def probe_patterns(tok, shown: str) -> None:
+    """Encode runs of one character (a backtracking pattern's worst case: `(a+)+$` on "aaa...!") under a time
+    bound, so that a tokenizer whose normaliser or pre-tokenizer patterns fail or hang is refused at import,
+    not at every later translate, eval or data prepare."""
+    start = time.monotonic()
+    with native(f"{shown}: its normaliser or pre-tokenizer fails on a run of one character (a regular "
+                "expression that backtracks without bound?)", "fix its patterns", error=UsageError):
+        for line in PROBES:
+            tok.encode(line, add_special_tokens=False)
+            if time.monotonic() - start > PROBE_SECONDS:
+                raise UsageError(f"{shown}: its normaliser or pre-tokenizer took over {PROBE_SECONDS} s on "
+                                 f"{len(PROBES)} lines of {len(line):,} characters (a regular expression that "
+                                 "backtracks without bound?); fix its patterns")
 
 
 def generation_config(directory: Path) -> dict | None:
