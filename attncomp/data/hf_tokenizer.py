@@ -119,9 +119,17 @@ def _frame_of(value) -> list | None:
     """A stored target frame: token ids and one "text"."""
     if value is None:
         return None
-    if not isinstance(value, list) or value.count("text") != 1:
+    if not isinstance(value, list) or value.count("text") != 1 or None in value:
         raise DataError("the stored tokenizer is damaged: its target frame is not a list of ids around one \"text\"")
     return [item if item == "text" else _id(item, "a target frame token") for item in value]
+
+
+def _source_of(value) -> list:
+    """A stored source frame: token ids, at most one "lang", and exactly one "text" (without it every line
+    would be read as nothing)."""
+    if not isinstance(value, list) or value.count("text") != 1 or value.count("lang") > 1 or None in value:
+        raise DataError("the stored tokenizer is damaged: its source frame is not a list of ids around one \"text\"")
+    return [item if item in ("text", "lang") else _id(item, "a source frame token") for item in value]
 
 
 @dataclass
@@ -209,7 +217,7 @@ class HFTokenizer:
                                 start=_id(s["start"], "start"),
                                 forced=tuple(_id(t, "a forced token") for t in s["forced"]))
             languages = {str(k): _id(v, f"language {k}") for k, v in record["languages"].items()}
-            self = cls(bytes(model_bytes), specials, list(record["source"]), languages, record["source_lang"],
+            self = cls(bytes(model_bytes), specials, _source_of(record["source"]), languages, record["source_lang"],
                        record["target_lang"], _id(record["exchanged"], "exchanged"), _id(record["size"], "size"),
                        _shift(record.get("shift")), _frame_of(record.get("target")))
             text = record["tokenizer"]
@@ -219,13 +227,34 @@ class HFTokenizer:
                 self.tok = SentencePieceVocab(base64.b64decode(pieces["model"], validate=True),
                                               parse_json(pieces["vocab"], "the stored vocab.json", DataError),
                                               model_ids)
-                return self
+                return self._checked()
         except (KeyError, TypeError, AttributeError, ValueError) as err:  # binascii.Error is a ValueError
             raise DataError(f"the stored tokenizer record is damaged ({type(err).__name__}: {str(err)[:120]})") \
                 from None
         tokenizers = require("tokenizers", "a Hugging Face tokenizer")
         with native("the stored tokenizer.json is not readable by tokenizers"):
             self.tok = tokenizers.Tokenizer.from_str(text)
+        return self._checked()
+
+    def _checked(self) -> "HFTokenizer":
+        """This tokenizer, once every id it can produce is one of the model's `size` embedding rows: its tokens,
+        special, forced and language ids, its frames' ids and its exchange (a damaged or hand-made envelope's
+        id past the rows was an IndexError in beam search)."""
+        s = self.specials
+        named = [*({**s.tokenizer_roles(), "mask": s.mask}.items()), *(("a forced token", t) for t in s.forced),
+                 *((f"language {k}", v) for k, v in self.languages.items()),
+                 *(("a source frame token", i) for i in self.source if isinstance(i, int)),
+                 *(("a target frame token", i) for i in self.target_frame or () if isinstance(i, int)),
+                 ("exchanged", self.exchanged)]
+        for what, i in named:
+            if i is not None and i >= self.size:
+                raise DataError(f"the stored tokenizer is damaged: {what} is {i}, past the model's {self.size} "
+                                "embedding rows")
+        with native("the stored tokenizer is not readable"):
+            tokens = self.tok.get_vocab_size(with_added_tokens=True)
+        if tokens > self.size:
+            raise DataError(f"the stored tokenizer is damaged: it has {tokens} tokens, more than the model's "
+                            f"{self.size} embedding rows")
         return self
 
     # --- ids: attncomp's <-> the model's (an exchange is its own inverse) ---------------------------------

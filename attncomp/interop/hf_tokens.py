@@ -186,6 +186,10 @@ def tokenizer_record(directory: Path, family, config, decoder_only: bool, label:
     if tokenizer_name(directory, family) != TOKENIZER:
         return m2m100_record(directory, config)
     text, tok = read_tokenizer(directory, label)
+    tokens = tok.get_vocab_size(with_added_tokens=True)
+    if tokens > config.vocab_size:
+        raise UsageError(f"{shown_path(directory / TOKENIZER)} has {tokens} tokens, more than the model's "
+                         f"{config.vocab_size} embedding rows (config.json's vocab_size): not this model's tokenizer")
     values = generation_values(directory, config)
     languages = {t.content: i for i, t in sorted(tok.get_added_tokens_decoder().items())
                  if LANGUAGE.match(t.content)}
