@@ -52,7 +52,7 @@ def _average(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.checkpoints[0]} has no readable checkpoints")
     averaged = ckpt.average(paths, warn=warn)
     _write(ckpt.save, averaged, Path(args.output))
-    print(f"averaged {len(averaged.header.averaged)} checkpoint(s) into {args.output}", file=sys.stderr)
+    print(f"averaged {len(averaged.header.averaged)} checkpoint(s) into {printable(args.output)}", file=sys.stderr)
     return 0
 
 

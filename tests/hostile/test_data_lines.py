@@ -58,6 +58,18 @@ def test_a_lone_surrogate_in_a_jsonl_field_is_undecodable_text(tmp_path, capsys)
     assert not (tmp_path / "out").exists()
 
 
+def test_a_parquet_field_over_the_limit_is_refused_with_its_row(tmp_path, capsys):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    src = [f"a b c {i}" for i in range(40)]
+    tgt = src[:9] + ["z" * (MAX_LINE_BYTES + 1)] + src[10:]
+    pq.write_table(pa.table({"src": src, "tgt": tgt}), tmp_path / "pairs.parquet")
+    assert _prepare(tmp_path / "pairs.parquet", tmp_path / "out", "--src-column", "src", "--tgt-column", "tgt") == 2
+    _one_line(capsys, "pairs.parquet", "row 10")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("kind", ["prefix", "jsonl"])
 def test_a_named_pipe_as_a_corpus_is_refused_with_the_reason(kind, tmp_path, capsys):
     if kind == "prefix":
