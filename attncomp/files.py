@@ -22,6 +22,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
@@ -110,22 +111,20 @@ def read_regular(path: str | os.PathLike, *, limit: int, what: str = "file",
     return b"".join(chunks)
 
 
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included (unrolled: no backtracking)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
 def _depth(text: str) -> int:
-    """The deepest nesting of brackets outside strings (an upper bound: escaped quotes end no string here)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for c in text:
-        if in_string:
-            in_string = escaped or c != '"'
-            escaped = not escaped and c == "\\"
-        elif c == '"':
-            in_string = True
-        elif c in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif c in "]}":
-            depth -= 1
-    return deepest
+    """The deepest nesting of brackets outside strings (an upper bound where a string is unterminated), counted
+    without a Python loop over the text: a tokenizer.json of 10 MB is measured in a fraction of a second."""
+    import numpy as np
+
+    brackets = np.frombuffer(_NOT_BRACKET.sub("", _STRING.sub("", text)).encode("ascii"), dtype=np.uint8)
+    if brackets.size == 0:
+        return 0
+    steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1)
+    return int(np.cumsum(steps).max())
 
 
 def parse_json(text: str | bytes, shown: str, error: Callable[[str], Exception] = UsageError) -> Any:

@@ -73,6 +73,19 @@ def positive_float(text: str) -> float:
     return value
 
 
+def positive_float_at_most(high: float, unit: str) -> Callable[[str], float]:
+    """A finite number > 0 and <= high: a budget or a time limit (inf ran on; 1e300 overflowed a timedelta)."""
+
+    def parse(text: str) -> float:
+        value = positive_float(text)
+        if value > high:
+            raise Bad(f"must be at most {high:g} {unit} (got {shown(text)})")
+        return value
+
+    parse.__name__ = "positive_float"
+    return parse
+
+
 def finite_non_negative_float(text: str) -> float:
     """A finite number >= 0."""
     value = _float(text)

@@ -63,7 +63,7 @@ def _build_one(path: str, args: argparse.Namespace) -> dict:
     if not args.json:
         print(format_report(report))
         if not args.no_write:
-            print(f"  wrote {target}")
+            print(f"  wrote {printable(str(target))}")
     return result
 
 

@@ -14,7 +14,7 @@ from attncomp.cli.args import fraction, int_at_least, language, non_negative_int
 from attncomp.data.dataset import PreparedData
 from attncomp.data.prepare import SAMPLE, PrepareOptions, given_digest, prepare
 from attncomp.data.sample_corpus import write_corpus
-from attncomp.errors import UsageError
+from attncomp.errors import UsageError, printable
 
 
 vocab_size = int_at_least(8)  # sentencepiece's specials and a few pieces
@@ -36,7 +36,7 @@ def column(text: str) -> str:
 
 
 def _say(message: str) -> None:
-    print(message, file=sys.stderr)
+    print(printable(message), file=sys.stderr)  # it names --out and the inputs: escaped
 
 
 def _given_tokenizers(args: argparse.Namespace) -> tuple[bytes, bytes] | None:

@@ -11,7 +11,7 @@ from attncomp import checkpoint, files
 from attncomp.checkpoint import safetensors_dir
 from attncomp.data.hf_tokenizer import is_hf
 from attncomp.data.tokenizer import Tokenizer
-from attncomp.errors import UsageError
+from attncomp.errors import UsageError, printable
 from attncomp.interop import ctranslate2_export, hf_export, torch_export
 from attncomp.loading import checked_spec
 
@@ -78,7 +78,7 @@ def _export(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot create --out {files.shown_path(out)}: {files.os_reason(err)}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"wrote {out} ({', '.join(p.name for p in written)})")
+    print(f"wrote {printable(str(out))} ({', '.join(printable(p.name) for p in written)})")
     return 0
 
 

@@ -8,17 +8,19 @@ import shutil
 from pathlib import Path
 
 from attncomp import files
-from attncomp.errors import UsageError
+from attncomp.errors import UsageError, printable
 from attncomp.interop import importing
 
 
 def _import(args: argparse.Namespace) -> int:
-    out = Path(args.out)
+    out, shown = Path(args.out), printable(args.out)
     try:
+        if out.is_symlink() and not out.exists():  # the rename would replace the link; a write would follow it
+            raise UsageError(f"--out {shown}: a symbolic link to nothing; give a new or empty directory")
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise UsageError(f"--out {args.out}: exists and is not an empty directory")
+            raise UsageError(f"--out {shown}: exists and is not an empty directory")
     except (OSError, ValueError) as err:  # a name too long, a NUL byte, an unreadable directory
-        raise UsageError(f"--out {args.out}: {getattr(err, 'strerror', None) or err}") from None
+        raise UsageError(f"--out {shown}: {getattr(err, 'strerror', None) or err}") from None
     imported = importing.import_directory(Path(args.directory), allow_pickle=args.allow_pickle)
     # written under a temporary name beside --out and renamed into place (as export does), so that a failure
     # or Ctrl-C between model.attn and checkpoint.pt never leaves a directory a second import refuses as not empty
@@ -31,13 +33,14 @@ def _import(args: argparse.Namespace) -> int:
         written = [out / p.name for p in importing.write(imported, work, Path(args.directory))]
         os.replace(work, out)
     except (OSError, ValueError) as err:  # ValueError: a NUL byte in the name
-        raise UsageError(f"cannot write --out {args.out}: {getattr(err, 'strerror', None) or err}") from None
+        raise UsageError(f"cannot write --out {shown}: {getattr(err, 'strerror', None) or err}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     generates = imported.spec.model.decoder is not None
-    print(f"wrote {out} ({', '.join(p.name for p in written)}): a {imported.family} model with its tokenizer; "
-          + (f"generate with: attncomp translate {out / 'checkpoint.pt'}" if generates else
-             f"fine-tune on data prepared with --tokenizers {out / 'checkpoint.pt'}"))
+    checkpoint = printable(str(out / 'checkpoint.pt'))
+    print(f"wrote {printable(str(out))} ({', '.join(p.name for p in written)}): a {imported.family} model with its "
+          "tokenizer; " + (f"generate with: attncomp translate {checkpoint}" if generates else
+                           f"fine-tune on data prepared with --tokenizers {checkpoint}"))
     return 0
 
 

@@ -90,10 +90,10 @@ def _diff(args: argparse.Namespace) -> int:
         print(json.dumps([{"key": k, "a": va, "b": vb} for k, va, vb in rows], indent=2))
         return 1 if rows else 0
     if not rows:
-        print(f"{args.a} and {args.b} resolve to the same spec")
+        print(f"{printable(args.a)} and {printable(args.b)} resolve to the same spec")
         return 0
     width = max(len(k) for k, _, _ in rows)
-    print(f"{'key':<{width}}  {args.a}  ->  {args.b}")
+    print(f"{'key':<{width}}  {printable(args.a)}  ->  {printable(args.b)}")
     for key, va, vb in rows:
         print(f"{key:<{width}}  {json.dumps(va)}  ->  {json.dumps(vb)}")
     return 1

@@ -10,13 +10,15 @@ import sys
 from pathlib import Path
 
 from attncomp import files
-from attncomp.cli.args import output_dir
+from attncomp.cli.args import output_dir, positive_float_at_most
 from attncomp.cli.spec_commands import add_overrides, expand_specs
 from attncomp.errors import UsageError
 from attncomp.plot import figures
 from attncomp.sweep.run import plan, run_sweep
 from attncomp.sweep.state import Options, SweepState
 from attncomp.sweep.table import CHART
+
+MAX_MINUTES = 525_600  # a year: a budget must end
 
 
 def _interrupt(signum, frame) -> None:
@@ -71,7 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=output_dir, default="runs/sweep", metavar="DIR",
                    help="sweep directory (default runs/sweep); run again with the same DIR to resume")
     p.add_argument("--steps", type=int, metavar="N", help="train every row for N updates (sets train.steps)")
-    p.add_argument("--minutes", type=float, metavar="M", help="or train every row for M minutes")
+    p.add_argument("--minutes", type=positive_float_at_most(MAX_MINUTES, "minutes"), metavar="M",
+                   help=f"or train every row for M minutes (at most {MAX_MINUTES:,}: a year)")
     p.add_argument("--parallel", type=int, default=1, metavar="N",
                    help="rows trained at once, each a child process with its share of the CPU threads (default 1)")
     p.add_argument("--bleu-sentences", type=int, default=500, metavar="N",

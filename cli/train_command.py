@@ -8,10 +8,12 @@ from pathlib import Path
 
 from attncomp import checkpoint as ckpt
 from attncomp import files, train
-from attncomp.cli.args import output_dir, output_file, positive_float, positive_int
+from attncomp.cli.args import output_dir, output_file, positive_float, positive_float_at_most, positive_int
 from attncomp.cli.spec_commands import add_overrides
-from attncomp.errors import UsageError
+from attncomp.errors import UsageError, printable
 from attncomp.train import CheckpointOptions, DataOptions, Execution, Job, Logging, Parallelism
+
+MAX_TIMEOUT = 7 * 24 * 3600  # seconds: a week; a collective's timeout is a timedelta, which 1e300 overflows
 
 
 def _job(args: argparse.Namespace) -> Job:
@@ -50,7 +52,7 @@ def _average(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.checkpoints[0]} has no readable checkpoints")
     averaged = ckpt.average(paths, warn=warn)
     _write(ckpt.save, averaged, Path(args.output))
-    print(f"averaged {len(averaged.header.averaged)} checkpoint(s) into {args.output}", file=sys.stderr)
+    print(f"averaged {len(averaged.header.averaged)} checkpoint(s) into {printable(args.output)}", file=sys.stderr)
     return 0
 
 
@@ -67,7 +69,7 @@ def _consolidate(args: argparse.Namespace) -> int:
         source = found.path
     whole = ckpt.read(source)
     _write(ckpt.save, whole, Path(args.output))
-    print(f"wrote {source} as one file {args.output} (step {whole.header.step}, {whole.header.kind})",
+    print(f"wrote {printable(str(source))} as one file {printable(args.output)} (step {whole.header.step}, {whole.header.kind})",
           file=sys.stderr)
     return 0
 
@@ -130,7 +132,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rdzv-endpoint", metavar="HOST:PORT",
                    help="the c10d rendezvous: HOST:PORT of any one machine of the run, the same on all")
     p.add_argument("--rdzv-id", help="a run id shared by all machines")
-    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive_float_at_most(MAX_TIMEOUT, "seconds"), default=600.0, metavar="SECONDS",
                    help="how long a collective waits for a frozen or lost worker before the run stops "
                         "(default 600; must exceed the time to save a checkpoint)")
     p.add_argument("--max-restarts", type=int, default=0, metavar="N",

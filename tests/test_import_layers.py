@@ -20,8 +20,8 @@ TRAIN_RUNTIME = [f"attncomp.train.{name}" for name in (
     "batches", "cluster", "config", "evaluation", "job", "launch", "loss", "monitor", "run_state",
     "runner", "schedule", "state_dicts", "step", "update", "validation", "worker")]
 LAYERS = [
-    ("foundation", ["attncomp", "attncomp.errors", "attncomp.files", "attncomp.vocab", "attncomp.progress",
-                    "attncomp.optional", "attncomp.logits", "attncomp.protocol"]),
+    ("foundation", ["attncomp", "attncomp.errors", "attncomp.files", "attncomp.native", "attncomp.vocab",
+                    "attncomp.progress", "attncomp.optional", "attncomp.logits", "attncomp.protocol"]),
     ("syntax", ["attncomp.syntax"]),
     ("ir", ["attncomp.ir"]),
     ("data and checkpoint", ["attncomp.data", "attncomp.checkpoint"]),

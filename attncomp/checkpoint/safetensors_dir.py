@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from attncomp.checkpoint.schema import FORMAT, VERSION, Checkpoint, CheckpointError, Header, check_model, header_from
-from attncomp.files import check_regular, read_json, read_regular, write_atomically
+from attncomp.files import check_regular, parse_json, read_json, read_regular, write_atomically
 from attncomp.optional import require
 
 EXPORT_FORMAT = "attncomp-safetensors"
@@ -47,7 +47,7 @@ def write(found: Checkpoint, out: Path) -> list[Path]:
     weights = {name: t.detach().to("cpu").contiguous().clone() for name, t in found.model.items()}
     meta = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "attncomp": header.attncomp,
             "spec_hash": header.spec_hash, "step": header.step, "metrics": dict(header.metrics),
-            "averaged": list(header.averaged), "data": json.loads(header.data)}
+            "averaged": list(header.averaged), "data": parse_json(header.data, "the checkpoint's data")}
     written = [out / WEIGHTS, out / SPEC, out / META]
     write_atomically(out / WEIGHTS, st.save(weights, metadata={"format": EXPORT_FORMAT}))
     write_atomically(out / SPEC, header.spec)

@@ -8,7 +8,6 @@ checkpoint, the training state. `from_payload` turns the first into the second o
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, Callable
 import torch
 
 from attncomp.errors import TrainingError
+from attncomp.files import parse_json
 
 FORMAT = "attncomp-checkpoint"
 VERSION = 2  # 2: `sharded` and `averaged` always present; a checkpoint may be a DCP directory
@@ -88,7 +88,7 @@ def _int(v: Any) -> bool:
 
 def _json_object(v: Any) -> bool:
     try:
-        return isinstance(v, str) and isinstance(json.loads(v), dict)
+        return isinstance(v, str) and isinstance(parse_json(v, "data", ValueError), dict)
     except ValueError:
         return False
 

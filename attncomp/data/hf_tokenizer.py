@@ -44,10 +44,14 @@ from dataclasses import dataclass, field, replace
 import sentencepiece as spm
 
 from attncomp.errors import DataError
+from attncomp.files import parse_json
+from attncomp.native import native
 from attncomp.optional import require
 from attncomp.vocab import Specials
 
 FORMAT = "attncomp/hf-tokenizer"
+USE_HINT = ("its tokenizer.json's patterns or ids are broken: import the model again (attncomp import refuses "
+            "such a tokenizer.json)")
 
 
 def is_hf(model_bytes: bytes) -> bool:
@@ -77,9 +81,16 @@ CHOICES = ("source_lang", "target")
 CHOSEN_SPECIALS = ("start", "forced", "mask")
 
 
+def _record(model_bytes: bytes):
+    """The stored envelope's JSON value, read as every JSON file is (attncomp.files.parse_json: bounded depth)."""
+    return parse_json(bytes(model_bytes), "the stored tokenizer",
+                      error=lambda message: DataError(f"{message}: neither a sentencepiece model nor a "
+                                                      "tokenizer.json envelope"))
+
+
 def vocabulary_record(model_bytes: bytes) -> dict:
     """The record without its language choices: two envelopes with the same one read text as the same ids."""
-    record = json.loads(bytes(model_bytes).decode("utf-8"))
+    record = _record(model_bytes)
     for key in CHOICES:
         record.pop(key, None)
     record["specials"] = {k: v for k, v in record["specials"].items() if k not in CHOSEN_SPECIALS}
@@ -108,9 +119,17 @@ def _frame_of(value) -> list | None:
     """A stored target frame: token ids and one "text"."""
     if value is None:
         return None
-    if not isinstance(value, list) or value.count("text") != 1:
+    if not isinstance(value, list) or value.count("text") != 1 or None in value:
         raise DataError("the stored tokenizer is damaged: its target frame is not a list of ids around one \"text\"")
     return [item if item == "text" else _id(item, "a target frame token") for item in value]
+
+
+def _source_of(value) -> list:
+    """A stored source frame: token ids, at most one "lang", and exactly one "text" (without it every line
+    would be read as nothing)."""
+    if not isinstance(value, list) or value.count("text") != 1 or value.count("lang") > 1 or None in value:
+        raise DataError("the stored tokenizer is damaged: its source frame is not a list of ids around one \"text\"")
+    return [item if item in ("text", "lang") else _id(item, "a source frame token") for item in value]
 
 
 @dataclass
@@ -188,11 +207,7 @@ class HFTokenizer:
 
     @classmethod
     def from_bytes(cls, model_bytes: bytes) -> "HFTokenizer":
-        try:
-            record = json.loads(bytes(model_bytes).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise DataError("the stored tokenizer is not JSON: neither a sentencepiece model nor a tokenizer.json "
-                            "envelope") from None
+        record = _record(model_bytes)
         if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("version") != 1:
             raise DataError(f"the stored tokenizer is not a version-1 {FORMAT} record")
         try:
@@ -202,7 +217,7 @@ class HFTokenizer:
                                 start=_id(s["start"], "start"),
                                 forced=tuple(_id(t, "a forced token") for t in s["forced"]))
             languages = {str(k): _id(v, f"language {k}") for k, v in record["languages"].items()}
-            self = cls(bytes(model_bytes), specials, list(record["source"]), languages, record["source_lang"],
+            self = cls(bytes(model_bytes), specials, _source_of(record["source"]), languages, record["source_lang"],
                        record["target_lang"], _id(record["exchanged"], "exchanged"), _id(record["size"], "size"),
                        _shift(record.get("shift")), _frame_of(record.get("target")))
             text = record["tokenizer"]
@@ -210,16 +225,36 @@ class HFTokenizer:
                 pieces = record["sentencepiece"]
                 model_ids = {code: self._swap(i) for code, i in languages.items()}
                 self.tok = SentencePieceVocab(base64.b64decode(pieces["model"], validate=True),
-                                              json.loads(pieces["vocab"]), model_ids)
-                return self
+                                              parse_json(pieces["vocab"], "the stored vocab.json", DataError),
+                                              model_ids)
+                return self._checked()
         except (KeyError, TypeError, AttributeError, ValueError) as err:  # binascii.Error is a ValueError
             raise DataError(f"the stored tokenizer record is damaged ({type(err).__name__}: {str(err)[:120]})") \
                 from None
         tokenizers = require("tokenizers", "a Hugging Face tokenizer")
-        try:
+        with native("the stored tokenizer.json is not readable by tokenizers"):
             self.tok = tokenizers.Tokenizer.from_str(text)
-        except Exception as err:  # the library's own exception types
-            raise DataError(f"the stored tokenizer.json is not readable by tokenizers ({str(err)[:160]})") from None
+        return self._checked()
+
+    def _checked(self) -> "HFTokenizer":
+        """This tokenizer, once every id it can produce is one of the model's `size` embedding rows: its tokens,
+        special, forced and language ids, its frames' ids and its exchange (a damaged or hand-made envelope's
+        id past the rows was an IndexError in beam search)."""
+        s = self.specials
+        named = [*({**s.tokenizer_roles(), "mask": s.mask}.items()), *(("a forced token", t) for t in s.forced),
+                 *((f"language {k}", v) for k, v in self.languages.items()),
+                 *(("a source frame token", i) for i in self.source if isinstance(i, int)),
+                 *(("a target frame token", i) for i in self.target_frame or () if isinstance(i, int)),
+                 ("exchanged", self.exchanged)]
+        for what, i in named:
+            if i is not None and i >= self.size:
+                raise DataError(f"the stored tokenizer is damaged: {what} is {i}, past the model's {self.size} "
+                                "embedding rows")
+        with native("the stored tokenizer is not readable"):
+            tokens = self.tok.get_vocab_size(with_added_tokens=True)
+        if tokens > self.size:
+            raise DataError(f"the stored tokenizer is damaged: it has {tokens} tokens, more than the model's "
+                            f"{self.size} embedding rows")
         return self
 
     # --- ids: attncomp's <-> the model's (an exchange is its own inverse) ---------------------------------
@@ -267,7 +302,9 @@ class HFTokenizer:
 
     def encode(self, lines: list[str]) -> list[list[int]]:
         """The ids of each line's text, without special tokens."""
-        return [[self._swap(i) for i in e.ids] for e in self.tok.encode_batch(list(lines), add_special_tokens=False)]
+        with native("the stored tokenizer failed to encode the text", USE_HINT):
+            encoded = self.tok.encode_batch(list(lines), add_special_tokens=False)
+        return [[self._swap(i) for i in e.ids] for e in encoded]
 
     def frame(self, body: list[int]) -> list[int]:
         """A source as the model reads it: the frame of the stored template around the text (</s> included)."""
@@ -294,7 +331,7 @@ class HFTokenizer:
 
     def to_bytes(self) -> bytes:
         """The envelope of this tokenizer as chosen (its source language, target specials and frame)."""
-        record = json.loads(self.model_bytes.decode("utf-8"))
+        record = _record(self.model_bytes)
         record.update(source_lang=self.source_lang, specials=_specials_record(self.specials))
         if self.target_frame is not None:
             record["target"] = self.target_frame
@@ -311,13 +348,14 @@ class HFTokenizer:
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Ids -> text; special tokens are dropped (as skip_special_tokens does), and a line break that a
         byte-level vocabulary can generate becomes a space: one line of text per sentence."""
-        texts = self.tok.decode_batch([[self._swap(i) for i in seq] for seq in ids], skip_special_tokens=True)
+        with native("the stored tokenizer failed to decode the model's output", USE_HINT):
+            texts = self.tok.decode_batch([[self._swap(i) for i in seq] for seq in ids], skip_special_tokens=True)
         return [t.replace("\r\n", " ").replace("\n", " ").replace("\r", " ") for t in texts]
 
     def files(self) -> dict[str, bytes]:
         """The tokenizer files of a save_pretrained directory: tokenizer.json as the imported directory had it,
         or M2M100's sentencepiece.bpe.model, vocab.json and a tokenizer_config.json naming its language codes."""
-        record = json.loads(self.model_bytes.decode("utf-8"))
+        record = _record(self.model_bytes)
         if "sentencepiece" not in record:
             return {"tokenizer.json": record["tokenizer"].encode("utf-8")}
         pieces = record["sentencepiece"]

@@ -10,8 +10,8 @@ from typing import Callable, Iterator
 import numpy as np
 
 from attncomp.data.tables import jsonl_pairs, parquet_chunks, parquet_rows
-from attncomp.data.text import Chunk, _stat_error, count_lines, raw_chunks, read_chunks, side_path
-from attncomp.errors import DataError
+from attncomp.data.text import NOT_REGULAR, Chunk, _stat_error, count_lines, raw_chunks, read_chunks, side_path
+from attncomp.errors import DataError, printable
 
 
 def _kind(source: str | Path) -> str:
@@ -28,7 +28,8 @@ def _one_file(source: str | Path) -> Path:
         raise DataError(f"a path cannot contain NUL: {str(source)!r}")
     try:
         if not Path(source).is_file():
-            raise DataError(f"{source} is not a regular file" if Path(source).exists() else f"no such file: {source}")
+            raise DataError(f"{printable(str(source))} {NOT_REGULAR}" if Path(source).exists()
+                            else f"no such file: {printable(str(source))}")
     except (OSError, ValueError) as err:
         raise _stat_error(source, err) from None
     return Path(source)

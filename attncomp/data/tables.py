@@ -6,12 +6,13 @@ Hugging Face's WMT datasets store a pair as `{"translation": {"de": ..., "en": .
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator
 
-from attncomp.data.text import Chunk, read_lines
+from attncomp.data.text import MAX_LINE_BYTES, Chunk, read_lines
 from attncomp.errors import DataError
+from attncomp.files import parse_json
+from attncomp.native import native
 
 COLUMN_HINT = "name the fields with --src-column and --tgt-column"
 
@@ -24,6 +25,11 @@ def _text(row, name: str, path: Path, number: int) -> str:
         value = value[key]
     if not isinstance(value, str):
         raise DataError(f"{path}:{number}: field {name!r} is {type(value).__name__}, not text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:  # JSON's "\ud800": a lone surrogate, which no UTF-8 text holds
+        raise DataError(f"{path}:{number}: field {name!r} holds a lone surrogate (U+{ord(value[err.start]):04X} at "
+                        f"character {err.start + 1}); this is not UTF-8 text") from None
     return value.strip()
 
 
@@ -32,10 +38,7 @@ def jsonl_pairs(path: Path, columns: tuple[str, str]) -> Iterator[tuple[str, str
     for number, line in enumerate(read_lines(path), 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except ValueError as err:
-            raise DataError(f"{path}:{number}: not JSON ({getattr(err, 'msg', err)})") from None
+        row = parse_json(line, f"{path}:{number}", DataError)
         yield _text(row, columns[0], path, number), _text(row, columns[1], path, number)
 
 
@@ -50,11 +53,9 @@ def _parquet():
 
 
 def _open_parquet(path: Path):
-    pa, _, pq = _parquet()
-    try:
+    _, _, pq = _parquet()
+    with native(f"{path}: not a readable Parquet file"):  # pyarrow's ArrowException, OSError
         return pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as err:
-        raise DataError(f"{path}: not a readable Parquet file ({str(err).splitlines()[0]})") from None
 
 
 def _check_column(schema, name: str, path: Path) -> None:
@@ -94,6 +95,10 @@ def parquet_chunks(path: Path, columns: tuple[str, str], size: int) -> Iterator[
                 values = (pc.struct_field(batch.column(top), rest) if rest else batch.column(top)).to_pylist()
                 if None in values:
                     raise DataError(f"{path}: row {row + values.index(None) + 1}: column {name!r} is null, not text")
+                long = next((i for i, value in enumerate(values) if len(value) > MAX_LINE_BYTES), None)
+                if long is not None:
+                    raise DataError(f"{path}: row {row + long + 1}: column {name!r} holds more than "
+                                    f"{MAX_LINE_BYTES:,} characters; a sentence must be shorter")
                 sides.append([value.strip() for value in values])
             row += batch.num_rows
             yield sides[0], sides[1]

@@ -11,6 +11,7 @@ import sentencepiece as spm
 
 from attncomp.errors import DataError
 from attncomp.files import read_regular
+from attncomp.native import native
 from attncomp.vocab import BOS, DEFAULT, EOS, PAD, SEP, UNK
 
 
@@ -54,10 +55,8 @@ class Tokenizer:
         if not self.model_bytes:
             raise DataError("the sentencepiece model is empty")
         self.sp = spm.SentencePieceProcessor()
-        try:
+        with native("not a sentencepiece model"):  # RuntimeError/OSError with C++ messages
             self.sp.LoadFromSerializedProto(self.model_bytes)
-        except Exception as err:  # sentencepiece raises RuntimeError/OSError with C++ messages
-            raise DataError(f"not a sentencepiece model: {err}") from None
         ids = (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id(), self.sp.piece_to_id("<sep>"))
         if ids != (PAD, UNK, BOS, EOS, SEP):
             raise DataError(f"sentencepiece model has special ids {ids}; attncomp needs {(PAD, UNK, BOS, EOS, SEP)}")
@@ -71,11 +70,13 @@ class Tokenizer:
         return self.sp.get_piece_size()
 
     def encode(self, lines: list[str]) -> list[list[int]]:
-        return self.sp.encode(lines)
+        with native("the sentencepiece model failed to encode the text"):
+            return self.sp.encode(lines)
 
     def encode_with_eos(self, lines: list[str]) -> list[list[int]]:
         """Ids of each line followed by </s>, on this thread alone (`data prepare` runs one per worker)."""
-        return self.sp.encode(lines, add_eos=True, num_threads=1)
+        with native("the sentencepiece model failed to encode the text"):
+            return self.sp.encode(lines, add_eos=True, num_threads=1)
 
     def frame(self, body: list[int]) -> list[int]:
         """A source as the model reads it: its text and </s>."""
@@ -102,7 +103,8 @@ class Tokenizer:
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Ids -> text; special tokens are dropped."""
-        return self.sp.decode([[i for i in seq if i > SEP] for seq in ids])
+        with native("the sentencepiece model failed to decode the model's output"):
+            return self.sp.decode([[i for i in seq if i > SEP] for seq in ids])
 
 
 TRAINING_THREADS = 4  # fixed: sentencepiece's model depends on its number of threads, and must not on --workers

@@ -52,12 +52,31 @@ class Translator:
     cut_lines: list[int] = field(default_factory=list, init=False)  # 1-based numbers of the lines cut
 
     def __post_init__(self):
+        if family_of(self.spec.model).source == "none":
+            raise DataError("this is an encoder-only model (no decoder): it cannot generate text, so translate and "
+                            "eval do not read it; fine-tune it (attncomp train) or export it")
+        self._check_rows()
         try:
             self._specials = agree(self.spec.model.specials, self.tgt_tokenizer.specials,
                                    "the model's target tokenizer", getattr(self.tgt_tokenizer, "languages", {}).values(),
                                    remedy="keep the ids the model was trained with, its tokenizer's (no --set of them)")
         except ValueError as e:
             raise DataError(str(e)) from None
+
+    def _check_rows(self) -> None:
+        """Every id the tokenizers can produce is an embedding row of the model (an id past them was an
+        IndexError in beam search): their vocabularies, and the target's special and forced ids."""
+        arch = self.spec.model
+        for side, tokenizer, rows in (("source", self.src_tokenizer, arch.src_vocab),
+                                      ("target", self.tgt_tokenizer, arch.tgt_vocab)):
+            if tokenizer.vocab_size > rows:
+                raise DataError(f"the checkpoint's {side} tokenizer has {tokenizer.vocab_size} tokens, more than the "
+                                f"model's {rows} embedding rows: not this model's tokenizer")
+        s = self.tgt_tokenizer.specials
+        for i in (*s.tokenizer_roles().values(), s.mask, *s.forced):
+            if i is not None and not 0 <= i < arch.tgt_vocab:
+                raise DataError(f"the checkpoint's target tokenizer has token id {i}, past the model's "
+                                f"{arch.tgt_vocab} embedding rows: not this model's tokenizer")
 
     @property
     def truncated(self) -> int:

@@ -26,8 +26,10 @@ from pathlib import Path
 import torch
 
 from attncomp.errors import UsageError
+from attncomp.files import shown_path
 from attncomp.interop import require
 from attncomp.ir import canonical, nodes
+from attncomp.native import native
 from attncomp.lower.ops import sinusoidal, sinusoidal_halves, sinusoidal_tensor2tensor
 from attncomp.lower import embedding_names
 
@@ -198,10 +200,8 @@ def model_spec(spec: nodes.Spec, state: dict[str, torch.Tensor], src_vocab: list
         setattr(ct2.config, key, value)
     ct2.register_source_vocabulary(src_vocab)
     ct2.register_target_vocabulary(tgt_vocab)
-    try:
+    with native("CTranslate2 refuses the converted model", error=UsageError):  # e.g. a vocabulary not the model's
         ct2.validate()
-    except ValueError as err:  # e.g. a tokenizer whose vocabulary is not the model's
-        raise UsageError(f"CTranslate2 refuses the converted model: {err}") from None
     return ct2
 
 
@@ -209,9 +209,11 @@ def write(spec: nodes.Spec, state: dict, src_vocab: list[str], tgt_vocab: list[s
           quantization: str = "float32", tokens: dict | None = None) -> Path:
     """Convert and save to `out` (a new or empty directory), weights quantised as asked."""
     ct2 = model_spec(spec, state, src_vocab, tgt_vocab, tokens)
-    ct2.optimize(quantization=quantization)
-    out.mkdir(parents=True, exist_ok=True)
-    ct2.save(str(out))
+    with native(f"CTranslate2 could not write {shown_path(out)}", "check the disk space and --out",
+                error=UsageError):
+        ct2.optimize(quantization=quantization)
+        out.mkdir(parents=True, exist_ok=True)
+        ct2.save(str(out))
     return out
 
 

@@ -26,13 +26,14 @@ import torch
 from attncomp import ir
 from attncomp.data.hf_tokenizer import HFTokenizer, is_hf
 from attncomp.errors import UsageError
+from attncomp.files import parse_json
 from attncomp.interop import families, mapping, require
 
 
 def _imported(found) -> dict | None:
     """The `imported` record of a checkpoint `attncomp import` wrote; None for any other checkpoint."""
     try:
-        data = json.loads(found.header.data)
+        data = parse_json(found.header.data, "the checkpoint's data", ValueError)
     except ValueError:
         data = {}
     manifest = data.get("imported") if isinstance(data, dict) else None

@@ -71,7 +71,21 @@ def read_config(directory: Path) -> tuple[mapping.FamilyEntry, object]:
         config = getattr(transformers, family.config_class).from_dict(raw)
     except Exception as err:  # transformers validates the fields (its own exception classes)
         raise UsageError(f"{path} is not a valid {family.config_class} ({_one_line(err)})") from None
+    _check_layer_types(config, path)
     return family, config
+
+
+LAYER_TYPES = ("full_attention", "sliding_attention")  # the kinds of layer_types the families read
+
+
+def _check_layer_types(config, path: Path) -> None:
+    """Every entry of layer_types is a kind attncomp reads: another (Llama 4's chunked_attention, a linear
+    attention) was read as a sliding window; nothing is guessed (docs/interop.md)."""
+    kinds = getattr(config, "layer_types", None) or ()
+    unknown = next((kind for kind in kinds if kind not in LAYER_TYPES), None)
+    if unknown is not None:
+        raise UsageError(f"{path}: layer_types has {json.dumps(unknown, default=str)[:60]}, a kind of layer attncomp "
+                         f"does not import (it reads {' and '.join(LAYER_TYPES)})")
 
 
 def spec_of(family: mapping.FamilyEntry, config, directory: Path, name: str | None = None,

@@ -20,12 +20,14 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 from pathlib import Path
 
 from attncomp.data.hf_tokenizer import M2M100_CONFIG, M2M100_SPECIALS, SentencePieceVocab, envelope
 from attncomp.errors import DataError, UsageError
-from attncomp.files import present, read_json, read_regular
+from attncomp.files import parse_json, present, read_json, read_regular, shown_path
 from attncomp.interop import require
+from attncomp.native import native
 from attncomp.vocab import Specials
 
 MAX_TOKENIZER_BYTES = 256 << 20
@@ -34,6 +36,8 @@ GENERATION = "generation_config.json"
 # language tokens as mBART (en_XX), NLLB (eng_Latn) and M2M100 (__en__) write them
 LANGUAGE = re.compile(r"^(__[a-z]{2,3}(_[A-Za-z]{2,4})?__|[a-z]{2,3}_[A-Z][A-Za-z]{1,3})$")
 PROBE = "a b"
+PROBES = [c * 2000 + end for c in ("a", "A", "0", " ", ".", "-", "\u00e9", "\u65e5") for end in ("!", "")]
+PROBE_SECONDS = 10.0  # what the probes may take together: a healthy tokenizer takes milliseconds
 
 
 def _one_line(err: Exception) -> str:
@@ -52,16 +56,29 @@ def read_tokenizer(directory: Path, label: str):
         raise UsageError(f"{directory} has no {TOKENIZER} (the tokenizer of a {label} model, "
                          "as save_pretrained writes it)")
     data = read_regular(path, limit=MAX_TOKENIZER_BYTES, what="tokenizer file", error=UsageError)
-    try:
-        text = data.decode("utf-8")
-        json.loads(text)
-    except ValueError:
-        raise UsageError(f"{path} is not JSON: not a tokenizers file") from None
+    parse_json(data, shown_path(path), error=lambda message: UsageError(f"{message}: not a tokenizers file"))
+    text = data.decode("utf-8")
     tokenizers = require("tokenizers", "attncomp import")
-    try:
-        return text, tokenizers.Tokenizer.from_str(text)
-    except Exception as err:  # the library's own exception types
-        raise UsageError(f"{path} is not a tokenizer the tokenizers library reads ({_one_line(err)})") from None
+    shown = shown_path(path)
+    with native(f"{shown} is not a tokenizer the tokenizers library reads", error=UsageError):
+        tok = tokenizers.Tokenizer.from_str(text)
+    probe_patterns(tok, shown)
+    return text, tok
+
+
+def probe_patterns(tok, shown: str) -> None:
+    """Encode runs of one character (a backtracking pattern's worst case: `(a+)+$` on "aaa...!") under a time
+    bound, so that a tokenizer whose normaliser or pre-tokenizer patterns fail or hang is refused at import,
+    not at every later translate, eval or data prepare."""
+    start = time.monotonic()
+    with native(f"{shown}: its normaliser or pre-tokenizer fails on a run of one character (a regular "
+                "expression that backtracks without bound?)", "fix its patterns", error=UsageError):
+        for line in PROBES:
+            tok.encode(line, add_special_tokens=False)
+            if time.monotonic() - start > PROBE_SECONDS:
+                raise UsageError(f"{shown}: its normaliser or pre-tokenizer took over {PROBE_SECONDS} s on "
+                                 f"{len(PROBES)} lines of {len(line):,} characters (a regular expression that "
+                                 "backtracks without bound?); fix its patterns")
 
 
 def generation_config(directory: Path) -> dict | None:
@@ -121,7 +138,7 @@ def _frame(tok, languages: dict) -> tuple[list, str | None]:
 
 
 def _unk(text: str, tok) -> int | None:
-    model = json.loads(text).get("model", {})
+    model = parse_json(text, TOKENIZER).get("model", {})
     model = model if isinstance(model, dict) else {}
     if isinstance(model.get("unk_id"), int):  # Unigram
         return model["unk_id"]
@@ -169,6 +186,10 @@ def tokenizer_record(directory: Path, family, config, decoder_only: bool, label:
     if tokenizer_name(directory, family) != TOKENIZER:
         return m2m100_record(directory, config)
     text, tok = read_tokenizer(directory, label)
+    tokens = tok.get_vocab_size(with_added_tokens=True)
+    if tokens > config.vocab_size:
+        raise UsageError(f"{shown_path(directory / TOKENIZER)} has {tokens} tokens, more than the model's "
+                         f"{config.vocab_size} embedding rows (config.json's vocab_size): not this model's tokenizer")
     values = generation_values(directory, config)
     languages = {t.content: i for i, t in sorted(tok.get_added_tokens_decoder().items())
                  if LANGUAGE.match(t.content)}
@@ -208,11 +229,9 @@ def _m2m100_files(directory: Path) -> tuple[bytes, str, dict]:
     model, vocab_path = directory / M2M100_FILES[0], directory / M2M100_FILES[1]
     data = read_regular(model, limit=MAX_TOKENIZER_BYTES, what="sentencepiece model", error=UsageError)
     raw = read_regular(vocab_path, limit=MAX_TOKENIZER_BYTES, what="vocabulary file", error=UsageError)
-    try:
-        text = raw.decode("utf-8")
-        vocab = json.loads(text)
-    except ValueError:
-        raise UsageError(f"{vocab_path} is not JSON: not M2M100's vocabulary") from None
+    vocab = parse_json(raw, shown_path(vocab_path),
+                       error=lambda message: UsageError(f"{message}: not M2M100's vocabulary"))
+    text = raw.decode("utf-8")
     if not isinstance(vocab, dict) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
                                               for i in vocab.values()):
         raise UsageError(f"{vocab_path}: JSON {type(vocab).__name__}, not an object of token ids")

@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from attncomp.errors import printable
 from attncomp.progress import clock, is_terminal
 
 PROFILE_SCHEDULE = {"wait": 2, "warmup": 2, "active": 4, "repeat": 1}
@@ -72,8 +73,8 @@ class Monitor:
                             disable=not self.tty)
 
     def note(self, message: str) -> None:
-        if self.enabled:
-            tqdm.write(message, file=self.stream)
+        if self.enabled:  # one line each: a path with a newline or an escape sequence in it is escaped
+            tqdm.write(printable(message), file=self.stream)
             self.stream.flush()
 
     def update(self, step: int, stats: torch.Tensor, lr: float, log_every: int) -> None:

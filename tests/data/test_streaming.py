@@ -110,7 +110,7 @@ def test_jsonl_parquet_tsv_and_several_files_give_the_same_data(tmp_path):
 
 
 @pytest.mark.parametrize("write, message", [
-    (lambda d: (d / "t.jsonl").write_text('{"en": "a", "xx": "b"}\n{"en": "a"\n'), "t.jsonl:2: not JSON"),
+    (lambda d: (d / "t.jsonl").write_text('{"en": "a", "xx": "b"}\n{"en": "a"\n'), "t.jsonl:2 is not valid JSON"),
     (lambda d: (d / "t.jsonl").write_text('{"en": "a", "xx": "b"}\n{"en": "a"}\n'), "t.jsonl:2: no field 'xx'"),
     (lambda d: (d / "t.jsonl").write_text('{"en": "a", "xx": 3}\n'), "t.jsonl:1: field 'xx' is int, not text"),
     (lambda d: (d / "t.jsonl").write_bytes(b'{"en": "a", "xx": "\xff"}\n'), "t.jsonl:1: not UTF-8 text"),
