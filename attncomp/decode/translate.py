@@ -52,7 +52,7 @@ class Translator:
     cut_lines: list[int] = field(default_factory=list, init=False)  # 1-based numbers of the lines cut
 
     def __post_init__(self):
-        if family_of(self.spec.model).source == "none":
+        if named(self.model.family).source == "none":
             raise DataError("this is an encoder-only model (no decoder): it cannot generate text, so translate and "
                             "eval do not read it; fine-tune it (attncomp train) or export it")
         self._check_rows()
