@@ -26,6 +26,8 @@ from attncomp.vocab import PAD
 class Reference(nn.Module):
     """Embeddings * sqrt(d) + sinusoids -> nn.Transformer (post-norm, no final norms) -> tied output."""
 
+    family = "encoder-decoder"  # what decoding asks of a model (attncomp.protocol)
+
     def __init__(self, spec: nodes.Spec):
         super().__init__()
         m = spec.model

@@ -17,7 +17,7 @@ from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.beam import CachedStepper, Hypothesis, beam_search
 from attncomp.decode.sampling import Sampling, sample
 from attncomp.ir import nodes
-from attncomp.ir.family import named
+from attncomp.ir.family import Family, named
 from attncomp.progress import Progress
 from attncomp.errors import DataError
 from attncomp.vocab import Specials, agree
@@ -52,7 +52,7 @@ class Translator:
     cut_lines: list[int] = field(default_factory=list, init=False)  # 1-based numbers of the lines cut
 
     def __post_init__(self):
-        if named(self.model.family).source == "none":
+        if self.family.source == "none":
             raise DataError("this is an encoder-only model (no decoder): it cannot generate text, so translate and "
                             "eval do not read it; fine-tune it (attncomp train) or export it")
         self._check_rows()
@@ -87,9 +87,14 @@ class Translator:
         return self.model.spec
 
     @property
+    def family(self) -> Family:
+        """The model's family, as its protocol names it (attncomp.protocol)."""
+        return named(self.model.family)
+
+    @property
     def prompted(self) -> bool:
         """The source is fed to the decoder as a prompt (decoder-only), not encoded."""
-        return named(self.model.family).source == "prompt"
+        return self.family.source == "prompt"
 
     def source_limit(self) -> int:
         positions = self.spec.model.positions

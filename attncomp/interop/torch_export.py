@@ -239,6 +239,11 @@ class ExportedModel:
     def eval(self) -> "ExportedModel":  # Translator calls it; the programs were exported in eval mode
         return self
 
+    @property
+    def family(self) -> str:
+        """The model protocol's family (attncomp.protocol), which decoding asks: the spec's."""
+        return family_of(self.spec.model).name
+
     def translator(self, beam: int | None = None, **options):
         """A Translator over the programs with the spec's decode settings (beam, alpha, max_len)."""
         from attncomp.data.tokenizer import tokenizer_of

@@ -54,14 +54,25 @@ def test_a_killed_worker_is_reported_not_the_survivors_collective_error(sample_d
     (["--rdzv-endpoint", "[::1"], "not '[::1' (HOST: a host name, an IPv4 address or [IPv6])"),  # exit 70 before
     (["--rdzv-endpoint", "node_0..x:29400"], "not 'node_0..x:29400'"),
     (["--node-rank", "1"], "--node-rank is not used: the c10d rendezvous assigns each machine's rank"),
-    (["--timeout", "0"], "--timeout must be a positive number of seconds"),
-    (["--timeout", "nan"], "--timeout must be a positive number of seconds"),
     (["--max-restarts", "-1"], "--max-restarts must be 0 or more"),
 ])
 def test_bad_multi_machine_options_are_one_line(sample_data, tmp_path, args, message, capsys):
     assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "run"), *args]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("value, message", [("0", "must be greater than 0 (got 0)"),
+                                            ("nan", "must be a finite number (got nan)")])
+def test_a_bad_timeout_is_argparses_usage_error(sample_data, tmp_path, value, message, capsys):
+    """--timeout is checked as it is parsed (a finite number of seconds above 0, at most a week): argparse's usage
+    error, exit 2, before anything starts."""
+    with pytest.raises(SystemExit) as exit_:
+        run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "run"), "--timeout", value])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == f"attncomp train: error: argument --timeout: {message}", err
     assert not (tmp_path / "run").exists()
 
 
