@@ -235,6 +235,7 @@ def _repair(data: dict, stack: dict) -> dict:
             s["attention"] = {"kind": "scaled_dot"}
         elif s["attention"]["kind"] == "latent":  # an even rope_dims below d_k; no kv_heads, no qk_norm
             s["value_residual"] = False  # nor value residuals
+            s["attention"]["clip_qkv"] = 0.0  # nor clipping (its keys and values come from the latent)
             s["d_k"] = max(s["d_k"], 4)
             s["attention"]["rope_dims"] = max(2, min(s["attention"]["rope_dims"] // 2 * 2, s["d_k"] - 2))
             s["kv_heads"], s["qk_norm"] = None, "none"
