@@ -340,6 +340,7 @@ Block = Annotated[Union[Sequential, Parallel], Field(discriminator="kind")]
 Activation = Literal["relu", "gelu", "silu", "swiglu", "geglu", "gelu_tanh", "geglu_tanh", "relu2"]
 GATED = ("swiglu", "geglu", "geglu_tanh")  # act(W_gate x) * (W_up x) (Shazeer 2020)
 QKNorm = Literal["none", "head", "projection"]
+DecoderMask = Literal["causal", "prefix"]  # a decoder's self-attention mask (`mask = prefix`: prefix-LM)
 
 
 class DenseFFN(Node):
@@ -613,6 +614,11 @@ class DecoderSpec(Stack):
     """The `decoder { }` block (its nn.Module is the compiled model's `Decoder`)."""
 
     cross_attention: Attention = Field(ScaledDot(), description="encoder-decoder attention kind")
+    mask: DecoderMask = Field(
+        "causal", json_schema_extra=LATER,
+        description="which keys a position's self-attention sees: causal (those up to it), or prefix (a "
+                    "decoder-only model: every key of its row's prefix, the source, bidirectionally, and causal "
+                    "after it; the prefix-LM of T5, UL2, GLM)")
 
 
 # --- vocabulary, positions, dropout -----------------------------------------------------------

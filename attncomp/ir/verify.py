@@ -412,6 +412,23 @@ def _connections(spec: nodes.Spec) -> None:
                             spec.span("model", name, "value_residual"), hint="use scaled_dot or local attention")
 
 
+def _prefix_mask(spec: nodes.Spec) -> None:
+    """mask = prefix (a prefix LM): a decoder-only model's source is the prefix of its input; with an encoder the
+    source is the encoder's. A local window and a bidirectional prefix disagree on which keys a position sees."""
+    decoder = spec.model.decoder
+    if decoder is None or decoder.mask != "prefix":
+        return
+    where = spec.span("model", "decoder", "mask")
+    if spec.model.encoder is not None:
+        raise SpecError("mask = prefix makes a decoder-only model bidirectional over its input's prefix (the "
+                        "source), but this model has an encoder, which reads the source", where,
+                        hint="leave mask out (causal), or drop the encoder block")
+    if any(isinstance(seen.attention, nodes.Local) for _, seen in decoder.layer_plan()):
+        raise SpecError("mask = prefix sees the whole prefix from every position, but the decoder has local "
+                        "attention, which sees only a window", where,
+                        hint="use scaled_dot (or latent) attention with mask = prefix")
+
+
 def _layer_kinds(spec: nodes.Spec) -> None:
     """Each layer kind names at least one layer, no layer has two kinds, and every layer, as its kind
     changes it, keeps the stack rules (checked with the stack's own rules on each kind's view)."""
@@ -465,7 +482,7 @@ def _ffn(spec: nodes.Spec) -> None:
 STACKS_NAMED = ("encoder", "decoder")  # the build report's name of a stack's own layers
 RULES = (_stacks, _tie, _vocab, _embeddings, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
          _relative_scores, _mlm, _kv_heads, _rope, _latent, _normalization, _block, _sublayers, _rope_base,
-         _rope_scaling, _ffn, _residual_stream, _connections,
+         _rope_scaling, _ffn, _residual_stream, _connections, _prefix_mask,
          _layer_kinds)
 # the rules a layer kind's view of its stack must keep too
 STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block, _sublayers,
