@@ -9,6 +9,10 @@
 
 With `segments = N`, the entry points that read the source (forward, hidden, hidden_dense, encode) take
 its segment ids as a last argument `segments` (default None: segment 0 everywhere).
+With `mask = prefix` (a prefix LM), a decoder-only model's forward and hidden take each row's prefix length
+as a last argument `prefix` (B,) int64 (default None: no prefix, causal everywhere), and its init_cache
+encodes the tokens it is given as the prefix, in one step (every row's prefix is all of them), so that
+decode_step continues causally after it.
 
 `hidden` gives the states before the output projection (after the prediction head, if any) for a
 loss that fuses the projection; `hidden_dense` the same without a source padding mask, for batches
@@ -30,6 +34,7 @@ from typing import Any
 from attncomp.ir import nodes
 
 SEGMENTED = ("forward", "hidden", "hidden_dense", "encode")  # entry points that read the source's tokens
+PREFIXED = ("forward", "hidden")  # a prefix LM's entry points that take the rows' prefix lengths
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,16 @@ class Family:
     def segmented(arch: nodes.ModelSpec, entry: str) -> bool:
         """Whether `entry` takes the source's segment ids as a last, optional argument (`segments = N`)."""
         return bool(arch.segments) and entry in SEGMENTED
+
+    @staticmethod
+    def prefixed(arch: nodes.ModelSpec, entry: str) -> bool:
+        """Whether `entry` takes the rows' prefix lengths as a last, optional argument (`mask = prefix`)."""
+        return prefix_lm(arch) and entry in PREFIXED
+
+
+def prefix_lm(arch: nodes.ModelSpec) -> bool:
+    """A decoder-only model whose self-attention sees its input's prefix both ways (`decoder { mask = prefix }`)."""
+    return arch.decoder is not None and arch.decoder.mask == "prefix"
 
 
 def _entries(*rows: tuple[str, tuple[str, ...], str]) -> tuple[Entry, ...]:

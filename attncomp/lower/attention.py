@@ -287,6 +287,14 @@ def _mask(b: Builder, stack: nodes.Stack, x: Node, padding: Node | None, causal:
     return padding
 
 
+def _prefix_mask(b: Builder, x: Node, prefix: Node) -> Node:
+    """A prefix LM's mask (`mask = prefix`): each row's prefix seen both ways, causal after it (ops.prefix_mask)."""
+    device = b.call(getattr, x, "device", name="device")
+    mask = b.call(ops.prefix_mask, b.size(x, 1), prefix, device, name="mask")
+    mask.meta["mask"] = "prefix"
+    return mask
+
+
 def _padding(b: Builder, length: str) -> Node:
     """The padding mask input (True = a padding key, hidden)."""
     padding = b.input("padding_mask", ("batch", 1, 1, length))
@@ -303,12 +311,15 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
     """An encoder's self-attention (`causal=False`: padding mask, or a band), or a decoder's (`step` too)."""
     arch = ctx.arch
     unit = Unit(NAMES["causal" if causal else "self"],
-                "Multi-head self-attention" + (" over the keys up to each query (causal)" if causal else ""))
+                "Multi-head self-attention" + ("" if not causal else " over the keys up to each query (causal)"
+                                               if stack.mask == "causal" else " over the row's prefix both ways and "
+                                               "the keys up to each query after it (a prefix LM)"))
     kind, d = stack.attention, stack.d_model
     length = "tgt_len" if causal else "src_len"
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", length, d))
     padding = None if causal else _padding(b, length)
+    prefix = b.input("prefix", ("batch",)) if causal and stack.mask == "prefix" else None
     positions = position_input(b, arch, stack, length, length)
     rope = positions if isinstance(arch.positions, nodes.Rope) else None
     if isinstance(kind, nodes.Latent):  # q, k, v in reading order
@@ -319,7 +330,7 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
         k, v = project_kv(b, ctx, stack, kind, x, d, rope)
     v, first = _value_residual(b, stack, v, length)  # (verify refuses it with latent attention)
     k, v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
-    mask = _mask(b, stack, x, padding, causal)
+    mask = _mask(b, stack, x, padding, causal) if prefix is None else _prefix_mask(b, x, prefix)
     bias = positions if isinstance(arch.positions, (nodes.ALiBi, nodes.Buckets)) else None
     if isinstance(arch.positions, nodes.Buckets) and arch.positions.per_layer:  # indices into this layer's table
         bias = layer_bucket_bias(b, stack, arch.positions, positions)

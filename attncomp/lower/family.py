@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import fx
 
 from attncomp.ir import nodes
-from attncomp.ir.family import FAMILIES, SEGMENTED, Entry, Family, family_of
+from attncomp.ir.family import FAMILIES, SEGMENTED, Entry, Family, family_of, prefix_lm
 from attncomp.lower import ops
 from attncomp.lower.cache import DecodingCache
 from attncomp.lower.feed_forward import ACTIVATIONS, activate
@@ -22,7 +22,7 @@ MEMBERS = ("embed", "src_embed", "tgt_embed", "segment_embed", "output", "output
            "encoder", "decoder")
 
 SHAPES = {"src": ("batch", "src_len"), "tgt_in": ("batch", "tgt_len"), "tokens": ("batch", "tgt_len"),
-          "segments": ("batch", "src_len")}
+          "segments": ("batch", "src_len"), "prefix": ("batch",)}
 
 
 def embedding_names(arch: nodes.ModelSpec) -> dict[str, str]:
@@ -188,19 +188,33 @@ def _decoder_only(ctx, unit: Unit) -> None:
     for name, project in (("forward", True), ("hidden", False)):
         b = Builder(unit, name)
         (tokens,) = _inputs(b, ("tokens",))
-        x = b.sub("decoder", dec, "forward", _embed(b, ctx, "tgt", tokens), name="x",
+        prefix = (b.input("prefix", SHAPES["prefix"], default=None),) if Family.prefixed(arch, name) else ()
+        x = b.sub("decoder", dec, "forward", _embed(b, ctx, "tgt", tokens), *prefix, name="x",
                   shape=("batch", "tgt_len", arch.d_model))
         _finish(b, ctx, x, project)
 
     b = Builder(unit, "init_cache", decoding=True)
-    (tokens,) = _inputs(b, ("tokens",))  # the prompt: only its batch size matters here
+    (tokens,) = _inputs(b, ("tokens",))  # the prompt: only its batch size matters here (a prefix LM's: its prefix)
     like = b.param(f"{embedding_names(arch)['tgt']}.weight", name="like")  # the model's dtype and device
     caches = b.sub("decoder", dec, "init_cache", like, b.size(tokens, 0, "batch"), name="caches")
-    b.output(b.call(DecodingCache, None, caches, _first_position(b, tokens), name="cache"))
+    if prefix_lm(arch):
+        _encode_prefix(b, ctx, dec, tokens, caches)
+    else:
+        b.output(b.call(DecodingCache, None, caches, _first_position(b, tokens), name="cache"))
 
     b = Builder(unit, "decode_step", decoding=True)
     tokens, cache = b.input("tokens", ("batch", 1)), b.input("cache")
     _step(b, ctx, dec, tokens, cache, None)
+
+
+def _encode_prefix(b: Builder, ctx, dec: Unit, tokens: Node, caches: Node) -> None:
+    """A prefix LM's init_cache: the tokens (B, P), every row's prefix, through the decoder's step in one call
+    from the empty caches, their queries seeing every one of their keys (the step hides none: the bidirectional
+    prefix); the cache holds their keys and values, at position P, and decode_step goes on causally."""
+    stepped = b.sub("decoder", dec, "step", _embed(b, ctx, "tgt", tokens), caches, 0, name="stepped")
+    position = b.method("new_full", tokens, (b.size(tokens, 0, "batch"),), b.size(tokens, 1, "tgt_len"),
+                        name="position", shape=("batch",))
+    b.output(b.call(DecodingCache, None, b.item(stepped, 1, "caches"), position, name="cache"))
 
 
 def _encoder_only(ctx, unit: Unit) -> None:

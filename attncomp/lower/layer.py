@@ -202,7 +202,7 @@ def encoder_layer(ctx, stack: nodes.Stack, kind: str = "", bases: tuple = ()) ->
 
 
 def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "", bases: tuple = ()) -> Unit:
-    """forward(x[, memory, padding_mask][, positions]), step(x, cache[, padding_mask][, rope]) and
+    """forward(x[, memory, padding_mask | prefix][, positions]), step(x, cache[, padding_mask][, rope]) and
     init_cache(memory) (decoder-only: init_cache(like, batch): a tensor of the model's dtype and device)."""
     arch = ctx.arch
     cross = d_memory is not None
@@ -220,9 +220,10 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "",
     x = b.input("x", shape)
     memory = b.input("memory", ("batch", "src_len", d_memory)) if cross else None
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross else None
+    prefix = (b.input("prefix", ("batch",)),) if stack.mask == "prefix" else ()  # a prefix LM's row lengths
     positions = position_input(b, arch, stack, "tgt_len", "tgt_len", bases)
     first += _first_values(b, stack, "tgt_len")
-    own = call(attn, "forward", *(() if positions is None else (positions,)), *first[:1])
+    own = call(attn, "forward", *prefix, *(() if positions is None else (positions,)), *first[:1])
     bodies = {"attention": lambda m, h: _attended(b, own(m, h), first, h),
               "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])}
     if cross:

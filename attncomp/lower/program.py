@@ -148,10 +148,12 @@ class CompiledModel(UnitModule):
 
     @property
     def loss_inputs(self) -> tuple[str, ...]:
-        """The batch's tensors `hidden` reads, by name (and the source's segments with `segments = N`)."""
+        """The batch's tensors `hidden` reads, by name (and the source's segments with `segments = N`, the rows'
+        prefix lengths with `mask = prefix`)."""
         arch = self.spec.model
         inputs = family_of(arch).entry("hidden").inputs
-        return inputs + ("segments",) if Family.segmented(arch, "hidden") else inputs
+        inputs += ("segments",) if Family.segmented(arch, "hidden") else ()
+        return inputs + ("prefix",) if Family.prefixed(arch, "hidden") else inputs
 
     @property
     def d_model(self) -> int:

@@ -161,6 +161,11 @@ def _square(args, kwargs) -> Shape | None:
     return None if n is None else (n, n)
 
 
+def _prefix_mask(args, kwargs) -> Shape | None:
+    n = _size(args[0])
+    return None if n is None else (n, n) if args[1] is None else ("batch", 1, n, n)
+
+
 def _either(args, kwargs) -> Shape | None:
     return broadcast(*(_shape(a) for a in args if a is not None)) if args[1] is not None else _shape(args[0])
 
@@ -268,6 +273,7 @@ RULES: dict[Any, Callable[[tuple, dict], Shape | None]] = {
     F.linear: _linear, torch.unflatten: _unflatten, torch.transpose: _transpose, torch.flatten: _flatten,
     torch.matmul: _matmul, F.scaled_dot_product_attention: _sdpa, torch.cat: _cat,
     ops.padding_mask: _padding_mask, ops.causal_mask: _square, ops.band_mask: _square, ops.either: _either,
+    ops.prefix_mask: _prefix_mask,
     ops.fully_masked_rows: _rows, torch.arange: _arange, ops.sinusoidal: _table(1),
     ops.sinusoidal_halves: _table(1), ops.rope_table: _rope_table, ops.scaled_rope_table: _rope_table,
     ops.alibi_bias: _alibi,

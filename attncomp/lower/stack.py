@@ -3,7 +3,7 @@ sqrt(d_model), adds positions (section 3.5), applies its embedding norm and drop
 in a loop (attncomp.lower.loops) and closes with its final norm.
 
     Encoder.forward(x, padding_mask) -> memory
-    Decoder.forward(x[, memory, padding_mask]) -> states
+    Decoder.forward(x[, memory, padding_mask]) -> states  (a prefix LM: forward(x, prefix))
     Decoder.step(x, caches[, padding_mask], start) -> (states, caches)   x: the newest token, at position
                                                                          `start` (a 0-d tensor)
     Decoder.init_cache(memory) -> caches      (decoder-only: init_cache(like, batch))
@@ -109,6 +109,8 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     x = b.input("x", ("batch", "tgt_len", width(arch, stack)))
     memory = (b.input("memory", ("batch", "src_len", d_memory)), b.input("padding_mask", ("batch", 1, 1, "src_len"))) \
         if cross else ()
+    if stack.mask == "prefix":  # a prefix LM: the rows' prefix lengths (None: causal), for every self-attention
+        memory = (b.input("prefix", ("batch",)),)
     x = _embedded(b, ctx, stack, x)
     extra = positions.for_layers(b, arch, stack, x, 0)
     layers = b.layers("layers", _layer_list(ctx, stack, decoder_layer, d_memory))

@@ -18,12 +18,14 @@ from elsewhere); every line but the scores and `@ v` is optional:
     o = torch.matmul(w, v)
 
 The rule (`choose_kernel`): soft-capping or sinks need FlexAttention (SDPA takes neither), which has no
-dropout, so with dropout they stay explicit; everything else is SDPA's arguments. What reaches the kernel:
+dropout, so with dropout they stay explicit; everything else is SDPA's arguments, a prefix LM's mask
+(`mask = prefix`) as an explicit boolean mask. What reaches the kernel:
 
     the mask                   SDPA                                  FlexAttention (ops.flex_attend)
     none                       -                                     -
     causal_mask(T), no bias    is_causal=True (square scores)        causal=True (a block mask)
     band_mask(T, w, back)      attn_mask=ops.attend(band)            window=w, causal=back (a block mask)
+    prefix_mask(T, P)          attn_mask=ops.attend(m)               causal=True, prefix=P (a block mask)
     any other mask m           attn_mask=ops.attend(m)               mask=m (in the score_mod)
     a bias                     attn_mask=bias, or                    bias=bias (in the score_mod)
                                ops.additive_mask(bias, m)
@@ -69,7 +71,8 @@ class Parts:
     scale: Any = None  # a number; None: unscaled
     cap: Any = 0.0
     bias: fx.Node | None = None
-    mask: str = "none"  # none, causal (a causal_mask of its own), band (a band_mask of its own), or hidden
+    mask: str = "none"  # none, causal (a causal_mask of its own), band (a band_mask of its own), prefix (a
+    # prefix_mask of its own: a prefix LM's), or hidden
     hidden: Any = None  # the mask node (band, hidden, or a shared causal_mask)
     rows: bool = False
     sinks: fx.Node | None = None
@@ -87,6 +90,10 @@ def choose_kernel(parts: Parts) -> tuple[str, str]:
             return "explicit", "soft-capping or sinks with attention dropout (FlexAttention has no dropout)"
         return "flex", "soft-capped scores (a score function) or sinks (a log-sum-exp correction), which SDPA " \
                        "cannot take"
+    if parts.mask == "prefix":
+        return "sdpa", "a prefix-LM mask (each row's prefix both ways, then causal) is SDPA's boolean attn_mask, " \
+                       "made from the rows' prefix lengths; FlexAttention's block mask would skip hidden blocks, " \
+                       "but only compiled and without dropout"
     return "sdpa", "its scale, positional bias and mask are SDPA's arguments (scale=, attn_mask=, is_causal=)"
 
 
@@ -155,6 +162,8 @@ def _read_mask(parts: Parts, hide: fx.Node | None) -> None:
         parts.mask = "causal"
     elif own and _call(m, ops.band_mask, 4):
         parts.mask = "band"
+    elif own and _call(m, ops.prefix_mask, 3):
+        parts.mask = "prefix"
     else:
         parts.mask = "hidden"
     parts.hidden = m
@@ -209,6 +218,8 @@ def _flex(graph: fx.Graph, p: Parts) -> tuple[fx.Node, bool]:
         kwargs["causal"] = True
     elif p.mask == "band":  # a local window: FlexAttention's block mask, as causality
         kwargs["window"], kwargs["causal"] = p.hidden.args[1], p.hidden.args[2]
+    elif p.mask == "prefix":  # a prefix LM: causality and the rows' prefix lengths, in the block mask
+        kwargs["causal"], kwargs["prefix"] = True, p.hidden.args[1]
     elif p.hidden is not None:
         kwargs["mask"] = p.hidden
     if p.rows:
