@@ -157,6 +157,19 @@ def lm_batch(split: Split, indices: np.ndarray, specials: Specials = DEFAULT) ->
     return {"tokens": torch.from_numpy(_shifted(seq, lengths, specials)), "tgt_out": torch.from_numpy(seq)}
 
 
+def prefix_lm_batch(split: Split, indices: np.ndarray, specials: Specials = DEFAULT) -> dict[str, torch.Tensor]:
+    """A prefix LM (`decoder { mask = prefix }`) reads a pair as lm_batch lays it out, `<s> source <sep> target`,
+    with `<s> source` its prefix: prefix (B,), each row's prefix length (its source's length, </s> counted, as <s>
+    stands where the </s> was dropped), seen both ways; <sep> is the first causal position. The loss predicts
+    `target </s>` only (tgt_out is IGNORE over the prefix's predictions: the source's tokens and <sep>), as T5's
+    prefix LM: a prefix position sees the token it would predict, and decoding reads the source, never writes it."""
+    batch = lm_batch(split, indices, specials)
+    prefix = split.src.lengths[indices].astype(np.int64)
+    tgt_out = batch["tgt_out"].numpy()
+    tgt_out[np.arange(tgt_out.shape[1]) < prefix[:, None]] = IGNORE
+    return {**batch, "prefix": torch.from_numpy(prefix)}
+
+
 def _refuse_sources_without_eos(side: Side, indices: np.ndarray, lengths: np.ndarray, eos: int | None) -> None:
     if eos is None:
         raise DataError("a decoder-only model reads a pair as `source <sep> target`, the source's </s> replaced "

@@ -4,6 +4,8 @@ its objective (attncomp.ir.family.Family.objective); the data and the spec narro
     objective       family, data                                 a sentence is read as        the loss predicts
     translation     encoder-decoder, pairs                       source | <s> target          target </s>
     language_model  decoder-only, pairs                          <s> source <sep> target      source <sep> target </s>
+    prefix_lm       decoder-only with mask = prefix, pairs       <s> source | <sep> target    target </s>
+                    (`<s> source`, the prefix, seen both ways: prefix holds its length per row)
     text            decoder-only, monolingual                    <s> text                     text </s>
     masked_lm       encoder-only (one segment, or monolingual)   source, corrupted            the chosen tokens
     masked_pairs    encoder-only with segments >= 2, pairs       source </s> target </s>, corrupted   the chosen tokens
@@ -24,10 +26,10 @@ from typing import Callable
 import numpy as np
 
 from attncomp.data import masking
-from attncomp.data.batching import lm_batch, mlm_batch, mono_batch, pair_mlm_batch, translation_batch
+from attncomp.data.batching import lm_batch, mlm_batch, mono_batch, pair_mlm_batch, prefix_lm_batch, translation_batch
 from attncomp.errors import DataError
 from attncomp.ir import nodes
-from attncomp.ir.family import family_of
+from attncomp.ir.family import family_of, prefix_lm
 from attncomp.vocab import DEFAULT, Specials, agree
 
 
@@ -69,7 +71,7 @@ class Objective:
             mlm = spec.train.mlm
             return partial(self.collate, seed=spec.train.seed, rate=mlm.rate, mask=mlm.mask, random=mlm.random,
                            vocab=spec.model.src_vocab, specials=declared)
-        if self.name == "language_model" and declared.sep is None:
+        if self.name in ("language_model", "prefix_lm") and declared.sep is None:
             raise DataError(f"{path} holds pairs, but this decoder-only model's vocabulary has no <sep> to join "
                             "them: prepare monolingual text (data prepare --lang)")
         return partial(self.collate, specials=declared)
@@ -89,6 +91,8 @@ OBJECTIVES = {o.name: o for o in (
               lambda split, seed, rate, specials: split.tgt.lengths),
     Objective("language_model", lambda src, tgt: src, lambda src, tgt: src + tgt, False, False, lm_batch,
               lambda split, seed, rate, specials: split.src.lengths + split.tgt.lengths),
+    Objective("prefix_lm", lambda src, tgt: src, lambda src, tgt: src + tgt, False, False, prefix_lm_batch,
+              lambda split, seed, rate, specials: split.tgt.lengths),
     Objective("text", lambda src, tgt: tgt, lambda src, tgt: tgt, False, False, mono_batch,
               lambda split, seed, rate, specials: split.tgt.lengths),
     Objective("masked_lm", lambda src, tgt: src, lambda src, tgt: src, True, True, mlm_batch, _chosen),
@@ -100,6 +104,11 @@ OBJECTIVES = {o.name: o for o in (
 def objective_of(arch: nodes.ModelSpec, monolingual: bool) -> Objective:
     """The objective of a model with this architecture on data that is monolingual or holds pairs."""
     family = family_of(arch).objective
+    if prefix_lm(arch):
+        if monolingual:
+            raise DataError("decoder { mask = prefix } reads a pair's source as the prefix of its input, but this data "
+                            "is monolingual: prepare pairs (source and target), or leave mask out (causal)")
+        return OBJECTIVES["prefix_lm"]
     if family == "language_model" and monolingual:
         return OBJECTIVES["text"]
     if family == "masked_lm" and arch.segments >= 2 and not monolingual:

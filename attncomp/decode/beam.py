@@ -19,7 +19,8 @@ decode at beam 1 (under `bound`, an ending ranked second would otherwise finish 
 hypothesis that the argmax never chose).
 
 Steppers:
-    CachedStepper    the compiled model's encode / init_cache / decode_step (the key/value cache)
+    CachedStepper    the compiled model's encode / init_cache / decode_step (the key/value cache); a prefix LM's
+                     prompt but its last token (`<s> source`) is encoded by init_cache in one step
     FullStepper      re-runs forward on the whole prefix each step: no cache, the reference
 """
 
@@ -99,10 +100,13 @@ class CachedStepper(Stepper):
             self.cache = pytree.tree_map(lambda c: c.index_select(0, inverse), cache)
             return
         src = self.src.index_select(0, rows)
-        self.cache = self.model.init_cache(src)  # decoder-only: the source is a prompt, fed token by token
         prompt = prompt_tokens(src, self.specials)
-        for t in range(prompt.shape[1] - 1):
-            _, self.cache = self.model.decode_step(prompt[:, t : t + 1], self.cache)
+        if prefix_lm(self.model):  # the prefix, `<s> source`, encoded in one step (seen both ways)
+            self.cache = self.model.init_cache(prompt[:, :-1])
+        else:  # decoder-only: the source is a prompt, fed token by token
+            self.cache = self.model.init_cache(src)
+            for t in range(prompt.shape[1] - 1):
+                _, self.cache = self.model.decode_step(prompt[:, t : t + 1], self.cache)
         self.pending = prompt[:, -1]  # <sep> (or the prompt's last token): fed by the first step instead of <s>
 
     pending: torch.Tensor | None = None
@@ -138,6 +142,7 @@ class FullStepper(Stepper):
         self.rows_src = self.src.index_select(0, rows)
         if self.decoder_only:  # the prompt is already the prefix; the search's first <s> is not needed
             self.seq, self.skip = prompt_tokens(self.rows_src, self.specials), True
+            self.prefix = self.seq.shape[1] - 1
         else:
             self.seq, self.skip = self.rows_src[:, :0], False
 
@@ -145,12 +150,22 @@ class FullStepper(Stepper):
         if not self.skip:
             self.seq = torch.cat([self.seq, tokens.unsqueeze(1)], 1)
         self.skip = False
-        out = self.model(self.seq) if self.decoder_only else self.model(self.rows_src, self.seq)
-        return out[:, -1]
+        if not self.decoder_only:
+            return self.model(self.rows_src, self.seq)[:, -1]
+        if prefix_lm(self.model):  # the prompt but its last token (<sep>) is every row's prefix
+            prefix = self.seq.new_full((self.seq.shape[0],), self.prefix)
+            return self.model(self.seq, prefix)[:, -1]
+        return self.model(self.seq)[:, -1]
 
     def select(self, rows: torch.Tensor) -> None:
         self.rows_src = self.rows_src.index_select(0, rows)
         self.seq = self.seq.index_select(0, rows)
+
+
+def prefix_lm(model) -> bool:
+    """Whether a model is a prefix LM (`decoder { mask = prefix }`), as its protocol says: `hidden` reads the rows'
+    prefix lengths. Its init_cache encodes the tokens it is given as their prefix, in one step."""
+    return "prefix" in getattr(model, "loss_inputs", ())
 
 
 def prompt_tokens(src: torch.Tensor, specials: Specials = DEFAULT) -> torch.Tensor:

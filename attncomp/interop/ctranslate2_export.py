@@ -29,6 +29,7 @@ from attncomp.errors import UsageError
 from attncomp.files import shown_path
 from attncomp.interop import require
 from attncomp.ir import canonical, nodes
+from attncomp.ir.family import prefix_lm
 from attncomp.native import native
 from attncomp.lower.ops import sinusoidal, sinusoidal_halves, sinusoidal_tensor2tensor
 from attncomp.lower import embedding_names
@@ -86,6 +87,9 @@ MODEL_DEFAULTS = ("d_embed", "segments", "logit_scale", "logit_softcap")
 def check_supported(spec: nodes.Spec) -> None:
     """What CTranslate2's Transformer can express; anything else is one clear error."""
     model = spec.model
+    if prefix_lm(model):
+        raise UsageError("CTranslate2 cannot express a prefix LM (decoder { mask = prefix }): its decoders attend "
+                         "causally over the whole input; export --format torch-export")
     problems = []
     if model.encoder is None or model.decoder is None:
         problems.append("only encoder-decoder models (this one has one stack)")

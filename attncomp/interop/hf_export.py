@@ -28,6 +28,7 @@ from attncomp.data.hf_tokenizer import HFTokenizer, is_hf
 from attncomp.errors import UsageError
 from attncomp.files import parse_json
 from attncomp.interop import families, mapping, require
+from attncomp.ir.family import prefix_lm
 
 
 def _imported(found) -> dict | None:
@@ -119,6 +120,9 @@ def write(found, out: Path, family_name: str | None = None) -> list[Path]:
     """Write DIR; returns the files written."""
     transformers = require("transformers", "export --format hf")
     stored = ir.load_flat(found.header.spec, "<checkpoint>").model
+    if prefix_lm(stored):
+        raise UsageError("export --format hf cannot write a prefix LM (decoder { mask = prefix }): every Hugging Face "
+                         "decoder-only family attends causally over the whole input; export --format torch-export")
     manifest = _imported(found)
     if manifest is None:  # a spec written by hand: the family whose spec it is
         family, config = matching(stored, family_name)

@@ -1,7 +1,8 @@
 """The torch.export export: the compiled model's decoding entry points as `torch.export` programs.
 
     DIR/encode.pt2          encode(src) -> memory                 (encoder-decoder, encoder-only)
-    DIR/init_cache.pt2      init_cache(src, memory) -> cache      (decoder-only: init_cache(tokens))
+    DIR/init_cache.pt2      init_cache(src, memory) -> cache      (decoder-only: init_cache(tokens); a prefix LM's
+                                                                   encodes the tokens, its prefix, in one step)
     DIR/decode_step.pt2     decode_step(tokens, cache) -> (logits, cache)
     DIR/spec.attn           the resolved spec, canonical flat text (as stored in the checkpoint)
     DIR/src.model           the source sentencepiece model
@@ -41,6 +42,7 @@ from attncomp.checkpoint.schema import Checkpoint, CheckpointError
 from attncomp.errors import UsageError
 from attncomp.files import read_json, read_regular, write_atomically
 from attncomp.ir import nodes
+from attncomp.ir.family import Family, prefix_lm
 from attncomp.lower import family_of
 from attncomp.lower.cache import KV, DecodingCache, LayerCache
 from attncomp.lower.size import load_stored
@@ -213,7 +215,10 @@ def _cache_layout(model: nodes.ModelSpec) -> str:
         return ""
     position = "; then the position of the next token (B,) int64"
     if family.source == "prompt":
-        return f"per decoder layer ({model.decoder.layers}): self-attention keys, values (B, heads, T, d)" + position
+        prefix = "; init_cache(tokens) encodes the tokens as every row's prefix (mask = prefix), in one step, " \
+            "and T starts at their length" if prefix_lm(model) else ""
+        return f"per decoder layer ({model.decoder.layers}): self-attention keys, values (B, heads, T, d)" + \
+            position + prefix
     return (f"source mask (B, 1, 1, S) bool, True = padding; then per decoder layer ({model.decoder.layers}): "
             "self-attention keys, values (B, heads, T, d), cross-attention keys, values (B, heads, S, d)" + position)
 
@@ -243,6 +248,13 @@ class ExportedModel:
     def family(self) -> str:
         """The model protocol's family (attncomp.protocol), which decoding asks: the spec's."""
         return family_of(self.spec.model).name
+
+    @property
+    def loss_inputs(self) -> tuple[str, ...]:
+        """The protocol's inputs of `hidden` (which decoding asks to tell a prefix LM: its init_cache encodes the
+        prompt's prefix in one step): the spec's family's, and `prefix` with `mask = prefix`."""
+        arch = self.spec.model
+        return family_of(arch).entry("hidden").inputs + (("prefix",) if Family.prefixed(arch, "hidden") else ())
 
     def translator(self, beam: int | None = None, **options):
         """A Translator over the programs with the spec's decode settings (beam, alpha, max_len)."""

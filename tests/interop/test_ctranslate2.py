@@ -148,3 +148,17 @@ def test_unsupported_choices_are_refused_in_one_line(sets, named):
     with pytest.raises(UsageError, match="CTranslate2 cannot express this model") as err:
         check_supported(ir.load(ROOT / "specs/examples/tiny.attn", list(sets)))
     assert named in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_prefix_lm_is_refused_in_one_line(sample_data, tmp_path, capsys):
+    """decoder { mask = prefix }: CTranslate2's decoders are causal, so the export says so, exit 2."""
+    from tests.conftest import ROOT
+    from tests.interop.conftest import random_checkpoint
+
+    path = random_checkpoint(sample_data, tmp_path / "prefix.pt", spec_path=ROOT / "specs/examples/lm.attn",
+                             sets=("model.vocab=shared(256)", "model.d_model=16", "model.heads=2", "model.d_ff=32",
+                                   "model.decoder.layers=1", "model.decoder.mask=prefix"))
+    assert run(["export", str(path), "--format", "ctranslate2", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "CTranslate2 cannot express a prefix LM (decoder { mask = prefix })" in err
+    assert not (tmp_path / "out").exists()

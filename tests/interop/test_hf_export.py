@@ -139,3 +139,16 @@ def test_a_llama_like_spec_names_what_differs_from_the_closest_family():
     model = ir.load(ROOT / "specs/examples/llama.attn", ["model.decoder.norm=post"]).model
     with pytest.raises(UsageError, match=r"closest, Llama: .*decoder.norm = post \(pre in the family\)"):
         hf_export.matching(model)
+
+
+def test_a_prefix_lm_is_refused_in_one_line(sample_data, tmp_path, capsys):
+    """decoder { mask = prefix } (else llama.attn): no Hugging Face decoder-only family computes a prefix LM."""
+    from tests.conftest import ROOT
+    from tests.interop.conftest import random_checkpoint
+
+    path = random_checkpoint(sample_data, tmp_path / "prefix.pt", spec_path=ROOT / "specs/examples/llama.attn",
+                             sets=("model.tie=decoder", "model.decoder.mask=prefix"))
+    assert run(["export", str(path), "--format", "hf", "--out", str(tmp_path / "hf")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "export --format hf cannot write a prefix LM (decoder { mask = prefix })" in err
+    assert not (tmp_path / "hf").exists()

@@ -159,3 +159,34 @@ def test_encode_takes_the_segment_ids_of_a_model_with_segments():
         got = programs["encode"].module()(src, segments)
         assert (got - model.encode(src, segments)).abs().max() < 1e-5
         assert (got - model.encode(src)).abs().max() > 1e-3
+
+
+def test_a_prefix_lm_exports_its_prefix_encoded_in_one_step():
+    """decoder { mask = prefix }: the exported init_cache takes the prompt's prefix (`<s> source`, of any length: the
+    source dimension is dynamic) and encodes it in one step, seen both ways; decoding through the programs equals
+    the compiled model's, and the cached decoding the full forward pass with the rows' prefix lengths."""
+    from attncomp import compile as compile_spec
+    from attncomp.decode.beam import CachedStepper, FullStepper, beam_search
+
+    torch.manual_seed(0)
+    model = compile_spec(ROOT / "specs/examples/lm.attn", ["model.vocab=shared(64)", "model.d_model=16",
+                                                             "model.heads=2", "model.d_ff=32", "model.decoder.layers=1",
+                                                             "model.decoder.mask=prefix"]).eval()
+    programs = torch_export.programs(model)
+    exported = torch_export.ExportedModel(model.spec, {n: p.module() for n, p in programs.items()})
+    assert exported.loss_inputs == ("tokens", "prefix")
+    prompt = 5 + torch.arange(12).view(2, 6) % 50
+    with torch.no_grad():
+        for length in (2, 6):  # prefixes of other lengths than the example's
+            ours = model.init_cache(prompt[:, :length])
+            theirs = exported.init_cache(prompt[:, :length])
+            ours, theirs = ([t for t in torch.utils._pytree.tree_leaves(c) if t is not None] for c in (ours, theirs))
+            assert len(ours) == len(theirs) == 3 and int(theirs[-1][0]) == length  # k, v of the layer; position
+            assert all((a - b).abs().max() < 1e-5 for a, b in zip(ours, theirs))
+        for rows in (1, 2):
+            src = prompt[:rows, :4]
+            ours = beam_search(CachedStepper(model, src), rows, [6] * rows, 2, 0.0)
+            theirs = beam_search(CachedStepper(exported, src), rows, [6] * rows, 2, 0.0)
+            full = beam_search(FullStepper(model, src), rows, [6] * rows, 2, 0.0)
+            assert [h[0].tokens for h in theirs] == [h[0].tokens for h in ours] == [h[0].tokens for h in full]
+            assert [h[0].score for h in ours] == pytest.approx([h[0].score for h in full], abs=1e-5)
