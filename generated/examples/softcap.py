@@ -50,7 +50,7 @@ class ops:
     @staticmethod
     def flex_attend(q: Tensor, k: Tensor, v: Tensor, scale: float, cap: float = 0.0, bias: Tensor | None = None,
                     mask: Tensor | None = None, causal: bool = False, rows: bool = False,
-                    sinks: Tensor | None = None, window: int | None = None) -> Tensor:
+                    sinks: Tensor | None = None, window: int | None = None, prefix: Tensor | None = None) -> Tensor:
         """Attention through FlexAttention (torch.nn.attention.flex_attention): the spec's score function
         (soft-capping, a positional bias, a mask that hides keys: True = hidden) as its score_mod, causality as
         its block mask (queries the last Tq of Tk positions), as is a local `window` (|i - j| <= window, and
@@ -60,7 +60,8 @@ class ops:
         the lowering writes it: uncompiled FlexAttention is PyTorch's unfused reference, which materialises
         the scores too (and under PyTorch 2.11 fails to trace a score function that reads a float). Heads
         narrower than 16 take the explicit form too: Inductor's FlexAttention kernel needs d_k, d_v >= 16.
-        `rows`: a query that sees no key gets zeros. `sinks`: a logit
+        `rows`: a query that sees no key gets zeros. `prefix` (B,), with causal: row b's first prefix[b] keys are
+        seen by every query too (a prefix LM, ops.prefix_mask), in the block mask. `sinks`: a logit
         per head in every softmax that holds no value, FlexAttention's output scaled by the log-sum-exp
         correction exp(lse) / (exp(lse) + exp(sink)) = sigmoid(lse - sink)."""
         offset = k.shape[2] - q.shape[2]
@@ -76,6 +77,8 @@ class ops:
                 distance = keys.unsqueeze(0) - keys[offset:].unsqueeze(1)  # j - i
                 hidden_keys = distance > 0 if causal else torch.zeros_like(distance, dtype=torch.bool)
                 hidden_keys = hidden_keys | (distance.abs() > window) if window is not None else hidden_keys
+                if causal and prefix is not None:  # (B, 1, Tq, Tk): the row's prefix is seen both ways
+                    hidden_keys = hidden_keys & (keys >= prefix.view(-1, 1, 1, 1))
                 s = torch.masked_fill(s, hidden_keys, -math.inf)
             s = s if mask is None else torch.masked_fill(s, mask, -math.inf)
             if sinks is None:
@@ -105,9 +108,12 @@ class ops:
             seen = i + offset >= j if causal else torch.ones_like(i, dtype=torch.bool)
             if window is not None:
                 seen = seen & (i + offset - j <= window) & (j - i - offset <= window)
+            if causal and prefix is not None:
+                seen = seen | (j < prefix[b])
             return seen
 
-        blocks = create_block_mask(visible, None, None, q.shape[2], k.shape[2], device=q.device) \
+        rows_ = None if prefix is None else q.shape[0]  # a block mask per row where rows' prefixes differ
+        blocks = create_block_mask(visible, rows_, None, q.shape[2], k.shape[2], device=q.device) \
             if causal or window is not None else None
         if sinks is None:
             return flex_attention(q, k, v, score_mod=score_mod, block_mask=blocks, scale=scale)

@@ -171,3 +171,23 @@ def test_flex_attend_reads_the_prefix_as_its_mask():
     s = (q @ k.transpose(-1, -2) * 0.3).masked_fill(~_seen(6, prefix), -math.inf)
     want = s.softmax(-1) @ v
     assert (ops.flex_attend(q, k, v, 0.3, causal=True, prefix=prefix) - want).abs().max() < 1e-12
+
+
+def test_flex_attention_compiled_reads_the_prefix_in_its_block_mask():
+    """Under torch.compile, where FlexAttention runs (its CPU reference here, heads 16 wide), the block mask made
+    from the rows' prefix lengths gives the masked softmax; with a soft cap too."""
+    def backend(gm, example_inputs):
+        assert any("flex_attention" in str(n.target) for n in gm.graph.nodes), gm.graph
+        return gm.forward
+
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(3, 2, 6, 16, dtype=torch.float64, generator=g) for _ in range(3))
+    prefix = torch.tensor([0, 3, 8])
+    for cap in (0.0, 2.0):
+        s = q @ k.transpose(-1, -2) * 0.3
+        s = (torch.tanh(s / cap) * cap if cap else s).masked_fill(~_seen(6, prefix), -math.inf)
+        torch.compiler.reset()
+        with torch.no_grad():
+            got = torch.compile(ops.flex_attend, backend=backend, fullgraph=True)(q, k, v, 0.3, cap, causal=True,
+                                                                                prefix=prefix)
+        assert (got - s.softmax(-1) @ v).abs().max() < 1e-12, cap
