@@ -241,6 +241,9 @@ def _repair(data: dict, stack: dict) -> dict:
             s["kv_heads"], s["qk_norm"] = None, "none"
             for k in s["layer"]:
                 k["qk_norm"] = None
+    if decoder is not None and decoder.get("mask") == "prefix" and (  # verify._prefix_mask: a decoder-only model's,
+            model["encoder"] is not None or decoder["attention"]["kind"] == "local"):  # without a window
+        decoder["mask"] = "causal"
     for s in (model["encoder"], decoder):  # LongRoPE's lists: one factor per pair the stack rotates
         if s is not None and positions["kind"] == "rope":
             for owner in (s, *s["layer"]):
