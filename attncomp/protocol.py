@@ -8,7 +8,8 @@ and never imports the compiler: what kind of model it is, it asks the IR's famil
     family                 "encoder-decoder", "decoder-only" or "encoder-only": a row of attncomp.ir.family's
                            table (the batch's tensors, the objective, how decoding reads a source)
     loss_inputs            the batch's tensors, by name, that `hidden` reads (("src", "tgt_in"), ("tokens",),
-                           and "segments" last for a model with segment embeddings: None where a batch has none)
+                           and "segments" last for a model with segment embeddings: None where a batch has none;
+                           "prefix" last for a prefix LM, `mask = prefix`: each row's prefix length (B,))
     d_model                the width the schedule's warm-up reads (noam: d_model^-0.5)
     hidden(*inputs)        the states before the output projection, (B, T, d)
     hidden_dense(*inputs)  optional: the same without a source padding mask (a batch without padding)

@@ -187,9 +187,10 @@ def _title(arch: nodes.ModelSpec) -> str:
     return f"The `{_identifier(arch.name)}` model: {family_of(arch).title}"
 
 
-def _entry_doc(family) -> list[str]:
-    """The entry points' signatures, two to a line."""
-    calls = [f"{e.name}({', '.join(e.inputs)}) -> {e.returns}" for e in family.entries]
+def _entry_doc(family, arch: nodes.ModelSpec) -> list[str]:
+    """The entry points' signatures, two to a line (a prefix LM's forward and hidden with their `prefix`)."""
+    calls = [f"{e.name}({', '.join(e.inputs + (('prefix=None',) if family.prefixed(arch, e.name) else ()))}) -> "
+             f"{e.returns}" for e in family.entries]
     return ["    " + "    ".join(f"{c:<40}" for c in calls[i:i + 2]).rstrip() for i in range(0, len(calls), 2)]
 
 
@@ -205,7 +206,7 @@ def render(model: CompiledModel, path: str) -> str:
     context = {
         "version": __version__, "path": comment_safe(repr(str(path))), "hash": ir.spec_hash(spec),
         "title": _title(spec.model), "passes": ", ".join(passes) or "none", "body": body, "cache": family.decodes,
-        "entry_doc": _entry_doc(family),
+        "entry_doc": _entry_doc(family, spec.model),
     }
     return _checked(_environment().get_template("model.py.j2").render(context))
 
