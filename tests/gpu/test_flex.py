@@ -56,3 +56,16 @@ def test_flex_attend_backward_runs_flex_on_cuda():
         g_exp = torch.autograd.grad(expected.sum(), (q, k, v))
         assert (got - expected).abs().max() < 1e-4
         assert all(torch.allclose(a, b, atol=1e-4, rtol=1e-3) for a, b in zip(g_got, g_exp))
+
+
+def test_flex_attend_reads_a_prefix_lm_block_mask_on_cuda():
+    """A prefix LM's attention where FlexAttention takes it (mask = prefix with a soft cap): a block mask per row
+    from the rows' prefix lengths; forward and gradients equal the explicit form under ops.prefix_mask."""
+    q, k, v = (torch.randn(3, 4, 64, 16, device=CUDA, requires_grad=True) for _ in range(3))
+    prefix = torch.tensor([0, 17, 64], device=CUDA)
+    got = torch.compile(ops.flex_attend)(q, k, v, 0.25, 5.0, causal=True, prefix=prefix)
+    expected = ops.explicit_attend(q, k, v, 0.25, 5.0, mask=ops.prefix_mask(64, prefix, CUDA))
+    g_got = torch.autograd.grad(got.sum(), (q, k, v))
+    g_exp = torch.autograd.grad(expected.sum(), (q, k, v))
+    assert (got - expected).abs().max() < 1e-4
+    assert all(torch.allclose(a, b, atol=1e-4, rtol=1e-3) for a, b in zip(g_got, g_exp))
