@@ -191,3 +191,14 @@ def test_flex_attention_compiled_reads_the_prefix_in_its_block_mask():
             got = torch.compile(ops.flex_attend, backend=backend, fullgraph=True)(q, k, v, 0.3, cap, causal=True,
                                                                                 prefix=prefix)
         assert (got - s.softmax(-1) @ v).abs().max() < 1e-12, cap
+
+
+def test_the_key_round_trips_and_leaves_causal_specs_hashes_alone():
+    """mask = prefix is written in the canonical text and parses back to the same IR; mask = causal, the default,
+    is left out, so a spec that writes it has the hash of one that does not (the key is declared LATER)."""
+    prefix = _load()
+    text = ir.to_text(prefix)
+    assert "mask = prefix" in text and ir.load_flat(text, "<again>", []) == prefix
+    written = ir.load_flat((MODEL % ("learned(max_len = 64)", "")).replace("mask = prefix", "mask = causal"), "<c>", [])
+    plain = ir.load_flat((MODEL % ("learned(max_len = 64)", "")).replace("mask = prefix", ""), "<p>", [])
+    assert "mask" not in ir.to_text(written) and ir.spec_hash(written) == ir.spec_hash(plain)
