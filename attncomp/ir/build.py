@@ -319,6 +319,9 @@ def _is_block_value(data: dict, path: Path_) -> bool:
 # --- step 3: defaults that need the whole spec -----------------------------------------------
 
 
+DECODER_KEYS = ("cross_attention", "mask")  # stack keys a model block sets for its decoder only
+
+
 def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
     block = doc.data.get("model")
     if not isinstance(block, dict):
@@ -332,7 +335,7 @@ def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
     for stack_name in present:
         stack = block[stack_name]
         for key, value in shared.items():
-            if key == "cross_attention" and stack_name == "encoder":
+            if key in DECODER_KEYS and stack_name == "encoder":
                 continue
             if key == "layer" and isinstance(value, dict):
                 _share_layer_kinds(doc, value, stack, stack_name)
@@ -344,8 +347,9 @@ def _fill_defaults(doc: Doc, name: str, where: Span) -> None:
         _fill_stack_choices(stack, cross=stack_name == "decoder" and "encoder" in present)
         if isinstance(stack.get("layer"), dict):  # named layer kinds, in the order first written
             stack["layer"] = tuple({"name": label, **body} for label, body in stack["layer"].items())
-    if "cross_attention" in shared and "decoder" not in present:
-        raise SpecError("cross_attention needs a decoder", doc.spans[("model", STACK_DEFAULTS, "cross_attention")])
+    for key in DECODER_KEYS:
+        if key in shared and "decoder" not in present:
+            raise SpecError(f"{key} needs a decoder", doc.spans[("model", STACK_DEFAULTS, key)])
     if "tie" not in block:
         both = "encoder" in present and "decoder" in present
         shared_vocab = block.get("vocab", {}).get("kind", "shared") == "shared"
