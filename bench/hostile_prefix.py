@@ -31,6 +31,9 @@ BAD_SPECS = {
     "with a local layer kind": (PREFIX_LM.format(
         decoder="mask = prefix\n    layer near { every = 2  attention = local(window = 4) }"), 4),
     "in an encoder": ("model m {\n  vocab = shared(256)\n  encoder { mask = prefix }\n}\n", 3),
+    "in the model block, encoder-only": ("model m {\n  vocab = shared(256)  tie = encoder\n  mask = prefix\n"
+                                         "  encoder {}\n}\n", 3),
+    "in the model block, with an encoder": ("model m {\n  mask = prefix\n  encoder {}\n  decoder {}\n}\n", 2),
 }
 SETS = ("model.decoder.mask=prefix", "model.decoder.mask=prefix(2)", "model.decoder.mask=")  # on tiny.attn
 
