@@ -282,11 +282,20 @@ class Printer:
         call = CallText("layer", [name, *(self.value(a) for a in inputs), *first])
         joined = self._joins(node, name, layers)
         self._share(node)
-        self.lines.append(f"{INDENT}for {'i, layer' if joined else 'layer'} in "
-                          f"{f'enumerate({self._layers(node)})' if joined else self._layers(node)}:")
+        n = node.kwargs.get("share_kv")
+        numbered = joined or n is not None
+        self.lines.append(f"{INDENT}for {'i, layer' if numbered else 'layer'} in "
+                          f"{f'enumerate({self._layers(node)})' if numbered else self._layers(node)}:")
         self.lines.extend(joined)
-        self.lines.extend(self._assign(", ".join([name, *first]), call, None if first else _shape(node),
-                                       INDENT + "    "))
+        if n is not None:  # layer i computes keys and values where i % n == 0, the layers after it read them
+            self.lines.append(f"{INDENT}    if i % {n} == 0:  # share_kv: this layer computes k, v")
+            self.lines.extend(self._assign(f"{name}, *kv", call, None, INDENT + "        "))
+            self.lines.append(f"{INDENT}    else:")
+            call.args.append("*kv")
+            self.lines.extend(self._assign(name, call, _shape(node), INDENT + "        "))
+        else:
+            self.lines.extend(self._assign(", ".join([name, *first]), call, None if first else _shape(node),
+                                           INDENT + "    "))
         if joined:
             self.lines.append(f"{INDENT}    outputs.append({name})")
 
@@ -314,13 +323,22 @@ class Printer:
             self.lines.append(f"{INDENT}{name} = {self.value(x)}")
         joined = self._joins(node, name, layers)
         self._share(node)
+        n = node.kwargs.get("share_kv")
         pairs = f"zip({self._layers(node)}, {self.value(caches)})"
-        self.lines.append(f"{INDENT}for i, (layer, cache) in enumerate({pairs}):" if joined else
+        self.lines.append(f"{INDENT}for i, (layer, cache) in enumerate({pairs}):" if joined or n is not None else
                           f"{INDENT}for layer, cache in {pairs}:")
         self.lines.extend(joined)
         first = ["first_v"] if node.kwargs.get("value_residual") else []
         call = CallText("layer.step", [name, "cache", *(self.value(a) for a in inputs), *first])
-        self.lines.extend(self._assign(", ".join([name, "cache", *first]), call, None, INDENT + "    "))
+        if n is not None:  # a layer that reads keys and values steps with its computing layer's new ones
+            self.lines.append(f"{INDENT}    if i % {n} == 0:  # share_kv: this layer computes k, v")
+            self.lines.extend(self._assign(f"{name}, cache", call, None, INDENT + "        "))
+            self.lines.append(f"{INDENT}        kv = cache.self_attn")
+            self.lines.append(f"{INDENT}    else:")
+            call = CallText(call.head, [*call.args, "*kv"])
+            self.lines.extend(self._assign(f"{name}, cache", call, None, INDENT + "        "))
+        else:
+            self.lines.extend(self._assign(", ".join([name, "cache", *first]), call, None, INDENT + "    "))
         if joined:
             self.lines.append(f"{INDENT}    outputs.append({name})")
         self.lines.append(f"{INDENT}    {stepped}.append(cache)")

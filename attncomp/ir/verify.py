@@ -507,10 +507,19 @@ def _kv_sharing(spec: nodes.Spec, name: str, stack: nodes.Stack, where) -> None:
         raise SpecError(f"share_kv = {stack.share_kv} makes layers reuse another layer's values, but value_residual "
                         "mixes each layer's own values with the first layer's", where,
                         hint="use one of share_kv and value_residual")
-    if any(isinstance(seen.attention, nodes.Latent) for _, seen in stack.layer_plan()):
-        raise SpecError(f"share_kv = {stack.share_kv} shares keys and values across layers, but the {name} has "
-                        "latent attention, whose keys and values are made from a compressed cache", where,
-                        hint="use scaled_dot or local attention")
+    for kind, what in ((nodes.Latent, "latent attention, whose keys and values are made from a compressed cache"),
+                       (nodes.Local, "local attention, whose cache keeps only its window")):
+        if any(isinstance(seen.attention, kind) for _, seen in stack.layer_plan()):
+            raise SpecError(f"share_kv = {stack.share_kv} shares keys and values across layers, but the {name} has "
+                            f"{what}", where, hint="use scaled_dot attention")
+    sets, n = stack.parameter_sets(), stack.share_kv
+    for i, s in enumerate(sets):
+        j = sets.index(s)
+        if (i % n == 0) != (j % n == 0):
+            raise SpecError(f"layers {j} and {i} of the {name} use one parameter set, but with share_kv = {n} one "
+                            "computes keys and values and the other reads them (it has no k/v projections)",
+                            spec.span("model", name, "share"),
+                            hint=f"share sets among layers i with the same i % {n} == 0, e.g. cycle({n})")
 
 
 STACKS_NAMED = ("encoder", "decoder")  # the build report's name of a stack's own layers

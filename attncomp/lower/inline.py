@@ -72,21 +72,31 @@ class _Inliner:
         if fn is loops.each_layer:
             x, *inputs = rest
             x0, outputs, first = x, [], [None] if joins.get("value_residual") else []
+            n, kv = joins.get("share_kv"), []
             for i, layer in enumerate(units):
                 x = self._joined(i, len(units), x, x0, outputs, joins)
-                x = self.body(layer, "forward", [x, *inputs, *first], f"{path}.{sets[i]}.")
+                reads = n is not None and i % n != 0
+                x = self.body(layer, "forward", [x, *inputs, *first, *(kv if reads else ())], f"{path}.{sets[i]}.")
                 if first:
                     x, first[0] = x
+                elif n is not None and not reads:
+                    x, *kv = x
                 outputs.append(x)
             return x
         if fn is loops.each_layer_step:
             x, caches, *inputs = rest
             x0, outputs, new, first = x, [], [], [None] if joins.get("value_residual") else []
+            n, kv = joins.get("share_kv"), []
             for i, layer in enumerate(units):
                 cache = caches[i] if isinstance(caches, (tuple, list)) else \
                     self.graph.call_function(operator.getitem, (caches, i))
                 x = self._joined(i, len(units), x, x0, outputs, joins)
-                x, cache, *first = self.body(layer, "step", [x, cache, *inputs, *first], f"{path}.{sets[i]}.")
+                reads = n is not None and i % n != 0
+                x, cache, *first = self.body(layer, "step", [x, cache, *inputs, *first, *(kv if reads else ())],
+                                             f"{path}.{sets[i]}.")
+                if n is not None and not reads:
+                    own = self.graph.call_function(getattr, (cache, "self_attn"))
+                    kv = [self.graph.call_function(getattr, (own, "k")), self.graph.call_function(getattr, (own, "v"))]
                 outputs.append(x)
                 new.append(cache)
             return x, tuple(new)

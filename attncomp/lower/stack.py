@@ -18,6 +18,7 @@ from torch import fx
 
 from attncomp.ir import nodes
 from attncomp.lower import loops, positions
+from attncomp.lower.attention import kv_role
 from attncomp.lower.layer import decoder_layer, encoder_layer
 from attncomp.lower.norms import apply_norm
 from attncomp.lower.units import Builder, Param, Unit, linear, sqrt_const
@@ -65,7 +66,7 @@ def _joins(b: Builder, stack: nodes.Stack) -> dict:
         joins["x0_weights"] = b.param("reinject_x0", Param((stack.layers - 1,), "zeros"))
     if stack.value_residual:  # each layer reads and hands on the first layer's values
         joins["value_residual"] = True
-    return {**joins, **_shared(stack)}
+    return {**joins, **_shared(stack), **_shared_kv(stack)}
 
 
 def _layer_list(ctx, stack: nodes.Stack, rule, *args) -> list[Unit]:
@@ -74,12 +75,17 @@ def _layer_list(ctx, stack: nodes.Stack, rule, *args) -> list[Unit]:
     bases = positions.rope_bases(ctx.arch, stack)
     plan, sets = stack.layer_plan(ctx.arch.positions), stack.parameter_sets()
     firsts = [sets.index(s) for s in range(max(sets) + 1)]
-    return [ctx.unit(rule, plan[i][1], *args, plan[i][0], bases) for i in firsts]
+    return [ctx.unit(rule, plan[i][1], *args, plan[i][0], bases, kv_role(stack, i)) for i in firsts]
 
 
 def _shared(stack: nodes.Stack) -> dict:
     """The loops' `share`: the parameter set of each layer, where the stack shares them (attncomp.lower.loops)."""
     return {} if isinstance(stack.share, nodes.NoSharing) else {"share": stack.parameter_sets()}
+
+
+def _shared_kv(stack: nodes.Stack) -> dict:
+    """The loops' `share_kv`, where layers share keys and values (attncomp.lower.loops)."""
+    return {} if stack.share_kv == 1 else {"share_kv": stack.share_kv}
 
 
 def encoder(ctx, stack: nodes.Stack) -> Unit:

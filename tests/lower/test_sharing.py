@@ -119,6 +119,9 @@ CASES = {
     "lm cycle with kinds": MODEL % (LM % "share = cycle(2)  layer wide { every = 2  start = 1  d_ff = 96 }  "
                                           "unet = true"),
     "seq2seq all": MODEL % (SEQ2SEQ % ("share = all", "share = cycle(2)  norm = pre")),
+    "lm cla rope gqa": (MODEL % (LM % "share_kv = 2  kv_heads = 2  qk_norm = head  layer odd { start = 4  "
+                                      "d_ff = 96 }")).replace("sinusoidal", "rope"),
+    "seq2seq cla shared": MODEL % (SEQ2SEQ % ("share_kv = 2  unet = true", "share_kv = 3  share = cycle(3)")),
 }
 
 
@@ -168,10 +171,67 @@ def test_training_lowers_the_loss_and_reaches_every_parameter(name):
     assert losses[-1] < losses[0]
 
 
+# --- cross-layer key/value sharing (CLA) ------------------------------------------------------------------
+
+
+def _cla_reference(decoder, x: torch.Tensor, n: int) -> torch.Tensor:
+    """Cross-layer attention (Brandon et al. 2024), pre-norm, from the paper's description: layer i computes its own
+    queries, q_i = W^Q_i h_i (h_i its normed input), and attends causally with the keys and values
+    K = W^K_j h_j, V = W^V_j h_j of layer j = n (i // n), the layer of its group that computes them; then
+    x + Attn, x + FFN(Norm(x)), and the stack's final norm."""
+    for i, layer in enumerate(decoder.layers):
+        attn, h = layer.self_attn, layer.self_attn_norm(x)
+        b, t, _ = h.shape
+        if i % n == 0:
+            k, v = (p(h).view(b, t, 4, 8).transpose(1, 2) for p in (attn.k_proj, attn.v_proj))
+        else:
+            assert not hasattr(attn, "k_proj") and not hasattr(attn, "v_proj")
+        q = attn.q_proj(h).view(b, t, 4, 8).transpose(1, 2)
+        scores = (q @ k.transpose(-1, -2) / 8 ** 0.5).masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1),
+                                                                    float("-inf"))
+        x = x + attn.o_proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, 32))
+        x = x + layer.ffn.fc2(F.relu(layer.ffn.fc1(layer.ffn_norm(x))))
+    return decoder.norm(x)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_cla_is_the_papers_attention_and_caches_only_the_computing_layers(n):
+    spec = _load(MODEL % (LM % f"share_kv = {n}"))
+    plain_spec = _load(MODEL % (LM % ""))
+    torch.manual_seed(0)
+    model = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
+    _randomised(model)
+    tokens = _tokens()
+    with torch.no_grad():
+        seen = []  # the stack's input, as layer 0 reads it
+        model.decoder.layers[0].register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+        expected = model(tokens)
+        assert (model.decoder(model.tgt_embed(tokens)) - _cla_reference(model.decoder, seen[0], n)).abs().max() \
+            < 1e-12
+        computing = [i for i in range(6) if i % n == 0]
+        cache = model.init_cache(tokens)
+        for t in range(tokens.shape[1]):
+            logits, cache = model.decode_step(tokens[:, t : t + 1], cache)
+            assert (logits - expected[:, t]).abs().max() < 1e-12, t
+    held = [i for i, layer in enumerate(cache.layers) if layer.self_attn is not None]
+    assert held == computing
+    plain = attncomp.compile(plain_spec, passes=(), dtype=torch.float64).eval()
+    with torch.no_grad():
+        plain_cache = plain.init_cache(tokens)
+        for t in range(tokens.shape[1]):
+            _, plain_cache = plain.decode_step(tokens[:, t : t + 1], plain_cache)
+    size = lambda c: sum(x.numel() for x in torch.utils._pytree.tree_leaves(c.layers) if x is not None)  # noqa: E731
+    assert size(cache) * 6 == size(plain_cache) * len(computing) and size(cache) == len(computing) * 2 * 2 * 4 * 7 * 8
+    kv_params = 2 * (32 * 32 + 32)  # W^K, W^V and their biases, of each layer that reads
+    assert parameter_count(spec) == parameter_count(plain_spec) - (6 - len(computing)) * kv_params
+    meta = [attncomp.compile(s, device="meta") for s in (spec, plain_spec)]
+    assert training_flops(meta[1]) - training_flops(meta[0]) == 3 * (6 - len(computing)) * 2 * (2 * 32 * 32)
+
+
 def test_sharing_round_trips_and_keeps_old_hashes():
-    spec = _load(MODEL % (LM % "share = cycle(3)  share_kv = 2"))
+    spec = _load(MODEL % (LM % "share = cycle(2)  share_kv = 2"))
     text = ir.to_text(spec)
-    assert "share = cycle(period = 3)" in text and "share_kv = 2" in text
+    assert "share = cycle(period = 2)" in text and "share_kv = 2" in text
     assert _load(text) == spec and ir.spec_hash(_load(text)) == ir.spec_hash(spec)
     plain = _load(MODEL % (LM % "share = none  share_kv = 1"))
     assert "share =" not in ir.to_text(plain) and "share_kv" not in ir.to_text(plain)
@@ -201,9 +261,23 @@ def test_one_layer_shares_with_itself():
      "layers 4 and 5 of the decoder attend with one layer's keys and values, but one is the stack's own"),
     ("share_kv = 2  value_residual = true", "share_kv = 2 makes layers reuse another layer's values"),
     ("share_kv = 3  attention = latent(kv_rank = 16, rope_dims = 4)", "has latent attention"),
+    ("share_kv = 2  attention = local(window = 3)", "has local attention, whose cache keeps only its window"),
+    ("share_kv = 2  share = all", "layers 0 and 1 of the decoder use one parameter set, but with share_kv = 2 one "
+                                  "computes keys and values and the other reads them"),
 ])
 def test_bad_sharing_is_a_located_error(keys, needle):
     with pytest.raises(SpecError) as err:
         _load((MODEL % (LM % keys)).replace("sinusoidal", "rope" if "latent" in keys else "sinusoidal"))
     assert needle in str(err.value), str(err.value)
     assert err.value.span is not None and err.value.span.line == 5
+
+
+def test_the_build_report_counts_each_attention_per_layer_and_names_the_cla_layers():
+    from attncomp.report import attention_report
+
+    for keys, want in [("share = all", {"decoder self-attention": 6}),
+                       ("share = cycle(2)  share_kv = 2", {"decoder self-attention": 3,
+                                                            "decoder CLA self-attention": 3})]:
+        rows = attention_report(attncomp.compile(_load(MODEL % (LM % keys)), device="meta"))
+        assert {r.site: r.layers for r in rows} == want
+        assert all(r.kernel.startswith("sdpa") for r in rows)
