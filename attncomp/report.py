@@ -118,8 +118,10 @@ def _attention_sites(model: CompiledModel) -> list[tuple[str, str, Unit, int, no
     attention of the model's stacks."""
     sites = []
     for stack_name in family_of(model.spec.model).stacks:
-        layers = model.program.members[stack_name].members["layers"].units
-        plan = getattr(model.spec.model, stack_name).layer_plan()
+        stack = getattr(model.spec.model, stack_name)
+        sets = model.program.members[stack_name].members["layers"].units
+        layers = [sets[s] for s in stack.parameter_sets()]  # a parameter set's unit once per layer running it
+        plan = stack.layer_plan()
         for role in ("self_attn", "cross_attn"):
             used: Counter[Unit] = Counter()
             seen: dict[Unit, nodes.Stack] = {}
@@ -154,7 +156,8 @@ def attention_report(model: CompiledModel) -> list[AttentionReport]:
         kind = stack.attention.kind if role == "self_attn" else stack.cross_attention.kind
         record = recorded(unit.methods["forward"].graph)
         kernel, mask = record["kernel"], record["mask"]
-        site = f"{stack_name} self-attention" if role == "self_attn" else "encoder-decoder attention"
+        cla = "CLA " if unit.name.startswith("SharedKV") else ""  # share_kv: the layers that read keys and values
+        site = f"{stack_name} {cla}self-attention" if role == "self_attn" else "encoder-decoder attention"
         backends = _flex_backends(stack.d_k, stack.d_v) if kernel == "flex" else _gqa_backends(
             _backends(kind if kernel == "sdpa" else "additive", mask, stack.d_k, stack.d_v), record["grouped"])
         rows.append(AttentionReport(site, layers, kind, kernel != "explicit", mask, stack.d_k, stack.d_v, backends,

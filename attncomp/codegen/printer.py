@@ -70,6 +70,8 @@ def constant(value: Any) -> str:
         return repr(value)
     if value is None or isinstance(value, (bool, int, str)):
         return repr(value)
+    if isinstance(value, tuple) and all(isinstance(v, int) for v in value):
+        return repr(value)
     if isinstance(value, torch.dtype):
         return str(value)
     if isinstance(value, slice):
@@ -103,7 +105,8 @@ def helpers_called(units: list[Unit]) -> list[Any]:
     nodes = [node for unit in units for method in unit.methods.values() for node in method.graph.nodes
              if node.op == "call_function"]
     used = {node.target for node in nodes if inspect.isfunction(node.target) and _is_helper(node.target)}
-    if any(node.target in loops.LOOPS and node.kwargs for node in nodes):  # connections across layers
+    if any(node.target in loops.LOOPS and any(node.kwargs.get(k) is not None for k in ("unet", "x_weights"))
+           for node in nodes):  # connections across layers
         used.add(ops.joined)
     return [fn for fn in vars(ops).values() if inspect.isfunction(fn) and fn in used]
 
@@ -222,7 +225,9 @@ class Printer:
             return f"{a} {BINARY[fn]} {b}"
         if fn is loops.each_layer_cache:
             inputs = ", ".join(self.value(a) for a in args[1:])
-            return f"tuple(layer.init_cache({inputs}) for layer in {self.value(args[0])})"
+            sets = node.kwargs.get("share")
+            layers = self.value(args[0]) if not sets else f"[{self.value(args[0])}[s] for s in {constant(sets)}]"
+            return f"tuple(layer.init_cache({inputs}) for layer in {layers})"
         return CallText(function_name(fn), self._arguments(node))
 
     # statements
@@ -276,11 +281,21 @@ class Printer:
         first = ["first_v"] if node.kwargs.get("value_residual") else []
         call = CallText("layer", [name, *(self.value(a) for a in inputs), *first])
         joined = self._joins(node, name, layers)
-        self.lines.append(f"{INDENT}for {'i, layer' if joined else 'layer'} in "
-                          f"{f'enumerate({self.value(layers)})' if joined else self.value(layers)}:")
+        self._share(node)
+        n = node.kwargs.get("share_kv")
+        numbered = joined or n is not None
+        self.lines.append(f"{INDENT}for {'i, layer' if numbered else 'layer'} in "
+                          f"{f'enumerate({self._layers(node)})' if numbered else self._layers(node)}:")
         self.lines.extend(joined)
-        self.lines.extend(self._assign(", ".join([name, *first]), call, None if first else _shape(node),
-                                       INDENT + "    "))
+        if n is not None:  # layer i computes keys and values where i % n == 0, the layers after it read them
+            self.lines.append(f"{INDENT}    if i % {n} == 0:  # share_kv: this layer computes k, v")
+            self.lines.extend(self._assign(f"{name}, *kv", call, None, INDENT + "        "))
+            self.lines.append(f"{INDENT}    else:")
+            call.args.append("*kv")
+            self.lines.extend(self._assign(name, call, _shape(node), INDENT + "        "))
+        else:
+            self.lines.extend(self._assign(", ".join([name, *first]), call, None if first else _shape(node),
+                                           INDENT + "    "))
         if joined:
             self.lines.append(f"{INDENT}    outputs.append({name})")
 
@@ -292,7 +307,8 @@ class Printer:
         if node.kwargs.get("unet") is None and node.kwargs.get("x_weights") is None:
             return []
         self.lines.append(f"{INDENT}x0, outputs = {name}, []")
-        args = ["i", f"len({self.value(layers)})", name, "x0", "outputs",
+        count = len(node.kwargs["share"]) if node.kwargs.get("share") else f"len({self.value(layers)})"
+        args = ["i", str(count), name, "x0", "outputs",
                 *(self.value(node.kwargs.get(k)) for k in ("unet", "x_weights", "x0_weights"))]
         return self._assign(name, CallText("ops.joined", args), None, INDENT + "    ")
 
@@ -306,18 +322,40 @@ class Printer:
         if self.value(x) != name:
             self.lines.append(f"{INDENT}{name} = {self.value(x)}")
         joined = self._joins(node, name, layers)
-        pairs = f"zip({self.value(layers)}, {self.value(caches)})"
-        self.lines.append(f"{INDENT}for i, (layer, cache) in enumerate({pairs}):" if joined else
+        self._share(node)
+        n = node.kwargs.get("share_kv")
+        pairs = f"zip({self._layers(node)}, {self.value(caches)})"
+        self.lines.append(f"{INDENT}for i, (layer, cache) in enumerate({pairs}):" if joined or n is not None else
                           f"{INDENT}for layer, cache in {pairs}:")
         self.lines.extend(joined)
         first = ["first_v"] if node.kwargs.get("value_residual") else []
         call = CallText("layer.step", [name, "cache", *(self.value(a) for a in inputs), *first])
-        self.lines.extend(self._assign(", ".join([name, "cache", *first]), call, None, INDENT + "    "))
+        if n is not None:  # a layer that reads keys and values steps with its computing layer's new ones
+            self.lines.append(f"{INDENT}    if i % {n} == 0:  # share_kv: this layer computes k, v")
+            self.lines.extend(self._assign(f"{name}, cache", call, None, INDENT + "        "))
+            self.lines.append(f"{INDENT}        kv = cache.self_attn")
+            self.lines.append(f"{INDENT}    else:")
+            call = CallText(call.head, [*call.args, "*kv"])
+            self.lines.extend(self._assign(f"{name}, cache", call, None, INDENT + "        "))
+        else:
+            self.lines.extend(self._assign(", ".join([name, "cache", *first]), call, None, INDENT + "    "))
         if joined:
             self.lines.append(f"{INDENT}    outputs.append({name})")
         self.lines.append(f"{INDENT}    {stepped}.append(cache)")
         if parts[1] is not None:
             self.lines.append(f"{INDENT}{self._bind(parts[1], _var(parts[1]), at=node)} = tuple({stepped})")
+
+    def _layers(self, node: fx.Node) -> str:
+        """What a loop runs: `self.layers`, or with `share` each layer's parameter set, `self.layers[s]`."""
+        layers = self.value(node.args[0])
+        return layers if not node.kwargs.get("share") else f"[{layers}[s] for s in sets]"
+
+    def _share(self, node: fx.Node) -> None:
+        """Before a loop over shared parameter sets: `sets`, the set each layer runs."""
+        if node.kwargs.get("share"):
+            line = f"{INDENT}sets = {constant(node.kwargs['share'])}"
+            comment = "  # share: layer i runs the parameter set self.layers[sets[i]]"
+            self.lines.append(line + comment if len(line + comment) <= WIDTH else line)
 
     def _parts(self, node: fx.Node) -> list[fx.Node | None] | None:
         """The getitem users of a value taken apart by constant index, or None."""

@@ -444,6 +444,37 @@ RopeScaling = Annotated[Union[LinearScaling, DynamicScaling, Llama3Scaling, Yarn
                         Field(discriminator="kind")]
 
 
+class NoSharing(Node):
+    """Every layer its own parameters (the paper)."""
+
+    kind: Literal["none"] = "none"
+
+
+class ShareAll(Node):
+    """Every layer of the stack uses one parameter set (ALBERT, Lan et al. 2019)."""
+
+    kind: Literal["all"] = "all"
+
+
+class ShareGroups(Node):
+    """Consecutive groups of `size` layers each use one parameter set: size 3 over 6 layers is A A A B B B
+    (ALBERT's num_hidden_groups; Takase & Kiyono 2021's "sequence"). size divides the stack's layers."""
+
+    kind: Literal["groups"] = "groups"
+    size: Annotated[int, Field(ge=1, le=1024)] = Field(description="layers per parameter set")
+
+
+class ShareCycle(Node):
+    """Layer i uses parameter set i % period: A B A B ... (Takase & Kiyono 2021's "cycle"); period is at
+    most the stack's layers."""
+
+    kind: Literal["cycle"] = "cycle"
+    period: Annotated[int, Field(ge=1, le=1024)] = Field(description="how many parameter sets, used in turn")
+
+
+Share = Annotated[Union[NoSharing, ShareAll, ShareGroups, ShareCycle], Field(discriminator="kind")]
+
+
 # A layer kind's name reaches generated code only as the CamelCase prefix of a class named ...EncoderLayer
 # or ...DecoderLayer (`class_prefix`), so it can be no keyword, builtin, torch name or method there.
 KIND_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
@@ -536,6 +567,16 @@ class Stack(Node):
     layer: tuple["LayerKind", ...] = Field(
         (), json_schema_extra=LATER,
         description="layer kinds that differ from the stack's own keys, each `layer NAME { ... }`")
+    # sharing across layers (a layer kind says what a layer is; `share` which layers of a kind hold one set of
+    # weights; `share_kv` which layers reuse another's keys and values)
+    share: Share = Field(
+        NoSharing(), json_schema_extra=LATER,
+        description="parameter sets across the layers: none (each its own), all (one for the stack, ALBERT), "
+                    "groups(size) (A A A B B B), cycle(period) (A B A B); layers sharing a set are of one layer kind")
+    share_kv: Annotated[int, Field(ge=1, le=1024)] = Field(
+        1, json_schema_extra=LATER,
+        description="cross-layer key/value sharing (CLA, Brandon et al. 2024): layer i attends with the keys and "
+                    "values layer N * (i // N) computed; only those layers project them and are cached (1: none)")
 
     @property
     def key_value_heads(self) -> int:
@@ -561,6 +602,22 @@ class Stack(Node):
             for i in kind.indices(self.layers):
                 plan[i] = (kind.name, layer)
         return plan
+
+    def parameter_sets(self) -> tuple[int, ...]:
+        """For each layer index, the index of the parameter set it uses (`share`): 0, 1, ..., L-1 without sharing.
+        Set s's parameters are the module `layers.s` of the compiled model (and its state dict's names)."""
+        share, n = self.share, self.layers
+        if isinstance(share, ShareAll):
+            return (0,) * n
+        if isinstance(share, ShareGroups):
+            return tuple(i // share.size for i in range(n))
+        if isinstance(share, ShareCycle):
+            return tuple(i % share.period for i in range(n))
+        return tuple(range(n))
+
+    def kv_source(self, i: int) -> int:
+        """The layer whose keys and values layer i attends with (`share_kv = N`: N * (i // N); i itself at N = 1)."""
+        return self.share_kv * (i // self.share_kv)
 
     @staticmethod
     def _resolved(layer: "Stack", positions: "Positions | None") -> "Stack":

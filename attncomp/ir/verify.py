@@ -479,11 +479,71 @@ def _ffn(spec: nodes.Spec) -> None:
                             or spec.span("model", name, "ffn"), hint="top_k must not exceed experts")
 
 
+def _sharing(spec: nodes.Spec) -> None:
+    """Parameter sets (`share`) and key/value sharing (`share_kv`) group a stack's layers: a group fits in the
+    stack, and its layers are of one layer kind (a kind says what a layer is; sharing, which layers of a kind
+    hold one set of weights, or attend with one layer's keys and values)."""
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is None:
+            continue
+        share, where = stack.share, spec.span("model", name, "share")
+        if isinstance(share, nodes.ShareGroups) and (share.size > stack.layers or stack.layers % share.size):
+            raise SpecError(f"share = groups({share.size}) splits the {name}'s {stack.layers} layers into groups of "
+                            f"{share.size}, which does not divide them", where,
+                            hint="write a size that divides layers (or cycle(period) for sets used in turn)")
+        if isinstance(share, nodes.ShareCycle) and share.period > stack.layers:
+            raise SpecError(f"share = cycle({share.period}) uses {share.period} parameter sets in turn, but the "
+                            f"{name} has {stack.layers} layers", where, hint="write a period of at most layers")
+        kv_where = spec.span("model", name, "share_kv")
+        if stack.share_kv > stack.layers:
+            raise SpecError(f"share_kv = {stack.share_kv} groups more layers than the {name} has ({stack.layers})",
+                            kv_where, hint="write share_kv of at most layers (1: no sharing)")
+        plan = [kind for kind, _ in stack.layer_plan()]
+        _one_kind(name, plan, stack.parameter_sets(), "use one parameter set", where)
+        _one_kind(name, plan, tuple(stack.kv_source(i) for i in range(stack.layers)),
+                  "attend with one layer's keys and values", kv_where)
+        if stack.share_kv > 1:
+            _kv_sharing(spec, name, stack, kv_where)
+
+
+def _one_kind(name: str, plan: list[str], groups: tuple[int, ...], what: str, where) -> None:
+    """The layers of each group are of one layer kind."""
+    first: dict[int, int] = {}
+    for i, group in enumerate(groups):
+        j = first.setdefault(group, i)
+        if plan[i] != plan[j]:
+            kinds = [f"kind {plan[n]}" if plan[n] else "the stack's own" for n in (j, i)]
+            raise SpecError(f"layers {j} and {i} of the {name} {what}, but one is {kinds[0]}, the other "
+                            f"{kinds[1]}", where,
+                            hint="layers that share are of one layer kind: change the sharing or the kinds")
+
+
+def _kv_sharing(spec: nodes.Spec, name: str, stack: nodes.Stack, where) -> None:
+    """A layer that reuses keys and values computes none, so nothing of its own may change them."""
+    if stack.value_residual:
+        raise SpecError(f"share_kv = {stack.share_kv} makes layers reuse another layer's values, but value_residual "
+                        "mixes each layer's own values with the first layer's", where,
+                        hint="use one of share_kv and value_residual")
+    for kind, what in ((nodes.Latent, "latent attention, whose keys and values are made from a compressed cache"),
+                       (nodes.Local, "local attention, whose cache keeps only its window")):
+        if any(isinstance(seen.attention, kind) for _, seen in stack.layer_plan()):
+            raise SpecError(f"share_kv = {stack.share_kv} shares keys and values across layers, but the {name} has "
+                            f"{what}", where, hint="use scaled_dot attention")
+    sets, n = stack.parameter_sets(), stack.share_kv
+    for i, s in enumerate(sets):
+        j = sets.index(s)
+        if (i % n == 0) != (j % n == 0):
+            raise SpecError(f"layers {j} and {i} of the {name} use one parameter set, but with share_kv = {n} one "
+                            "computes keys and values and the other reads them (it has no k/v projections)",
+                            spec.span("model", name, "share"),
+                            hint=f"share sets among layers i with the same i % {n} == 0, e.g. cycle({n})")
+
+
 STACKS_NAMED = ("encoder", "decoder")  # the build report's name of a stack's own layers
 RULES = (_stacks, _tie, _vocab, _embeddings, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
          _relative_scores, _mlm, _kv_heads, _rope, _latent, _normalization, _block, _sublayers, _rope_base,
          _rope_scaling, _ffn, _residual_stream, _connections, _prefix_mask,
-         _layer_kinds)
+         _layer_kinds, _sharing)
 # the rules a layer kind's view of its stack must keep too
 STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block, _sublayers,
                _rope_base, _rope_scaling, _ffn, _residual_stream)

@@ -307,13 +307,29 @@ def _heads_shape(x: Node, heads: int, dim: int) -> tuple | None:
     return None if shape is None else (shape[0], heads, shape[1], dim)
 
 
-def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
-    """An encoder's self-attention (`causal=False`: padding mask, or a band), or a decoder's (`step` too)."""
+HANDS, READS = "hands", "reads"  # a layer's part in key/value sharing (share_kv): it computes k, v and hands them
+# on, or it reads another layer's (and has no k/v projections); "" without share_kv
+KV_ROLE_DOCS = {HANDS: ", handing its keys and values on to the layers that share them (share_kv)",
+                READS: ", with the keys and values of an earlier layer (share_kv): no k/v projections of its own"}
+
+
+def kv_role(stack: nodes.Stack, i: int) -> str:
+    """Layer i's part in key/value sharing: HANDS (layer N * (i // N) computes them), READS, or ""."""
+    if stack.share_kv == 1:
+        return ""
+    return HANDS if stack.kv_source(i) == i else READS
+
+
+def self_attention(ctx, stack: nodes.Stack, causal: bool, role: str = "") -> Unit:
+    """An encoder's self-attention (`causal=False`: padding mask, or a band), or a decoder's (`step` too).
+    With key/value sharing (`role`), HANDS returns (out, k, v), k and v as its cache keeps them; READS takes
+    them as its last inputs, `shared_k`, `shared_v`, and projects only q."""
     arch = ctx.arch
-    unit = Unit(NAMES["causal" if causal else "self"],
+    unit = Unit(("SharedKV" if role == READS else "") + NAMES["causal" if causal else "self"],
                 "Multi-head self-attention" + ("" if not causal else " over the keys up to each query (causal)"
                                                if stack.mask == "causal" else " over the row's prefix both ways and "
-                                               "the keys up to each query after it (a prefix LM)"))
+                                               "the keys up to each query after it (a prefix LM)") +
+                KV_ROLE_DOCS.get(role, ""))
     kind, d = stack.attention, stack.d_model
     length = "tgt_len" if causal else "src_len"
     b = Builder(unit, "forward")
@@ -325,10 +341,14 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
     if isinstance(kind, nodes.Latent):  # q, k, v in reading order
         q = latent_q(b, arch, stack, kind, x, rope)
         k, v = latent_kv(b, stack, kind, *latent_compress(b, arch, stack, kind, x, rope))
+    elif role == READS:  # (verify refuses share_kv with latent attention)
+        q = project_q(b, ctx, stack, kind, x, rope)
+        k, v = _shared_kv(b, stack, length)
     else:
         q = project_q(b, ctx, stack, kind, x, rope)
         k, v = project_kv(b, ctx, stack, kind, x, d, rope)
-    v, first = _value_residual(b, stack, v, length)  # (verify refuses it with latent attention)
+    handed = (k, v) if role == HANDS else ()
+    v, first = _value_residual(b, stack, v, length)  # (verify refuses it with latent attention, and share_kv)
     k, v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     mask = _mask(b, stack, x, padding, causal) if prefix is None else _prefix_mask(b, x, prefix)
     bias = positions if isinstance(arch.positions, (nodes.ALiBi, nodes.Buckets)) else None
@@ -336,23 +356,33 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool) -> Unit:
         bias = layer_bucket_bias(b, stack, arch.positions, positions)
     heads = attend(b, arch, stack, q, k, v, kind, mask, padded=padding is not None, positions=positions, bias=bias)
     out = _output(b, arch, stack, heads, x, kind)
-    b.output(out if not stack.value_residual else (out, first))
+    b.output((out, first) if stack.value_residual else (out, *handed) if handed else out)
     if causal:
-        _self_attention_step(ctx, unit, stack)
-        _empty_cache(unit, stack)
+        _self_attention_step(ctx, unit, stack, role)
+        if role != READS:
+            _empty_cache(unit, stack)
     unit.reorder(MEMBERS)
     return unit
 
 
-def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
+def _shared_kv(b: Builder, stack: nodes.Stack, length) -> tuple[Node, Node]:
+    """The keys and values a READS layer attends with, (B, kv_heads, T, d): its method's last inputs."""
+    return (b.input("shared_k", ("batch", stack.key_value_heads, length, stack.d_k)),
+            b.input("shared_v", ("batch", stack.key_value_heads, length, stack.d_v)))
+
+
+def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack, role: str = "") -> None:
     """step(x, k, v[, rope]) -> (out, k, v): one new position per sentence; the keys and values of the
     positions before it arrive as the cache's k and v, and go back extended by the new ones (with a
-    sliding window, only the last `window` of them: the cache stays bounded)."""
+    sliding window, only the last `window` of them: the cache stays bounded). A READS layer's step(x, k, v[, rope])
+    -> out attends with the keys and values its HANDS layer's step returned (the new position's among them)."""
     arch = ctx.arch
     d, kvh = stack.d_model, stack.key_value_heads
     b = Builder(unit, "step", decoding=True)
     x = b.input("x", ("batch", 1, d))
-    if isinstance(stack.attention, nodes.Latent):  # its compressed cache: c^KV and k^R (attncomp.lower.cache)
+    if role == READS:
+        past_k, past_v = _shared_kv(b, stack, "cache_len")
+    elif isinstance(stack.attention, nodes.Latent):  # its compressed cache: c^KV and k^R (attncomp.lower.cache)
         past_k = b.input("past_latent", ("batch", 1, "cache_len", stack.attention.kv_rank))
         past_v = b.input("past_k_rope", ("batch", 1, "cache_len", stack.attention.rope_dims))
     else:
@@ -367,10 +397,13 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
         _latent_step(b, arch, stack, stack.attention, x, past_k, past_v, rope)
         return
     q = project_q(b, ctx, stack, stack.attention, x, rope)
-    k_new, v_new = project_kv(b, ctx, stack, stack.attention, x, d, rope)
-    v_new, first = _value_residual(b, stack, v_new, 1)
-    k = b.call(torch.cat, (past_k, k_new), 2, name="k")
-    v = b.call(torch.cat, (past_v, v_new), 2, name="v")
+    if role == READS:  # verify refuses share_kv with a window: the keys handed on are every key the query sees
+        k, v, first = past_k, past_v, None
+    else:
+        k_new, v_new = project_kv(b, ctx, stack, stack.attention, x, d, rope)
+        v_new, first = _value_residual(b, stack, v_new, 1)
+        k = b.call(torch.cat, (past_k, k_new), 2, name="k")
+        v = b.call(torch.cat, (past_v, v_new), 2, name="v")
     kept_k, kept_v = k, v
     if isinstance(stack.attention, nodes.Local):
         # the cache holds the last `window` keys at most, so k is the query's window: itself and the
@@ -390,7 +423,7 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack) -> None:
     heads = attend(b, arch, stack, q, seen_k, seen_v, stack.attention, positions=positions,
                    bias=positions if isinstance(arch.positions, nodes.ALiBi) else given_bias)
     out = _output(b, arch, stack, heads, x, stack.attention)
-    b.output((out, kept_k, kept_v) + ((first,) if stack.value_residual else ()))
+    b.output(out if role == READS else (out, kept_k, kept_v) + ((first,) if stack.value_residual else ()))
 
 
 def _value_residual(b: Builder, stack: nodes.Stack, v: Node, length) -> tuple[Node, Node | None]:

@@ -149,7 +149,8 @@ class _Counter:
         args = node.args[1:]
         if node.target is loops.each_layer_step:  # (x, caches, *inputs): each layer gets its own cache
             args = (args[0], None, *args[2:])
-        return sum(self.call(layer, method, args, sizes) for layer in layers.units)
+        sets = node.kwargs.get("share") or range(len(layers.units))  # a shared set computes once per layer using it
+        return sum(self.call(layers.units[s], method, args, sizes) for s in sets)
 
     def experts(self, unit: Unit, node: fx.Node, sizes: Sizes) -> int:
         """ops.mix_experts(experts, tokens, weights, chosen): each of N tokens runs its top_k experts."""

@@ -7,7 +7,8 @@ look at a whole entry point, and passes run on a whole program use it.
 
     call_module(child)              -> the child's forward graph, its members' paths prefixed
     call_method(child, name)        -> the child's method graph
-    loops.each_layer(_step, _cache) -> the layer's body once per layer, `layers.<i>.` prefixed
+    loops.each_layer(_step, _cache) -> the layer's body once per layer, `layers.<i>.` prefixed (with `share`,
+                                       `layers.<s>.`, s the layer's parameter set)
     getitem of a tuple an inlined body returned -> that element (no node)
 """
 
@@ -66,29 +67,40 @@ class _Inliner:
 
     def loop(self, fn, args: tuple, joins: dict) -> Any:
         (layers, path), *rest = args
-        units = layers.units
+        sets = joins.get("share") or range(len(layers.units))  # each layer's parameter set: its module's index
+        units = [layers.units[s] for s in sets]
         if fn is loops.each_layer:
             x, *inputs = rest
             x0, outputs, first = x, [], [None] if joins.get("value_residual") else []
+            n, kv = joins.get("share_kv"), []
             for i, layer in enumerate(units):
                 x = self._joined(i, len(units), x, x0, outputs, joins)
-                x = self.body(layer, "forward", [x, *inputs, *first], f"{path}.{i}.")
+                reads = n is not None and i % n != 0
+                x = self.body(layer, "forward", [x, *inputs, *first, *(kv if reads else ())], f"{path}.{sets[i]}.")
                 if first:
                     x, first[0] = x
+                elif n is not None and not reads:
+                    x, *kv = x
                 outputs.append(x)
             return x
         if fn is loops.each_layer_step:
             x, caches, *inputs = rest
             x0, outputs, new, first = x, [], [], [None] if joins.get("value_residual") else []
+            n, kv = joins.get("share_kv"), []
             for i, layer in enumerate(units):
                 cache = caches[i] if isinstance(caches, (tuple, list)) else \
                     self.graph.call_function(operator.getitem, (caches, i))
                 x = self._joined(i, len(units), x, x0, outputs, joins)
-                x, cache, *first = self.body(layer, "step", [x, cache, *inputs, *first], f"{path}.{i}.")
+                reads = n is not None and i % n != 0
+                x, cache, *first = self.body(layer, "step", [x, cache, *inputs, *first, *(kv if reads else ())],
+                                             f"{path}.{sets[i]}.")
+                if n is not None and not reads:
+                    own = self.graph.call_function(getattr, (cache, "self_attn"))
+                    kv = [self.graph.call_function(getattr, (own, "k")), self.graph.call_function(getattr, (own, "v"))]
                 outputs.append(x)
                 new.append(cache)
             return x, tuple(new)
-        return tuple(self.body(layer, "init_cache", list(rest), f"{path}.{i}.") for i, layer in enumerate(units))
+        return tuple(self.body(layer, "init_cache", list(rest), f"{path}.{sets[i]}.") for i, layer in enumerate(units))
 
     def _joined(self, i: int, layers: int, x: Any, x0: Any, outputs: list, joins: dict) -> Any:
         """Layer i's input with the connections across layers (ops.joined), where the loop has them."""

@@ -27,7 +27,7 @@ import torch
 from torch import fx
 
 from attncomp.ir import nodes
-from attncomp.lower.attention import cross_attention, self_attention
+from attncomp.lower.attention import HANDS, READS, cross_attention, self_attention
 from attncomp.lower.cache import KV, LayerCache
 from attncomp.lower.feed_forward import feed_forward
 from attncomp.lower.positions import (acts_on_scores, input_name, made_by_stack_in_step, position_input, rope_names,
@@ -173,43 +173,70 @@ def _described(stack: nodes.Stack, paper: str) -> str:
     return ", ".join(words[:-1]) + ", then " + words[-1]
 
 
-def _kind(stack: nodes.Stack, kind: str) -> tuple[str, str]:
-    """(class-name prefix, doc prefix) of a layer kind ("" is the stack's own layers)."""
+def _kind(stack: nodes.Stack, kind: str, role: str = "") -> tuple[str, str]:
+    """(class-name prefix, doc prefix) of a layer kind ("" is the stack's own layers), and its part in key/value
+    sharing (a READS layer's class is SharedKV...)."""
+    shared = "SharedKV" if role == READS else ""
+    reads = " that attends with an earlier layer's keys and values (share_kv)" if role == READS else ""
     if not kind:
-        return "", ""
-    return nodes.LayerKind(name=kind).class_prefix, f"A {kind} layer: "
+        return shared, f"A layer{reads}: " if reads else ""
+    return nodes.LayerKind(name=kind).class_prefix + shared, f"A {kind} layer{reads}: "
 
 
-def encoder_layer(ctx, stack: nodes.Stack, kind: str = "", bases: tuple = ()) -> Unit:
-    """forward(x, padding_mask[, positions])."""
+def encoder_layer(ctx, stack: nodes.Stack, kind: str = "", bases: tuple = (), role: str = "") -> Unit:
+    """forward(x, padding_mask[, positions]); with share_kv (`role`), HANDS returns (x, k, v) and READS takes
+    the k, v as its last inputs (attncomp.lower.loops)."""
     arch, length = ctx.arch, "src_len"
-    prefix, doc = _kind(stack, kind)
+    prefix, doc = _kind(stack, kind, role)
     unit = Unit(f"{prefix}EncoderLayer", (doc or "An encoder layer: ") + _described(stack, "self-attention"))
-    attn, ffn = ctx.unit(self_attention, stack, False), ctx.unit(feed_forward, stack)
+    attn, ffn = ctx.unit(self_attention, stack, False, role), ctx.unit(feed_forward, stack)
     b = Builder(unit, "forward")
     x = b.input("x", ("batch", length, stack.d_model))
     padding = b.input("padding_mask", ("batch", 1, 1, length))
     positions = position_input(b, arch, stack, length, length, bases)
     extra = () if positions is None else (positions,)
     first = _first_values(b, stack, length)
+    shared, handed = _kv_inputs(b, stack, role, length), []
     x = sublayers(b, ctx, stack, x, {
-        "attention": lambda m, h: _attended(b, b.sub(m, attn, "forward", h, padding, *extra, *first,
-                                                     name="attended", shape=h.meta["shape"]), first, h),
+        "attention": lambda m, h: _handed(b, _attended(b, b.sub(m, attn, "forward", h, padding, *extra, *first,
+                                                                *shared, name="attended", shape=h.meta["shape"]),
+                                                       first, h), handed, h, role),
         "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])})
-    b.output(x if not first else (x, first[1]))
+    b.output((x, first[1]) if first else (x, *handed) if handed else x)
     unit.reorder(_order(stack, False))
     return unit
 
 
-def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "", bases: tuple = ()) -> Unit:
+def _kv_inputs(b: Builder, stack: nodes.Stack, role: str, length) -> list:
+    """A READS layer's last inputs: the keys and values it attends with, [shared_k, shared_v]."""
+    if role != READS:
+        return []
+    return [b.input("shared_k", ("batch", stack.key_value_heads, length, stack.d_k)),
+            b.input("shared_v", ("batch", stack.key_value_heads, length, stack.d_v))]
+
+
+def _handed(b: Builder, out: Node, handed: list, h: Node, role: str) -> Node:
+    """A HANDS layer's self-attention returned (output, k, v): k and v are appended to `handed` for the layer to
+    return."""
+    if role != HANDS:
+        return out
+    out.meta.pop("shape", None)
+    handed += [b.item(out, 1, "k"), b.item(out, 2, "v")]
+    return b.item(out, 0, "attended", shape=h.meta.get("shape"))
+
+
+def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "", bases: tuple = (),
+                  role: str = "") -> Unit:
     """forward(x[, memory, padding_mask | prefix][, positions]), step(x, cache[, padding_mask][, rope]) and
-    init_cache(memory) (decoder-only: init_cache(like, batch): a tensor of the model's dtype and device)."""
+    init_cache(memory) (decoder-only: init_cache(like, batch): a tensor of the model's dtype and device).
+    With share_kv (`role`): HANDS's forward returns (x, k, v); READS's forward and step take the keys and values
+    as their last inputs, and its cache holds none (LayerCache(None, cross_attn))."""
     arch = ctx.arch
     cross = d_memory is not None
-    prefix, doc = _kind(stack, kind)
+    prefix, doc = _kind(stack, kind, role)
     unit = Unit(f"{prefix}DecoderLayer", (doc or "A decoder layer: ") + _described(
         stack, "causal self-attention" + (", attention over the encoder's output" if cross else "")))
-    attn, ffn = ctx.unit(self_attention, stack, True), ctx.unit(feed_forward, stack)
+    attn, ffn = ctx.unit(self_attention, stack, True, role), ctx.unit(feed_forward, stack)
     cross_attn = ctx.unit(cross_attention, stack, d_memory) if cross else None
     shape = ("batch", "tgt_len", stack.d_model)
     call = lambda target, method, *args: (  # noqa: E731 - a sublayer body: a child's method
@@ -223,21 +250,23 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "",
     prefix = (b.input("prefix", ("batch",)),) if stack.mask == "prefix" else ()  # a prefix LM's row lengths
     positions = position_input(b, arch, stack, "tgt_len", "tgt_len", bases)
     first += _first_values(b, stack, "tgt_len")
-    own = call(attn, "forward", *prefix, *(() if positions is None else (positions,)), *first[:1])
-    bodies = {"attention": lambda m, h: _attended(b, own(m, h), first, h),
+    shared, handed = _kv_inputs(b, stack, role, "tgt_len"), []
+    own = call(attn, "forward", *prefix, *(() if positions is None else (positions,)), *first[:1], *shared)
+    bodies = {"attention": lambda m, h: _handed(b, _attended(b, own(m, h), first, h), handed, h, role),
               "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])}
     if cross:
         bodies["cross_attention"] = call(cross_attn, "forward", memory, padding)
     x = sublayers(b, ctx, stack, x, bodies, cross, decoder=True)
-    b.output(x if not first else (x, first[1]))
+    b.output((x, first[1]) if first else (x, *handed) if handed else x)
 
-    _step(ctx, unit, stack, attn, cross_attn, ffn, bases)
-    _init_cache(unit, stack, attn, cross_attn, d_memory)
+    _step(ctx, unit, stack, attn, cross_attn, ffn, bases, role)
+    _init_cache(unit, stack, attn, cross_attn, d_memory, role)
     unit.reorder(_order(stack, cross))
     return unit
 
 
-def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | None, ffn: Unit, bases: tuple) -> None:
+def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | None, ffn: Unit, bases: tuple,
+          role: str = "") -> None:
     arch = ctx.arch
     b = Builder(unit, "step", decoding=True)
     x = b.input("x", ("batch", 1, stack.d_model))
@@ -250,11 +279,18 @@ def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | No
     elif made_by_stack_in_step(arch):
         rope = b.input(input_name(arch))
     first = _first_values(b, stack, 1)
-    own = b.field(cache, "self_attn")
-    past_k, past_v = b.field(own, "k"), b.field(own, "v")
+    shared = _kv_inputs(b, stack, role, "cache_len")
+    if shared:  # the keys and values of the layer that computes them, the new position's among them
+        past_k, past_v = shared
+    else:
+        own = b.field(cache, "self_attn")
+        past_k, past_v = b.field(own, "k"), b.field(own, "v")
     new: dict[str, Node] = {}
 
     def self_step(member: str, h: Node) -> Node:
+        if shared:
+            return b.sub(member, attn, "step", h, past_k, past_v, *(() if rope is None else (rope,)),
+                         name="attended", shape=h.meta.get("shape"))
         out = b.sub(member, attn, "step", h, past_k, past_v, *(() if rope is None else (rope,)), *first,
                     name="step")
         new["k"], new["v"] = b.item(out, 1, "k"), b.item(out, 2, "v")
@@ -271,7 +307,7 @@ def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | No
               "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])}
     x = sublayers(b, ctx, stack, x, bodies, cross_attn is not None, decoder=True)
     memory_kv = new.get("memory")
-    own_kv = b.call(KV, new["k"], new["v"], name="self_kv")
+    own_kv = None if shared else b.call(KV, new["k"], new["v"], name="self_kv")
     b.output((x, b.call(LayerCache, own_kv, memory_kv, name="cache"), *first[1:]))
 
 
@@ -293,7 +329,8 @@ def _attended(b: Builder, out: Node, first: list, h: Node) -> Node:
     return b.item(out, 0, "attended", shape=h.meta.get("shape"))
 
 
-def _init_cache(unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | None, d_memory: int | None) -> None:
+def _init_cache(unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | None, d_memory: int | None,
+                role: str = "") -> None:
     b = Builder(unit, "init_cache", decoding=True)
     if cross_attn is not None:  # the memory gives the batch size, dtype and device
         like = b.input("memory", ("batch", "src_len", d_memory))
@@ -301,8 +338,10 @@ def _init_cache(unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | N
     else:  # a tensor of the model's dtype and device, and the batch size
         like, batch = b.input("like"), b.input("batch")
         batch.meta["value"] = "batch"
-    empty = b.sub("self_attn", attn, "empty_cache", like, batch, name="empty")
-    own = b.call(KV, b.item(empty, 0, "k"), b.item(empty, 1, "v"), name="self_kv")
+    own = None  # a READS layer caches no keys and values of its own (share_kv)
+    if role != READS:
+        empty = b.sub("self_attn", attn, "empty_cache", like, batch, name="empty")
+        own = b.call(KV, b.item(empty, 0, "k"), b.item(empty, 1, "v"), name="self_kv")
     memory_kv = None
     if cross_attn is not None:
         kv = b.sub("cross_attn", cross_attn, "kv", like, name="memory_kv")

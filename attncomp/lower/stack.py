@@ -18,6 +18,7 @@ from torch import fx
 
 from attncomp.ir import nodes
 from attncomp.lower import loops, positions
+from attncomp.lower.attention import kv_role
 from attncomp.lower.layer import decoder_layer, encoder_layer
 from attncomp.lower.norms import apply_norm
 from attncomp.lower.units import Builder, Param, Unit, linear, sqrt_const
@@ -65,13 +66,26 @@ def _joins(b: Builder, stack: nodes.Stack) -> dict:
         joins["x0_weights"] = b.param("reinject_x0", Param((stack.layers - 1,), "zeros"))
     if stack.value_residual:  # each layer reads and hands on the first layer's values
         joins["value_residual"] = True
-    return joins
+    return {**joins, **_shared(stack), **_shared_kv(stack)}
 
 
 def _layer_list(ctx, stack: nodes.Stack, rule, *args) -> list[Unit]:
-    """One unit per layer kind (nodes.Stack.layer_plan), listed per layer: a kind is lowered once."""
+    """One unit per layer kind (nodes.Stack.layer_plan), listed per parameter set (per layer without `share`;
+    a set's layers are of one kind, its first layer's): a kind is lowered once."""
     bases = positions.rope_bases(ctx.arch, stack)
-    return [ctx.unit(rule, seen, *args, kind, bases) for kind, seen in stack.layer_plan(ctx.arch.positions)]
+    plan, sets = stack.layer_plan(ctx.arch.positions), stack.parameter_sets()
+    firsts = [sets.index(s) for s in range(max(sets) + 1)]
+    return [ctx.unit(rule, plan[i][1], *args, plan[i][0], bases, kv_role(stack, i)) for i in firsts]
+
+
+def _shared(stack: nodes.Stack) -> dict:
+    """The loops' `share`: the parameter set of each layer, where the stack shares them (attncomp.lower.loops)."""
+    return {} if isinstance(stack.share, nodes.NoSharing) else {"share": stack.parameter_sets()}
+
+
+def _shared_kv(stack: nodes.Stack) -> dict:
+    """The loops' `share_kv`, where layers share keys and values (attncomp.lower.loops)."""
+    return {} if stack.share_kv == 1 else {"share_kv": stack.share_kv}
 
 
 def encoder(ctx, stack: nodes.Stack) -> Unit:
@@ -134,6 +148,6 @@ def decoder(ctx, stack: nodes.Stack, d_memory: int | None) -> Unit:
     b = Builder(unit, "init_cache", decoding=True)
     inputs = (b.input("memory", ("batch", "src_len", d_memory)),) if cross else (b.input("like"), b.input("batch"))
     layers = b.layers("layers", _layer_list(ctx, stack, decoder_layer, d_memory))
-    b.output(b.call(loops.each_layer_cache, layers, *inputs, name="caches"))
+    b.output(b.call(loops.each_layer_cache, layers, *inputs, name="caches", **_shared(stack)))
     unit.reorder(MEMBERS)
     return unit

@@ -94,6 +94,9 @@ FAMILIES = {
                                                                        hidden_act="relu")),
     "electra": ("ElectraConfig", "ElectraForMaskedLM",
                 dict(ENCODER, embedding_size=32, type_vocab_size=2, pad_token_id=0)),
+    "albert": ("AlbertConfig", "AlbertForMaskedLM",  # 4 layers in 2 groups (share = groups(2)), embedding_size 16
+               dict(ENCODER, embedding_size=16, num_hidden_layers=4, num_hidden_groups=2, hidden_act="gelu_new",
+                    type_vocab_size=2, pad_token_id=0, bos_token_id=2, eos_token_id=3)),
     "distilbert": ("DistilBertConfig", "DistilBertForMaskedLM",
                    dict(vocab_size=VOCAB, dim=32, n_heads=4, hidden_dim=48, n_layers=2, max_position_embeddings=40,
                         dropout=0.0, attention_dropout=0.0, pad_token_id=0)),

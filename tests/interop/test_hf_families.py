@@ -113,10 +113,10 @@ def test_docs_interop_lists_every_family_imported_and_refused():
     assert not missing, f"docs/interop.md does not name {missing}"
     # Marian: test_marian_separate.py; Gemma 2 and 3 (eager attention only): test_hf_gemma2.py, test_hf_gemma3.py;
     # T5, mT5 and umT5: test_hf_t5.py; ModernBERT: test_hf_modernbert.py; BLOOM (its float32 softmax): test_hf_bloom.py;
-    # the mixtures of experts: test_hf_experts.py
+    # the mixtures of experts: test_hf_experts.py; ALBERT (shared layers): test_hf_albert.py
     tested = set(DECODER_ONLY + ENCODER_ONLY + SEQ2SEQ) | {"marian", "gemma2", "gemma3_text", "t5", "mt5", "umt5",
                                                           "modernbert", "bloom", "mixtral", "qwen2_moe", "qwen3_moe",
-                                                          "olmoe"}
+                                                          "olmoe", "albert"}
     assert tested == set(families.IMPORTED)
 
 

@@ -1,10 +1,11 @@
-"""Encoder-only families: BERT, RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT, ModernBERT (masked-LM heads)."""
+"""Encoder-only families: BERT, RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT, ModernBERT, ALBERT (masked-LM heads)."""
 
 from __future__ import annotations
 
-from attncomp.interop.families.common import (ACTIVATIONS, PER_TYPE_ROPE_SCALING, activation_of, periodic, rate,
-                                              rope_theta, tied)
+from attncomp.interop.families.common import (ACTIVATIONS, DECODER_ACTIVATIONS, PER_TYPE_ROPE_SCALING, activation_of,
+                                              periodic, rate, rope_theta, tied)
 from attncomp.errors import UsageError
+from attncomp.ir import nodes
 from attncomp.interop.mapping import FamilyEntry, Key, add_row, drop, slice_rows, special_ids, split_qkv, split_rows
 
 
@@ -326,3 +327,65 @@ MODERNBERT = FamilyEntry(
                        "layers from a start)")),
     prefix="model", config_of=_modernbert_config,
     folded="Wqkv split into q, k, v; Wi split into GeGLU's activated input (gate) and its multiplier (fc1)")
+
+
+# --- ALBERT: one layer's weights for every layer of a group, a factorised embedding ----------------------------
+
+
+def _albert_share(config) -> str | None:
+    """share: num_hidden_groups parameter sets, consecutive groups of num_hidden_layers / num_hidden_groups layers
+    (transformers: layer i runs group int(i / (layers / groups))); none where every layer has its own."""
+    groups, layers = config.num_hidden_groups, config.num_hidden_layers
+    if groups == layers:
+        return None
+    return "all" if groups == 1 else f"groups(size = {layers // groups})"
+
+
+def _albert_config(model) -> dict:
+    """An ALBERT config of a spec written by hand: BERT's values, embedding_size (d_embed, narrower than d_model:
+    ALBERT always projects it), num_hidden_groups (the stack's parameter sets) and one layer per group."""
+    values = _encoder_config(factorised=True)(model)
+    enc = model.encoder
+    if isinstance(enc.share, nodes.NoSharing):  # the same model without sharing is ELECTRA's: it exports as that
+        raise UsageError("no shared layers (share = all or groups(size); without them, ELECTRA's architecture)")
+    if model.d_embed is None or model.d_embed >= enc.d_model:
+        raise UsageError("no d_embed narrower than d_model (ALBERT's embedding_size, projected to hidden_size)")
+    return dict(values, num_hidden_groups=max(enc.parameter_sets()) + 1, inner_group_num=1,
+                **activation_of("hidden_act", DECODER_ACTIVATIONS).back(enc.activation))
+
+
+_ALBERT_LAYER = r"albert\.encoder\.albert_layer_groups\.(\d+)\.albert_layers\.0\."
+ALBERT = FamilyEntry(
+    "albert", "AlbertConfig", "AlbertForMaskedLM",
+    _encoder_only(head=lambda c: f"dense(activation = {DECODER_ACTIVATIONS[c.hidden_act]})", segments=_type_rows,
+                  d_embed=Key("embedding_size"), **{"encoder.activation": activation_of("hidden_act", DECODER_ACTIVATIONS),
+                                                    "encoder.share": _albert_share}),
+    tuple((_ALBERT_LAYER + theirs.replace(".", r"\.") + r"\.(weight|bias)", rf"encoder.layers.\1.{ours}.\2")
+          for theirs, ours in (
+        ("attention.query", "self_attn.q_proj"), ("attention.key", "self_attn.k_proj"),
+        ("attention.value", "self_attn.v_proj"), ("attention.dense", "self_attn.o_proj"),
+        ("attention.LayerNorm", "self_attn_norm"), ("ffn", "ffn.fc1"), ("ffn_output", "ffn.fc2"),
+        ("full_layer_layer_norm", "ffn_norm"))) + (
+        (r"albert\.embeddings\.position_embeddings\.weight", "encoder.pos.weight"),
+        (r"albert\.embeddings\.token_type_embeddings\.weight", "segment_embed.weight"),
+        (r"albert\.embeddings\.LayerNorm\.(weight|bias)", r"encoder.embed_norm.\1"),
+        (r"albert\.encoder\.embedding_hidden_mapping_in\.(weight|bias)", r"encoder.embed_proj.\1"),
+        (r"predictions\.dense\.(weight|bias)", r"head.dense.\1"),
+        (r"predictions\.LayerNorm\.(weight|bias)", r"head.norm.\1")),
+    _masked_lm_embeddings("albert.embeddings.word_embeddings.weight", "predictions.decoder.weight",
+                          ("predictions.bias", "predictions.decoder.bias")),
+    _BERT_DROPPED, (),
+    refuse=((lambda c: c.hidden_act not in DECODER_ACTIVATIONS,
+             lambda c: f"hidden_act {c.hidden_act!r} (attncomp's encoders and dense head have "
+                       f"{', '.join(DECODER_ACTIVATIONS)})"),
+            (lambda c: c.inner_group_num != 1,
+             lambda c: f"inner_group_num {c.inner_group_num} (each parameter set is one layer: inner_group_num 1)"),
+            (lambda c: c.num_hidden_layers % c.num_hidden_groups != 0,
+             lambda c: f"num_hidden_groups {c.num_hidden_groups} not dividing num_hidden_layers "
+                       f"{c.num_hidden_layers} (share = groups(size) needs equal groups)"),
+            (lambda c: c.embedding_size >= c.hidden_size,
+             lambda c: f"embedding_size {c.embedding_size} not below hidden_size {c.hidden_size} (d_embed is "
+                       "projected to d_model only where it is narrower)"),
+            _ABSOLUTE),
+    prefix="albert", config_of=_albert_config,
+    folded="each of num_hidden_groups layer groups is one parameter set: albert_layer_groups.g is encoder.layers.g")
