@@ -129,8 +129,9 @@ class Differential(Node):
     layer's depth l in its stack, counting from 1 (the paper's)."""
 
     kind: Literal["differential"] = "differential"
-    lambda_init: Annotated[float, Field(ge=-1e6, le=1e6)] | None = Field(
-        None, json_schema_extra=BY_NAME, description="a fixed lambda_init (unset: by the layer's depth)")
+    lambda_init: Annotated[float, Field(ge=0.0, lt=1.0)] | None = Field(
+        None, json_schema_extra=BY_NAME, description="a fixed lambda_init in [0, 1), so (1 - lambda_init) > 0 "
+                                                     "(unset: by the layer's depth, the paper's 0.2 to 0.8)")
 
     @staticmethod
     def by_depth(depth: int) -> float:

@@ -230,6 +230,7 @@ def test_canonical_text_writes_it_only_where_set_and_old_hashes_stay():
     ("scaled_dot(normalizer = sigmoid(bias = -1)) d_k = 7", None),  # an odd d_k is fine for sigmoid
     ("scaled_dot(normalizer = differential) d_k = 7", "d_k = 7 in the decoder is odd"),
     ("scaled_dot(normalizer = differential(lambda = 0.5))", 'no argument "lambda"'),
+    ("scaled_dot(normalizer = differential(lambda_init = 1))", "lambda_init must be less than 1"),
     ("additive(normalizer = differential)", "normalizer"),
     ("scaled_dot(normalizer = softmax(bias = 1))", "softmax"),
 ])
