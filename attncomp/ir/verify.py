@@ -209,7 +209,8 @@ def _rope(spec: nodes.Spec) -> None:
         d_k = stack.d_k // 2 if halved else stack.d_k  # differential attention rotates each half
         dims = rope.fraction * d_k
         if abs(dims - rope.dims(d_k)) > 1e-9 or rope.dims(d_k) % 2 or rope.dims(d_k) == 0:
-            raise SpecError(f"rope rotates pairs of dims, but fraction * d_k = {rope.fraction} * {d_k} = "
+            width = f"d_k / 2 = {rope.fraction} * {d_k}" if halved else f"d_k = {rope.fraction} * {d_k}"
+            raise SpecError(f"rope rotates pairs of dims, but fraction * {width} = "
                             f"{dims:g} in the {name} is not a positive even number",
                             spec.span("model", "positions"), hint="choose a fraction that leaves an even count")
 

@@ -252,6 +252,7 @@ def test_bad_combinations_are_located_errors(attention, needle):
      "differential attention cannot be latent"),
     ("positions = rope", "scaled_dot(normalizer = differential)\n  layer last { start = 2  attention = scaled_dot }",
      "cannot change whether the decoder's attention is differential with rope"),
+    ("positions = rope  d_k = 6", "scaled_dot(normalizer = differential)", "fraction * d_k / 2 = 1.0 * 3 = 3"),
 ])
 def test_combinations_across_keys_are_located_errors(positions, attention, needle):
     with pytest.raises(SpecError) as err:
