@@ -37,6 +37,7 @@ class AttentionReport:
     backends: dict[str, str] = field(default_factory=dict)  # backend -> "yes" or the reason why not
     grouping: str = ""  # "multi-head (8 heads)", "grouped-query: 8 query heads over 2 key/value heads ...", ...
     kernel: str = ""  # "sdpa", "flex" or "explicit", and why
+    calls: int = 1  # kernel calls per layer: 2 for a differential attention (its two maps)
 
 
 @dataclass
@@ -145,24 +146,29 @@ def layer_kinds(spec: nodes.Spec) -> list[dict]:
 def recorded(graph: fx.Graph) -> dict:
     """What the lowering and fuse_attention recorded of a graph's attention (`meta["attention"]`: its mask,
     and its kernel, the reason and whether SDPA took enable_gqa), fuse_attention's default where it did not run."""
-    (record,) = [n.meta["attention"] for n in graph.nodes if "attention" in n.meta]
-    return {"kernel": "explicit", "reason": "fuse_attention not run", "grouped": False, **record}
+    records = [n.meta["attention"] for n in graph.nodes if "attention" in n.meta]
+    assert len(records) in (1, 2), records  # two: a differential attention's maps, alike but their masks' nodes
+    return {"kernel": "explicit", "reason": "fuse_attention not run", "grouped": False, **records[0]}
 
 
 def attention_report(model: CompiledModel) -> list[AttentionReport]:
     """One row per attention unit of each stack, read from its training graph (`forward`)."""
     rows = []
     for stack_name, role, unit, layers, stack in _attention_sites(model):
-        kind = stack.attention.kind if role == "self_attn" else stack.cross_attention.kind
+        attention = stack.attention if role == "self_attn" else stack.cross_attention
+        normalizer = getattr(attention, "normalizer", nodes.Softmax())
+        kind = attention.kind if isinstance(normalizer, nodes.Softmax) else f"{attention.kind} ({normalizer.kind})"
         record = recorded(unit.methods["forward"].graph)
         kernel, mask = record["kernel"], record["mask"]
         cla = "CLA " if unit.name.startswith("SharedKV") else ""  # share_kv: the layers that read keys and values
         site = f"{stack_name} {cla}self-attention" if role == "self_attn" else "encoder-decoder attention"
-        backends = _flex_backends(stack.d_k, stack.d_v) if kernel == "flex" else _gqa_backends(
-            _backends(kind if kernel == "sdpa" else "additive", mask, stack.d_k, stack.d_v), record["grouped"])
+        calls = 2 if isinstance(normalizer, nodes.Differential) else 1  # a differential map's q and k: d_k / 2
+        backends = _flex_backends(stack.d_k // calls, stack.d_v) if kernel == "flex" else _gqa_backends(
+            _backends(kind if kernel == "sdpa" else "additive", mask, stack.d_k // calls, stack.d_v),
+            record["grouped"])
         rows.append(AttentionReport(site, layers, kind, kernel != "explicit", mask, stack.d_k, stack.d_v, backends,
                                     grouping(stack.heads, stack.key_value_heads, record["grouped"]),
-                                    f"{kernel}: {record['reason']}"))
+                                    f"{kernel}: {record['reason']}", calls))
     return rows
 
 
@@ -186,7 +192,7 @@ def build_report(model: CompiledModel) -> BuildReport:
     attention = attention_report(model)
     return BuildReport(
         name=model.spec.model.name, hash=ir.spec_hash(model.spec), params=params, params_by_component=by,
-        flops_per_token=flops, fused_attention=sum(a.layers for a in attention if a.fused),
+        flops_per_token=flops, fused_attention=sum(a.layers * a.calls for a in attention if a.fused),
         attention=attention, layer_kinds=layer_kinds(model.spec), expect=expect,
         expect_ok=all(r["ok"] for r in expect),
     )
@@ -206,7 +212,7 @@ def format_report(report: BuildReport) -> str:
     if any(row["kind"] != row["stack"] for row in report.layer_kinds):  # a stack of several layer kinds
         lines.append("  layer kinds     " + ", ".join(f"{r['stack']}: {r['layers']} x {r['kind']}"
                                                         for r in report.layer_kinds))
-    flex = sum(a.layers for a in report.attention if a.kernel.startswith("flex"))
+    flex = sum(a.layers * a.calls for a in report.attention if a.kernel.startswith("flex"))
     lines.append(f"  fused attention {report.fused_attention - flex} scaled_dot_product_attention calls in forward"
                  + (f", {flex} flex_attention" if flex else ""))
     for a in report.attention:

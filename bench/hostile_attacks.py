@@ -421,10 +421,11 @@ def workers(root: Path, f: Files, g: Files) -> list[Case]:
 
 from bench.hostile_imports import imports  # noqa: E402 - issue 23's categories, in files of their own
 from bench.hostile_hardening import hardening  # noqa: E402 - issue 43's categories
+from bench.hostile_normalizers import normalizers  # noqa: E402 - issue 42's normalisers
 from bench.hostile_special import special_ids  # noqa: E402
 from bench.hostile_sharing import sharing  # noqa: E402 - issue 42's sharing across layers
 from bench.hostile_surfaces import SURFACES  # noqa: E402
 from bench.hostile_prefix import prefix_lm  # noqa: E402 - issue 42's prefix-LM category
 
 ALL = [spec_files, extends, spec_text, codegen, checkpoints, run_dirs, data_dirs, options, outputs, inputs, workers,
-       *SURFACES, imports, special_ids, hardening, prefix_lm, sharing]
+       *SURFACES, imports, special_ids, hardening, prefix_lm, sharing, normalizers]

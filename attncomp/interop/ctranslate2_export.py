@@ -99,6 +99,8 @@ def check_supported(spec: nodes.Spec) -> None:
         kinds = [stack.attention] + ([stack.cross_attention] if isinstance(stack, nodes.DecoderSpec) else [])
         if any(not isinstance(k, nodes.ScaledDot) for k in kinds):
             problems.append(f"model.{name}: only scaled_dot attention")
+        problems += [f"model.{name}: normalizer = {_written(k.normalizer)} (only softmax)" for k in kinds
+                     if isinstance(k, nodes.ScaledDot) and not isinstance(k.normalizer, nodes.Softmax)]
         if stack.d_k * stack.heads != stack.d_model or stack.d_v * stack.heads != stack.d_model:
             problems.append(f"model.{name}: d_k and d_v must be d_model / heads")
     if model.encoder and model.decoder and (model.encoder.heads != model.decoder.heads or

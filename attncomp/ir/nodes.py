@@ -8,6 +8,7 @@ the name a spec writes: `positions = learned(max_len = 512)` is `Learned(kind="l
 from __future__ import annotations
 
 import keyword
+import math
 import re
 from typing import Annotated, Literal, Optional, Union
 
@@ -94,6 +95,53 @@ Scale = Annotated[Union[RsqrtDk, NoScale, ScaleBy], Field(discriminator="kind")]
 Cap = Annotated[float, Field(ge=0.0, le=1e6)]
 
 
+class Softmax(Node):
+    """The paper's weights: softmax over the keys of each query."""
+
+    kind: Literal["softmax"] = "softmax"
+
+
+class Sigmoid(Node):
+    """Sigmoid attention (Ramapuram et al. 2024): weights sigmoid(s + b) per key, no normalisation across the
+    keys; a hidden key weighs 0. b is a number (`bias`), or -log n for a length n the spec writes (`length`),
+    never the sentence's own length, so that decoding one position at a time equals the whole forward."""
+
+    kind: Literal["sigmoid"] = "sigmoid"
+    bias: Annotated[float, Field(ge=-1e6, le=1e6)] | None = Field(None, json_schema_extra=BY_NAME,
+                                                                   description="b, a number")
+    length: Count | None = Field(None, json_schema_extra=BY_NAME, description="n, with b = -log n (the paper's)")
+
+    @model_validator(mode="after")
+    def _one_bias(self) -> "Sigmoid":
+        if (self.bias is None) == (self.length is None):
+            raise ValueError("sigmoid takes exactly one of bias = B (b = B) or length = n (b = -log n)")
+        return self
+
+    @property
+    def b(self) -> float:
+        return self.bias if self.bias is not None else -math.log(self.length)
+
+
+class Differential(Node):
+    """Differential attention (Ye et al. 2024, DIFF Transformer): each head's q and k split into halves,
+    (softmax(q1 k1^T s) - lambda softmax(q2 k2^T s)) v, lambda = exp(lq1 . lk1) - exp(lq2 . lk2) + lambda_init,
+    then the head's RMSNorm times (1 - lambda_init). lambda_init unset: 0.8 - 0.6 exp(-0.3 (l - 1)) for the
+    layer's depth l in its stack, counting from 1 (the paper's)."""
+
+    kind: Literal["differential"] = "differential"
+    lambda_init: Annotated[float, Field(ge=0.0, lt=1.0)] | None = Field(
+        None, json_schema_extra=BY_NAME, description="a fixed lambda_init in [0, 1), so (1 - lambda_init) > 0 "
+                                                     "(unset: by the layer's depth, the paper's 0.2 to 0.8)")
+
+    @staticmethod
+    def by_depth(depth: int) -> float:
+        """The paper's lambda_init of the layer at `depth` (1 for the first)."""
+        return 0.8 - 0.6 * math.exp(-0.3 * (depth - 1))
+
+
+Normalizer = Annotated[Union[Softmax, Sigmoid, Differential], Field(discriminator="kind")]
+
+
 class DotProduct(Node):
     """The parts of a dot-product attention, one description that every dot-product kind (scaled_dot, local,
     latent) embeds after its own keys, each part at the paper's meaning by default: the score scale,
@@ -116,6 +164,9 @@ class DotProduct(Node):
     temperature: bool = Field(False, json_schema_extra=LATER,
                               description="a learned temperature per head, `heads` values multiplying q . k (1 at "
                                           "initialisation)")
+    normalizer: Normalizer = Field(Softmax(), json_schema_extra=LATER,
+                                   description="how scores become weights: softmax (the paper), sigmoid(bias = B | "
+                                               "length = n) (Ramapuram et al. 2024) or differential (Ye et al. 2024)")
 
 
 # A dot-product kind is `class Kind(DotProduct, _KindKeys)`: its own keys (in _KindKeys) come first in its
@@ -512,6 +563,19 @@ class _LayerKindPlace(Node):
         return {k: getattr(self, k) for k in LAYER_KEYS if getattr(self, k) is not None}
 
 
+def _at_depth(layer: "Stack", depth: int) -> "Stack":
+    """A layer with its differential attentions' lambda_init resolved where the spec left it to the depth (the
+    paper's 0.8 - 0.6 exp(-0.3 (depth - 1))): so layers at different depths differ, each lowered on its own."""
+    changes = {}
+    for key in ("attention", "cross_attention"):
+        attention = getattr(layer, key, None)
+        normalizer = getattr(attention, "normalizer", None)
+        if isinstance(normalizer, Differential) and normalizer.lambda_init is None:
+            resolved = Differential(lambda_init=Differential.by_depth(depth))
+            changes[key] = attention.model_copy(update={"normalizer": resolved})
+    return layer.model_copy(update=changes) if changes else layer
+
+
 class Stack(Node):
     """N identical layers: self-attention (and, in a decoder, cross-attention), then a feed-forward net."""
 
@@ -601,7 +665,7 @@ class Stack(Node):
             layer = self._resolved(self.model_copy(update={**changes, "layer": ()}), positions)
             for i in kind.indices(self.layers):
                 plan[i] = (kind.name, layer)
-        return plan
+        return [(name, _at_depth(layer, i + 1)) for i, (name, layer) in enumerate(plan)]
 
     def parameter_sets(self) -> tuple[int, ...]:
         """For each layer index, the index of the parameter set it uses (`share`): 0, 1, ..., L-1 without sharing.

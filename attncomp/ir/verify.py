@@ -205,9 +205,12 @@ def _rope(spec: nodes.Spec) -> None:
             continue
         if isinstance(stack.attention, nodes.Latent):  # it rotates its rope_dims (_latent)
             continue
-        dims = rope.fraction * stack.d_k
-        if abs(dims - rope.dims(stack.d_k)) > 1e-9 or rope.dims(stack.d_k) % 2 or rope.dims(stack.d_k) == 0:
-            raise SpecError(f"rope rotates pairs of dims, but fraction * d_k = {rope.fraction} * {stack.d_k} = "
+        halved = isinstance(getattr(stack.attention, "normalizer", None), nodes.Differential)
+        d_k = stack.d_k // 2 if halved else stack.d_k  # differential attention rotates each half
+        dims = rope.fraction * d_k
+        if abs(dims - rope.dims(d_k)) > 1e-9 or rope.dims(d_k) % 2 or rope.dims(d_k) == 0:
+            width = f"d_k / 2 = {rope.fraction} * {d_k}" if halved else f"d_k = {rope.fraction} * {d_k}"
+            raise SpecError(f"rope rotates pairs of dims, but fraction * {width} = "
                             f"{dims:g} in the {name} is not a positive even number",
                             spec.span("model", "positions"), hint="choose a fraction that leaves an even count")
 
@@ -253,6 +256,41 @@ def _latent(spec: nodes.Spec) -> None:
         if own.clip_qkv:
             raise SpecError("latent attention takes no clip_qkv: its keys and values have no projection of their own "
                             "to clip (they come from the latent)", where)
+
+
+def _normalizer(spec: nodes.Spec) -> None:
+    """How an attention turns scores into weights: sigmoid takes no sinks (a softmax's extra column);
+    differential attention halves each head's q and k (an even d_k), takes no latent attention (its keys carry a
+    shared rotary part) and no relative positions (their value term reads one map of weights), and with rope a
+    stack's layers are all differential or none (the stack makes one rotary table, d_k / 2 wide for them)."""
+    for name, stack in (("encoder", spec.model.encoder), ("decoder", spec.model.decoder)):
+        if stack is None:
+            continue
+        for key in ("attention", "cross_attention"):
+            attention = getattr(stack, key, None)
+            normalizer = getattr(attention, "normalizer", None)
+            where = spec.span("model", name, key)
+            if isinstance(normalizer, nodes.Sigmoid) and attention.sinks:
+                raise SpecError("sigmoid attention takes no sinks: a sink is one more column of a softmax, and sigmoid "
+                                "weights are not normalised over the keys", where, hint="drop sinks = true")
+            if not isinstance(normalizer, nodes.Differential):
+                continue
+            if isinstance(attention, nodes.Latent):
+                raise SpecError("differential attention cannot be latent: its halves of q and k would split the "
+                                "latent's keys from their shared rotary part", where)
+            if stack.d_k % 2:
+                raise SpecError(f"differential attention splits each head's q and k into two halves, but d_k = "
+                                f"{stack.d_k} in the {name} is odd", where, hint="choose heads or d_k for an even d_k")
+            if isinstance(spec.model.positions, nodes.Relative):
+                raise SpecError("differential attention takes no relative positions: their value term reads one map "
+                                "of weights, and it has two", spec.span("model", "positions"))
+        own = isinstance(getattr(stack.attention, "normalizer", None), nodes.Differential)
+        for kind in stack.layer:
+            if isinstance(spec.model.positions, nodes.Rope) and kind.attention is not None and \
+                    isinstance(getattr(kind.attention, "normalizer", None), nodes.Differential) != own:
+                raise SpecError(f"layer {kind.name} cannot change whether the {name}'s attention is differential with "
+                                "rope: the stack makes one rotary table, d_k / 2 wide for differential attention",
+                                spec.span("model", name, "layer", kind.name, "attention"))
 
 
 def _rope_base(spec: nodes.Spec) -> None:
@@ -542,11 +580,11 @@ def _kv_sharing(spec: nodes.Spec, name: str, stack: nodes.Stack, where) -> None:
 STACKS_NAMED = ("encoder", "decoder")  # the build report's name of a stack's own layers
 RULES = (_stacks, _tie, _vocab, _embeddings, _attention, _positions, _checkpoint, _validation, _schedule, _local_window,
          _relative_scores, _mlm, _kv_heads, _rope, _latent, _normalization, _block, _sublayers, _rope_base,
-         _rope_scaling, _ffn, _residual_stream, _connections, _prefix_mask,
+         _rope_scaling, _ffn, _residual_stream, _connections, _prefix_mask, _normalizer,
          _layer_kinds, _sharing)
 # the rules a layer kind's view of its stack must keep too
 STACK_RULES = (_attention, _local_window, _relative_scores, _kv_heads, _rope, _normalization, _block, _sublayers,
-               _rope_base, _rope_scaling, _ffn, _residual_stream)
+               _rope_base, _rope_scaling, _ffn, _residual_stream, _normalizer)
 
 
 def verify(spec: nodes.Spec) -> nodes.Spec:

@@ -59,7 +59,8 @@ Node = fx.Node
 NAMES = {"self": "SelfAttention", "causal": "CausalSelfAttention", "cross": "CrossAttention"}
 MEMBERS = ("q_proj", "k_proj", "v_proj", "q_down_proj", "q_latent_norm", "q_up_proj", "kv_down_proj", "kv_latent_norm",
            "kv_up_proj", "o_proj", "gate_proj", "q_norm", "k_norm", "energy", "sinks", "temperature", "relative_k",
-           "relative_v", "relative_bias", "value_weights")  # registration order
+           "relative_v", "relative_bias", "value_weights", "lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2",
+           "head_norm")  # registration order
 
 
 def split_heads(b: Builder, x: Node, heads: int, dim: int, name: str) -> Node:
@@ -115,14 +116,25 @@ def project_kv(b: Builder, ctx, stack: nodes.Stack, kind: nodes.Attention, sourc
     k = _project(b, "k", source, stack, stack.key_value_heads, stack.d_k, d_in, ctx, kind)
     v = _project(b, "v", source, stack, stack.key_value_heads, stack.d_v, d_in, ctx, kind)
     if rope is not None:
-        k = b.call(ops.rotate, k, rope, name="k")
+        k = _rotated(b, k, rope, stack, kind, "k")
     return k, v
 
 
 def project_q(b: Builder, ctx, stack: nodes.Stack, kind: nodes.Attention, x: Node,
               rope: Node | None = None) -> Node:
     q = _project(b, "q", x, stack, stack.heads, stack.d_k, stack.d_model, ctx, kind)
-    return q if rope is None else b.call(ops.rotate, q, rope, name="q")
+    return q if rope is None else _rotated(b, q, rope, stack, kind, "q")
+
+
+def _rotated(b: Builder, x: Node, rope: Node, stack: nodes.Stack, kind: nodes.Attention, role: str) -> Node:
+    """q or k rotated; a differential attention's each half on its own (its two maps are two attentions, and
+    the table is d_k / 2 wide: positions.rotary_dims), as the paper's code rotates them."""
+    if not isinstance(parts_of(kind).normalizer, nodes.Differential):
+        return b.call(ops.rotate, x, rope, name=role)
+    half = stack.d_k // 2
+    parts = b.call(torch.split, x, (half, half), -1, name=role)
+    halves = tuple(b.call(ops.rotate, b.item(parts, i, f"{role}{i + 1}"), rope, name=f"{role}{i + 1}") for i in (0, 1))
+    return b.call(torch.cat, halves, -1, name=role)
 
 
 def _rotated_tail(b: Builder, x: Node, kind: nodes.Latent, rope: Node, role: str) -> Node:
@@ -213,7 +225,11 @@ def _temperature(b: Builder, kind: nodes.Attention, q: Node, heads: int) -> Node
 
 
 def _weights(b: Builder, kind: nodes.Attention, s: Node, heads: int) -> Node:
-    """softmax over the keys; with sinks, over the keys and one learned logit per head (gpt-oss)."""
+    """softmax over the keys; with sinks, over the keys and one learned logit per head (gpt-oss); sigmoid(s + b)
+    per key with `normalizer = sigmoid` (Ramapuram et al. 2024: no normalisation across the keys)."""
+    normalizer = parts_of(kind).normalizer
+    if isinstance(normalizer, nodes.Sigmoid):  # (verify refuses sinks beside it)
+        return b.call(ops.sigmoid_weights, s, normalizer.b, name="weights")
     if not parts_of(kind).sinks:
         return b.call(torch.softmax, s, -1, name="weights")
     sinks = b.param("sinks", Param((heads,), "zeros"), name="sinks")
@@ -231,10 +247,22 @@ def _mask_name(arch: nodes.ModelSpec, mask: Node | None, relative: bool, bias: N
 def attend(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: Node, v: Node,
            kind: nodes.Attention, mask: Node | None = None, padded: bool = False, positions: Node | None = None,
            bias: Node | None = None) -> Node:
-    """softmax(hide(scores + bias, mask)) @ v, explicitly. `padded`: the mask may hide every key of a
-    query (it has padding), whose weights are then defined as 0. `positions`: relative-position indices
-    (their logit and value terms); `bias`: a float bias on the scores (ALiBi, T5's buckets)."""
-    s = scores(b, _temperature(b, kind, q, stack.heads), k, kind, stack.d_k)
+    """softmax(hide(scores + bias, mask)) @ v, explicitly (or the normaliser's weights for softmax's). `padded`:
+    the mask may hide every key of a query (it has padding), whose weights are then defined as 0. `positions`:
+    relative-position indices (their logit and value terms); `bias`: a float bias on the scores (ALiBi, T5's
+    buckets). A differential attention is two such maps (`_differential`)."""
+    q = _temperature(b, kind, q, stack.heads)
+    if isinstance(parts_of(kind).normalizer, nodes.Differential):
+        return _differential(b, arch, stack, q, k, v, kind, mask, padded, bias)
+    return _one_map(b, arch, stack, q, k, v, kind, mask, padded, positions, bias)
+
+
+def _one_map(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: Node, v: Node,
+             kind: nodes.Attention, mask: Node | None, padded: bool, positions: Node | None, bias: Node | None,
+             differential: bool = False) -> Node:
+    """weights(hide(scores + bias, mask)) @ v; `differential`: one of a differential attention's two maps, q and
+    k d_k / 2 wide."""
+    s = scores(b, q, k, kind, stack.d_k // 2 if differential else stack.d_k)
     relative = isinstance(arch.positions, nodes.Relative) and positions is not None
     if relative:
         s = b.call(torch.add, s, bias_logits(b, arch, stack, q, positions), name="scores")
@@ -245,13 +273,51 @@ def attend(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: No
     weights = _weights(b, kind, s, stack.heads)
     # fuse_attention adds its kernel and reason here (it moves to the kernel's node); the build report reads it
     weights.meta["attention"] = {"mask": _mask_name(arch, mask, relative, bias)}
+    if differential:
+        weights.meta["attention"]["normalizer"] = "differential"
     if padded:
         weights = b.call(ops.zero_rows, weights, mask, name="weights")
     weights = b.dropout(weights, arch.dropout.attention, name="weights")
     out = b.call(torch.matmul, weights, v, name="heads")
-    if isinstance(arch.positions, nodes.Relative) and positions is not None:
+    if relative:
         out = relative_values(b, arch, stack, weights, out, positions)
     return out
+
+
+LAMBDAS = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")
+
+
+def _halves(b: Builder, x: Node, half: int, role: str) -> tuple[Node, Node]:
+    """A head's q or k (B, h, T, d_k) as its two halves, (B, h, T, d_k / 2) each: q1 and q2, k1 and k2."""
+    parts = b.call(torch.split, x, (half, half), -1, name=role)
+    return b.item(parts, 0, f"{role}1"), b.item(parts, 1, f"{role}2")
+
+
+def _own_mask(b: Builder, mask: Node | None) -> Node | None:
+    """The mask made again for the second map, so each map's kernel sees a causal or band mask of its own
+    (an input, or nothing, is read as it is)."""
+    if mask is None or mask.op != "call_function":
+        return mask
+    return b.graph.node_copy(mask)
+
+
+def _differential(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: Node, v: Node,
+                  kind: nodes.DotProduct, mask: Node | None, padded: bool, bias: Node | None) -> Node:
+    """Differential attention (Ye et al. 2024): (softmax(q1 k1^T s) - lambda softmax(q2 k2^T s)) v, each map an
+    attention of its own (its kernel chosen alone), lambda = exp(lq1 . lk1) - exp(lq2 . lk2) + lambda_init
+    (ops.differential_lambda; lq1 ... lk2 d_k / 2 wide, shared by the heads), then each head's RMSNorm over its
+    d_v (`head_norm`, one gain shared by the heads) times (1 - lambda_init)."""
+    half, init = stack.d_k // 2, kind.normalizer.lambda_init
+    if init is None:
+        raise ValueError("differential attention's lambda_init is resolved per layer (nodes.Stack.layer_plan)")
+    (q1, q2), (k1, k2) = _halves(b, q, half, "q"), _halves(b, k, half, "k")
+    first = _one_map(b, arch, stack, q1, k1, v, kind, mask, padded, None, bias, differential=True)
+    second = _one_map(b, arch, stack, q2, k2, v, kind, _own_mask(b, mask), padded, None, bias, differential=True)
+    lambdas = [b.param(name, Param((half,), "normal")) for name in LAMBDAS]
+    lam = b.call(ops.differential_lambda, *lambdas, init, name="lambda_full", shape=())
+    heads = b.call(torch.sub, first, b.call(torch.mul, second, lam, name="heads"), name="heads")
+    heads = b.leaf("head_norm", norm("rmsnorm", stack.d_v, arch.norm_eps), heads, name="heads")
+    return b.call(torch.mul, heads, 1 - init, name="heads")
 
 
 def _output(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, heads: Node, x: Node,

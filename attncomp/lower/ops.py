@@ -266,6 +266,18 @@ def sink_softmax(scores: Tensor, sinks: Tensor) -> Tensor:
     return torch.softmax(torch.cat((scores, column), dim=-1), -1)[..., :-1]
 
 
+def sigmoid_weights(scores: Tensor, bias: float) -> Tensor:
+    """Sigmoid attention's weights (Ramapuram et al. 2024): sigmoid(s + b) for each key on its own, not
+    normalised across the keys; a hidden key's score is -inf, so it weighs 0."""
+    return torch.sigmoid(scores + bias)
+
+
+def differential_lambda(lambda_q1: Tensor, lambda_k1: Tensor, lambda_q2: Tensor, lambda_k2: Tensor,
+                        lambda_init: float) -> Tensor:
+    """Differential attention's lambda (Ye et al. 2024): exp(lq1 . lk1) - exp(lq2 . lk2) + lambda_init."""
+    return torch.exp(torch.dot(lambda_q1, lambda_k1)) - torch.exp(torch.dot(lambda_q2, lambda_k2)) + lambda_init
+
+
 def flex_runs(*tensors: Tensor | None) -> bool:
     """Whether FlexAttention can serve a call on these tensors: not on the CPU where a gradient is wanted
     (its backward has no CPU kernel), so CPU training takes the explicit form (flex_attend's rule)."""

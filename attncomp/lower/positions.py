@@ -54,9 +54,11 @@ def _input_shape(arch: nodes.ModelSpec, stack: nodes.Stack, q_len, k_len) -> tup
 
 def rotary_dims(arch: nodes.ModelSpec, stack: nodes.Stack) -> int:
     """How many of a head's query/key dims the rotary table turns: a latent attention's decoupled rope_dims,
-    else rope's fraction of d_k."""
+    else rope's fraction of d_k (of d_k / 2 for differential attention, whose halves turn each on their own)."""
     if isinstance(stack.attention, nodes.Latent):
         return stack.attention.rope_dims
+    if isinstance(getattr(stack.attention, "normalizer", None), nodes.Differential):  # each half of q and k rotated on its own
+        return arch.positions.dims(stack.d_k // 2)
     return arch.positions.dims(stack.d_k)
 
 

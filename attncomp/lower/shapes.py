@@ -279,7 +279,7 @@ RULES: dict[Any, Callable[[tuple, dict], Shape | None]] = {
     ops.alibi_bias: _alibi,
     ops.relative_positions: _relative_positions, ops.additive_mask: _elementwise,
     ops.bucket_index: _relative_positions, ops.bucket_bias: _bucket_bias, ops.softcap: _same,
-    ops.sink_softmax: _same, ops.flex_attend: _sdpa,
+    ops.sink_softmax: _same, ops.sigmoid_weights: _same, ops.flex_attend: _sdpa,
     torch.repeat_interleave: _repeat, torch.select: _select, torch.einsum: _einsum,
     torch.unsqueeze: _unsqueeze, torch.squeeze: _squeeze,
 }

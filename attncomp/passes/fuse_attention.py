@@ -12,14 +12,19 @@ from elsewhere); every line but the scores and `@ v` is optional:
     s = ops.softcap(s, cap)                      # soft-capping: FlexAttention's score_mod
     s = torch.add(s, bias)                       # a float bias (ALiBi, relative positions, T5's buckets)
     s = ops.hide(s, mask)                        # -inf where the bool mask hides a key
-    w = torch.softmax(s, -1)                     # or ops.sink_softmax(s, sinks): FlexAttention's lse
+    w = torch.softmax(s, -1)                     # or ops.sink_softmax(s, sinks): FlexAttention's lse;
+                                                 # or ops.sigmoid_weights(s, b): explicit
     w = ops.zero_rows(w, mask)                   # weights of queries that see no key are 0
     w = F.dropout(w, p=p, training=t)
     o = torch.matmul(w, v)
 
-The rule (`choose_kernel`): soft-capping or sinks need FlexAttention (SDPA takes neither), which has no
-dropout, so with dropout they stay explicit; everything else is SDPA's arguments, a prefix LM's mask
-(`mask = prefix`) as an explicit boolean mask. What reaches the kernel:
+The rule (`choose_kernel`): sigmoid weights stay explicit (both kernels normalise over the keys: a softmax is
+what they compute); soft-capping or sinks need FlexAttention (SDPA takes neither), which has no dropout, so with
+dropout they stay explicit; everything else is SDPA's arguments, a prefix LM's mask (`mask = prefix`) as an
+explicit boolean mask. A differential attention is two attentions
+whose outputs are subtracted (attncomp.lower.attention): each map gets its kernel by the same rule, and its
+reason says it is one of the two (the lowering marks its weights, `meta["attention"]["normalizer"]`). What
+reaches the kernel:
 
     the mask                   SDPA                                  FlexAttention (ops.flex_attend)
     none                       -                                     -
@@ -78,23 +83,29 @@ class Parts:
     sinks: fx.Node | None = None
     dropout: tuple | None = None  # (p, training)
     grouped: tuple | None = None  # (k, v) before their torch.repeat_interleave
+    normalizer: str = "softmax"  # softmax, sigmoid (ops.sigmoid_weights) or differential (one of its two maps)
     why: str = ""  # why it cannot fuse, where it cannot
 
 
 def choose_kernel(parts: Parts) -> tuple[str, str]:
     """The one rule: the kernel an attention gets from its parts ("sdpa", "flex" or "explicit"), and why."""
+    if parts.normalizer == "sigmoid":
+        return "explicit", "sigmoid weights, sigmoid(s + b) per key: SDPA and FlexAttention both normalise the " \
+                           "weights over the keys (a softmax)"
+    which = "one of a differential attention's two softmax maps (subtracted after the kernels): " \
+        if parts.normalizer == "differential" else ""
     if parts.why:
-        return "explicit", parts.why
+        return "explicit", which + parts.why
     if parts.cap or parts.sinks is not None:
         if parts.dropout is not None:
-            return "explicit", "soft-capping or sinks with attention dropout (FlexAttention has no dropout)"
-        return "flex", "soft-capped scores (a score function) or sinks (a log-sum-exp correction), which SDPA " \
-                       "cannot take"
+            return "explicit", which + "soft-capping or sinks with attention dropout (FlexAttention has no dropout)"
+        return "flex", which + "soft-capped scores (a score function) or sinks (a log-sum-exp correction), which " \
+                               "SDPA cannot take"
     if parts.mask == "prefix":
-        return "sdpa", "a prefix-LM mask (each row's prefix both ways, then causal) is SDPA's boolean attn_mask, " \
-                       "made from the rows' prefix lengths; FlexAttention's block mask would skip hidden blocks, " \
-                       "but only compiled and without dropout"
-    return "sdpa", "its scale, positional bias and mask are SDPA's arguments (scale=, attn_mask=, is_causal=)"
+        return "sdpa", which + "a prefix-LM mask (each row's prefix both ways, then causal) is SDPA's boolean " \
+                               "attn_mask, made from the rows' prefix lengths; FlexAttention's block mask would skip " \
+                               "hidden blocks, but only compiled and without dropout"
+    return "sdpa", which + "its scale, positional bias and mask are SDPA's arguments (scale=, attn_mask=, is_causal=)"
 
 
 def _call(node: Any, target: Any, arity: int) -> bool:
@@ -111,14 +122,16 @@ def _only_user(node: fx.Node) -> fx.Node | None:
 
 
 def _is_weights(node: fx.Node) -> bool:
-    """A softmax over the keys: torch.softmax(s, -1) or ops.sink_softmax(s, sinks)."""
-    return _call(node, ops.sink_softmax, 2) or _call(node, torch.softmax, 2) and type(node.args[1]) is int \
+    """Weights over the keys: torch.softmax(s, -1), ops.sink_softmax(s, sinks) or ops.sigmoid_weights(s, b)."""
+    return _call(node, ops.sink_softmax, 2) or _call(node, ops.sigmoid_weights, 2) or _call(node, torch.softmax, 2) and type(node.args[1]) is int \
         and node.args[1] == -1
 
 
 def read(weights: fx.Node) -> Parts:
     """The parts of the attention whose weights are `weights`; `why` says what keeps it explicit."""
-    parts = Parts(weights, sinks=weights.args[1] if weights.target is ops.sink_softmax else None)
+    parts = Parts(weights, sinks=weights.args[1] if weights.target is ops.sink_softmax else None,
+                  normalizer="sigmoid" if weights.target is ops.sigmoid_weights else
+                  weights.meta.get("attention", {}).get("normalizer", "softmax"))
     _read_mask(parts, _read_scores(parts))
     _read_output(parts)
     return parts

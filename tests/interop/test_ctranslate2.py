@@ -138,6 +138,9 @@ def test_a_model_ctranslate2_cannot_express_is_one_clear_error(sample_data, tmp_
     (("model.normalization=rmsnorm",), "normalization = layernorm"), (("model.activation=swiglu",), "relu, gelu, gelu_tanh, silu activations"),
     (("model.kv_heads=2",), "kv_heads must equal heads"), (("model.positions=rope",), "sinusoidal or learned"),
     (("model.final_norm=true",), "a final norm exactly when norm = pre"),
+    (("model.decoder.attention=scaled_dot(normalizer = sigmoid(length = 64))",),
+     "normalizer = sigmoid(length = 64) (only softmax)"),
+    (("model.encoder.attention=scaled_dot(normalizer = differential)",), "normalizer = differential (only softmax)"),
 ])
 def test_unsupported_choices_are_refused_in_one_line(sets, named):
     from attncomp import ir

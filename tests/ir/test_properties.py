@@ -244,6 +244,9 @@ def _repair(data: dict, stack: dict) -> dict:
     if decoder is not None and decoder.get("mask") == "prefix" and (  # verify._prefix_mask: a decoder-only model's,
             model["encoder"] is not None or decoder["attention"]["kind"] == "local"):  # without a window
         decoder["mask"] = "causal"
+    for s in (model["encoder"], decoder):  # nodes.Sigmoid (one of bias, length) and verify._normalizer
+        if s is not None:
+            _normalizer_repaired(s, positions)
     for s in (model["encoder"], decoder):  # LongRoPE's lists: one factor per pair the stack rotates
         if s is not None and positions["kind"] == "rope":
             for owner in (s, *s["layer"]):
@@ -257,6 +260,26 @@ def _repair(data: dict, stack: dict) -> dict:
         validation["bleu"] = max(validation["bleu"], 1) if validation["best"] == "bleu" else validation["bleu"]
         validation["patience"] = 0 if validation["best"] == "none" else validation["patience"]
     return data
+
+
+def _normalizer_repaired(stack: dict, positions: dict) -> None:
+    """sigmoid with exactly one of bias and length, and no sinks; differential not latent, not beside relative
+    positions, over an even d_k (a multiple of 4 under rope, which turns each half)."""
+    for key in ("attention", "cross_attention"):
+        attention = stack.get(key) or {}
+        normalizer = attention.get("normalizer")
+        if normalizer is None:
+            continue
+        if normalizer["kind"] == "sigmoid":
+            if (normalizer["bias"] is None) == (normalizer["length"] is None):
+                normalizer["bias"], normalizer["length"] = normalizer["bias"] or -1.0, None
+            attention["sinks"] = False
+        elif normalizer["kind"] == "differential" and (attention["kind"] == "latent" or positions["kind"] ==
+                                                        "relative"):
+            attention["normalizer"] = {"kind": "softmax"}
+        elif normalizer["kind"] == "differential":
+            d_k = stack["d_k"] or max(1, stack["d_model"] // stack["heads"])
+            stack["d_k"] = d_k + (-d_k) % (4 if positions["kind"] == "rope" else 2)
 
 
 def _sublayers(stack: dict, cross: bool) -> tuple:
