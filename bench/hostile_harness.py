@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -109,7 +109,7 @@ def _one_thread() -> None:
 
 
 def _child(argv: list[str], cwd: str, out_dir: str, stdin_path: str | None, env: dict[str, str],
-           after: list[str], closed: tuple[int, ...] = ()) -> None:  # pragma: no cover - runs in the fork server's child
+           after: list[str], closed: tuple[int, ...] = (), poke: Poke | None = None) -> None:  # pragma: no cover - runs in the fork server's child
     os.setpgrp()
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as `attncomp` started from a terminal
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
@@ -126,6 +126,7 @@ def _child(argv: list[str], cwd: str, out_dir: str, stdin_path: str | None, env:
         os.close(fd)
         setattr(sys, ("stdin", "stdout")[fd], None)
     result: dict = {"code": None, "escaped": ""}
+    fired = _poke_within(poke) if poke is not None else []
     try:
         from attncomp.cli.main import run
 
@@ -145,8 +146,30 @@ def _child(argv: list[str], cwd: str, out_dir: str, stdin_path: str | None, env:
     if sys.stdout is not None:
         sys.stdout.flush()
     sys.stderr.flush()
+    result["poked"] = bool(fired)
     Path(out_dir, "result.json").write_text(json.dumps(result))
     os._exit(0)
+
+
+def _poke_within(poke: Poke) -> list[bool]:  # pragma: no cover - runs in the fork server's child
+    """Poke.within: an audit hook that sends the poke's signal to this process group as the process opens the
+    first file inside a directory matching `poke.when` (once, `poke.delay` seconds after this call at the
+    earliest). Returns the list it appends True to when it has fired."""
+    import fnmatch
+
+    fired: list[bool] = []
+    pattern, earliest = str(poke.when), time.monotonic() + poke.delay
+
+    def hook(event: str, args: tuple) -> None:
+        if fired or event != "open" or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
+            return
+        folder = os.path.dirname(os.path.abspath(os.fsdecode(args[0])))
+        if fnmatch.fnmatchcase(folder, pattern) and time.monotonic() >= earliest:
+            fired.append(True)
+            os.killpg(0, poke.signum)  # KeyboardInterrupt is raised here, in the open call, for SIGINT
+
+    sys.addaudithook(hook)
+    return fired
 
 
 def _is_worker(cmd: str) -> bool:
@@ -177,12 +200,20 @@ class Poke:
     """Send `signum` to one training worker (the newest spawned process) `delay` seconds into a case; with
     `worker=None`, to the case's whole process group as a terminal's Ctrl-C does, once a worker is spawned
     (`workers=True`) or once a file matching `when` exists (a phase has begun: a sweep row's final checkpoint,
-    the temporary directory an export or a data preparation builds in)."""
+    the temporary directory an export or a data preparation builds in).
+
+    `within=True`: the case's own process sends it to its group, from an audit hook, as it opens the first file
+    inside a directory matching `when` (no earlier than `delay`), so that the signal lands while that directory
+    exists and is being filled. Polling from outside every 0.2 s cannot see a directory that lives for a tenth
+    of a second: `export --format ctranslate2`'s build directory of the tiny model, in a fork server's child,
+    which has torch imported already (polled every millisecond: 0.10 s, 10.84 s to 10.95 s into the case).
+    The signal reaches the process group as a terminal's Ctrl-C does; the process sees it in the open call."""
 
     delay: float
     signum: int
     worker: int | None = -1  # index among the spawned workers, oldest first; None: the process group
     when: Path | None = None
+    within: bool = False  # with `when`: sent by the case itself as it opens a file in a directory matching `when`
 
     def fire(self, pgid: int) -> bool:
         workers = [pid for pid, cmd in _group_members(pgid) if _is_worker(cmd)]
@@ -214,11 +245,12 @@ class Sandbox:
         out_dir = Path(tempfile.mkdtemp(prefix=f"case{self.count}-", dir=self.root))
         work = Path(cwd) if cwd else out_dir
         env = {"ATTNCOMP_TRACEBACK_DIR": str(out_dir), "OMP_NUM_THREADS": "1"}
+        within = replace(poke, when=Path(os.path.abspath(poke.when))) if poke is not None and poke.within else None
         proc = self.ctx.Process(target=_child, args=(list(argv), str(work), str(out_dir),
-                                                    str(stdin) if stdin else None, env, list(after), closed))
+                                                    str(stdin) if stdin else None, env, list(after), closed, within))
         start = time.monotonic()
         proc.start()
-        hung, poked = self._wait(proc, timeout, poke, start)
+        hung, poked = self._wait(proc, timeout, None if within else poke, start)
         seconds = time.monotonic() - start
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # workers a command left behind, and a hung command
@@ -231,6 +263,7 @@ class Sandbox:
         if (out_dir / "result.json").exists():
             result = json.loads((out_dir / "result.json").read_text())
             outcome.code, outcome.escaped = result["code"], result["escaped"]
+            outcome.poked = result["poked"] if within else outcome.poked
         elif not hung:
             outcome.escaped = f"the child died (exit {proc.exitcode}) without a result"
         outcome.code_ran = bool(canary and canary.exists())
@@ -276,6 +309,7 @@ class Case:
     cwd: Path | None = None
     expect: str = ""  # a regular expression stderr must match (a located error's line number)
     closed: tuple[int, ...] = ()  # standard streams the command starts without: 0 (`<&-`), 1 (`>&-`)
+    absent: list[Path] = field(default_factory=list)  # globs nothing may match afterwards (an interrupted build's)
 
 
 def run_cases(cases: list[Case], sandbox: Sandbox, progress: bool = True) -> list[tuple[Case, Outcome, list[str]]]:
@@ -285,6 +319,8 @@ def run_cases(cases: list[Case], sandbox: Sandbox, progress: bool = True) -> lis
                               after=case.after, poke=case.poke, cwd=case.cwd, closed=case.closed)
         command = next((a for a in case.argv if not a.startswith("-")), "")
         problems = outcome.problems(bad_value=case.bad_value, command=command, expect=case.expect)
+        left = sorted(str(p) for pattern in case.absent for p in pattern.parent.glob(pattern.name))
+        problems += [f"left behind: {', '.join(left)}"] if left else []
         results.append((case, outcome, problems))
         if progress:
             mark = "FAIL" if problems else "ok"

@@ -314,15 +314,19 @@ def interrupts(root: Path, f: Files, g: Files) -> list[Case]:
 
 
 def _interrupted_outputs(root: Path, g: Files) -> list[Case]:
-    """Ctrl-C once `export` and `data prepare` have begun building their directory (its temporary name appears)."""
+    """Ctrl-C once `export` and `data prepare` have begun building their directory (its temporary name appears):
+    `interrupted`, exit 130, and neither --out nor the temporary directory left. CTranslate2 builds the tiny
+    model's directory in a tenth of a second, too briefly for a poll from outside: that case's export sends the
+    Ctrl-C itself as it writes its first file there (Poke.within), with model.bin and its config written."""
     cases = []
     for i, (fmt, delay) in enumerate((("torch-export", 0.0), ("torch-export", 2.0), ("ctranslate2", 0.0))):
         out = root / "interrupts" / f"export_{i}" / "tiny"
         shutil.rmtree(out.parent, ignore_errors=True)
         out.parent.mkdir(parents=True)
+        building = out.parent / ".tiny.tmp-*"
         cases.append(Case("interrupts", ["export", str(g["ckpt"]), "--format", fmt, "--out", str(out)], "cli", timeout=120,
-                          poke=Poke(delay, signal.SIGINT, worker=None, when=out.parent / ".tiny.tmp-*"),
-                          expect=r"^interrupted$",
+                          poke=Poke(delay, signal.SIGINT, worker=None, when=building, within=fmt == "ctranslate2"),
+                          expect=r"^interrupted$", absent=[out, building],
                           note=f"Ctrl-C once export --format {fmt} builds its directory, {delay} s in at the earliest"))
     text = root / "interrupts" / "big"
     for side in ("src", "tgt"):  # 40,000 pairs: seconds of reading, sentencepiece and encoding
@@ -333,7 +337,7 @@ def _interrupted_outputs(root: Path, g: Files) -> list[Case]:
         out.parent.mkdir(parents=True)
         cases.append(Case("interrupts", ["data", "prepare", "--train", str(text), "--out", str(out), "--vocab-size", "256"],
                           "cli", timeout=120, poke=Poke(delay, signal.SIGINT, worker=None, when=out.parent / ".data.tmp-*"),
-                          expect=r"^interrupted$",
+                          expect=r"^interrupted$", absent=[out, out.parent / ".data.tmp-*"],
                           note=f"Ctrl-C once data prepare builds its directory, {delay} s in at the earliest"))
     return cases
 

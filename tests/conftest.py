@@ -38,10 +38,12 @@ def check_golden(path: Path, actual: str) -> None:
 # Files whose tests train, launch workers or run whole commands in subprocesses (seconds to minutes
 # each): the `slow` tier. `pytest -m "not slow"` is the edit loop's fast tier; CI runs everything.
 SLOW_FILES = {
-    "tests/train/test_runner.py", "tests/train/test_distributed.py", "tests/train/test_checkpoint_sharded.py",
+    "tests/train/test_runner.py", "tests/train/test_runner_workers.py",
+    "tests/train/test_distributed.py", "tests/train/test_checkpoint_sharded.py",
     "tests/train/test_checkpoint_average.py", "tests/train/test_choices_train.py", "tests/train/test_objectives.py",
     "tests/train/test_compile_dynamic.py", "tests/train/test_validation.py", "tests/sweep/test_sweep.py",
-    "tests/hostile/test_property.py", "tests/hostile/test_interrupts.py", "tests/hostile/test_workers.py",
+    "tests/hostile/test_property.py", "tests/hostile/test_property_readers.py",
+    "tests/hostile/test_interrupts.py", "tests/hostile/test_workers.py",
     "tests/hostile/test_checkpoints.py", "tests/hostile/test_cli_values.py", "tests/hostile/test_state_files.py",
     "tests/hostile/test_sharded.py", "tests/hostile/test_exports.py", "tests/hostile/test_leftovers.py",
     "tests/hostile/test_sweep.py", "tests/hostile/test_decode_options.py", "tests/interop/test_ctranslate2.py",

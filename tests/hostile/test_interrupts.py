@@ -195,6 +195,29 @@ def test_ctrl_c_while_export_writes_leaves_no_directory(tmp_path, tiny_artifacts
     assert printed == "" and list(out.parent.iterdir()) == []  # neither the export nor what it was building
 
 
+def test_ctrl_c_while_ctranslate2_builds_its_directory_leaves_nothing(tmp_path, tiny_artifacts, sandbox):
+    """The hostile bench's case (issue 43): CTranslate2 builds the tiny model's directory in a tenth of a second,
+    which the harness's poll every 0.2 s never saw (the export finished, exit 0). Poke.within sends the Ctrl-C
+    from the export itself as it writes its first file there: exit 130, `interrupted`, nothing left."""
+    import pytest
+
+    from bench.hostile_harness import Case, Poke, run_cases
+
+    pytest.importorskip("ctranslate2")
+    out = tmp_path / "exports" / "tiny"
+    out.parent.mkdir()
+    building = out.parent / ".tiny.tmp-*"
+    case = Case("interrupts", ["export", str(tiny_artifacts["ckpt"]), "--format", "ctranslate2", "--out", str(out)],
+                "cli", timeout=120, poke=Poke(0.0, signal.SIGINT, worker=None, when=building, within=True),
+                expect=r"^interrupted$", absent=[out, building])
+    [(_, outcome, problems)] = run_cases([case], sandbox, progress=False)
+    assert outcome.poked is True and outcome.code == 130 and problems == [], (problems, outcome.summary())
+    assert list(out.parent.iterdir()) == []
+    (out.parent / ".tiny.tmp-1").mkdir()  # what the harness reports when a build is left behind
+    assert run_cases([Case("interrupts", ["--version"], "cli", absent=[building])], sandbox, progress=False)[0][2] == [
+        f"left behind: {out.parent / '.tiny.tmp-1'}"]
+
+
 def test_the_launchers_signal_handlers_do_not_outlive_an_in_process_run(tmp_path, tiny_artifacts, capsys):
     before = {sig: signal.getsignal(sig) for sig in ELASTIC_AND_STOP}
     assert run(["train", str(tiny_artifacts["spec"]), "--data", str(tiny_artifacts["data"]), "--out",

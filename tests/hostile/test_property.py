@@ -266,30 +266,3 @@ def test_attncomp_errors_interrupts_and_usage_errors_keep_their_codes(monkeypatc
         run(["check"])
     assert stop.value.code == 2
     assert not list(tmp_path.iterdir()), "no traceback file for errors that are not bugs"
-
-
-# every command that reads a checkpoint, an export or a run directory, given each directory of the later surfaces
-READERS = {"consolidate": ["consolidate", "{dir}", "-o", "{new}"],
-           "translate": ["translate", "{dir}", "--input", "{src}", "--device", "cpu"],
-           "eval": ["eval", "{dir}", "--src", "{src}", "--ref", "{src}", "--device", "cpu"],
-           "export": ["export", "{dir}", "--out", "{new}"], "average": ["average", "{dir}", "-o", "{new}"],
-           "train --init": ["train", "{spec}", "--data", "{data}", "--init", "{dir}", "--out", "{new}", "--procs", "1"],
-           "train --resume": ["train", "{spec}", "--data", "{data}", "--out", "{dir}", "--resume", "--procs", "1",
-                              "--set", "train.steps=1"],
-           "sweep --out": ["sweep", "{spec}", "--data", "{data}", "--steps", "1", "--bleu-sentences", "0", "--out",
-                           "{dir}"],  # a row it accepts trains one update, and is not scored (seconds)
-           "data prepare --tokenizers": ["data", "prepare", "--train", "{prefix}", "--tokenizers", "{dir}", "--out",
-                                         "{new}"]}
-
-
-@pytest.mark.parametrize("command", sorted(READERS))
-def test_every_reader_survives_the_directories_of_the_later_surfaces(command, tiny_artifacts, sandbox, tmp_path):
-    good = dict(tiny_artifacts, prefix=tiny_artifacts["data"] / "text" / "train")
-    for name in sorted(HOSTILE_DIRS):
-        where = tmp_path / name
-        directory = hostile_dirs(where / "dirs", good)[name]
-        argv = [a.format(dir=directory, new=where / "new", src=good["src"], spec=good["spec"], data=good["data"],
-                         prefix=good["prefix"]) for a in READERS[command]]
-        outcome = sandbox.run(argv, timeout=TIMEOUT.get(argv[0], 60), canary=where / "dirs" / "CANARY")
-        problems = outcome.problems(command=argv[0])
-        assert not problems, f"attncomp {shlex.join(argv)}\n  {'; '.join(problems)}\n  {outcome.summary()}"

@@ -3,6 +3,7 @@ specs give a valid IR or a located SpecError, never anything else."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import typing
@@ -48,8 +49,11 @@ def _scalar(what: str, b: dict):
                      allow_nan=False, allow_infinity=False)
 
 
+@functools.cache
 def node_data(cls: type[BaseModel]) -> st.SearchStrategy[dict]:
-    """Random field values for a node, each within the field's own bounds."""
+    """Random field values for a node, each within the field's own bounds. Built once per class: hypothesis
+    validates a new strategy tree on its first draw, which cost ten times the test itself when every example
+    built its own."""
     parts = {}
     for name, field in cls.model_fields.items():
         if name == "name" and cls is nodes.LayerKind:
