@@ -13,16 +13,16 @@ DCP pickles its index (`.metadata`, and `__R.metadata` per rank) and reads the n
 state dict ("byte items": the optimiser's hyper-parameters) with `torch.load(weights_only=False)`.
 Nothing a checkpoint directory holds runs: the index is read by an unpickler that admits only
 METADATA_CLASSES (DCP's own dataclasses, torch.Size, dtypes, layouts, memory formats, a path), and
-byte items are read with `weights_only=True` before DCP sees them. Tensors DCP reads itself with
+byte items are read with `weights_only=True` before DCP sees them (attncomp.checkpoint.dcp_safe, imported
+only when a sharded checkpoint is read: DCP pulls in DTensor, seconds of start-up for every command and
+training worker that never meets one). Tensors DCP reads itself with
 `weights_only=True`; the header is a checkpoint file (`torch.load(weights_only=True)`).
 """
 
 from __future__ import annotations
 
-import io
 import math
 import os
-import pickle
 import shutil
 import warnings
 from pathlib import Path
@@ -30,13 +30,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint import FileSystemReader
-from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, _EmptyStateDictLoadPlanner
-from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 
 from attncomp.checkpoint.schema import Checkpoint, CheckpointError
-from attncomp.files import read_regular
 
 HEADER = "header.pt"
 METADATA = ".metadata"
@@ -53,55 +48,8 @@ METADATA_CLASSES = frozenset({  # (module, name) the unpickler of a shard index 
 })
 
 
-class _MetadataUnpickler(pickle.Unpickler):
-    """Looks up METADATA_CLASSES and torch's dtypes (`torch.float32`), nothing else."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in METADATA_CLASSES or (module == "torch" and isinstance(getattr(torch, name, None),
-                                                                                  torch.dtype)):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a shard index")
-
-
-class SafeReader(FileSystemReader):
-    """DCP's file reader with the shard index read by `_MetadataUnpickler`, from a regular file only."""
-
-    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
-        path = Path(self._get_metadata_path(kwargs.get("rank")))
-        data = read_regular(path, limit=MAX_METADATA_BYTES, what="shard index", error=CheckpointError)
-        try:
-            metadata = _MetadataUnpickler(io.BytesIO(data)).load()
-        except Exception as err:  # truncated, foreign, or a class the unpickler refuses
-            raise CheckpointError(f"{path} is an unreadable shard index ({_gist(err)})") from None
-        if not isinstance(metadata, Metadata) or not isinstance(metadata.storage_data, dict):
-            raise CheckpointError(f"{path} is not a shard index")
-        if getattr(metadata, "storage_meta", None) is None:  # as FileSystemReader.read_metadata does
-            metadata.storage_meta = StorageMeta()
-        metadata.storage_meta.load_id = self.load_id
-        return metadata
-
-
-def _gist(err: Exception) -> str:
+def gist(err: Exception) -> str:
     return str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
-
-
-def _weights_only(value: io.BytesIO) -> io.BytesIO:
-    """A byte item read with `weights_only=True`, pickled again here: DCP's planners read byte items with
-    `weights_only=False`, and are handed only this copy."""
-    safe = io.BytesIO()
-    torch.save(torch.load(value, weights_only=True), safe)
-    safe.seek(0)
-    return safe
-
-
-class SafePlanner(DefaultLoadPlanner):
-    def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
-        super().load_bytes(read_item, _weights_only(value))
-
-
-class SafeKeysPlanner(_EmptyStateDictLoadPlanner):
-    def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
-        super().load_bytes(read_item, _weights_only(value))
 
 
 def _barrier() -> None:
@@ -143,6 +91,8 @@ def _fsync_dir(directory: Path) -> None:
 def check_metadata(path: Path) -> int:
     """The DCP index of a sharded checkpoint is readable and every shard file it names is whole (present
     and long enough), without reading the shards. Returns the number of model weights it indexes."""
+    from attncomp.checkpoint.dcp_safe import SafeReader
+
     if not (path / METADATA).exists():
         raise CheckpointError(f"{path}: its shard index {METADATA} is missing")
     try:
@@ -150,7 +100,7 @@ def check_metadata(path: Path) -> int:
     except CheckpointError:
         raise
     except Exception as err:  # a foreign index DCP cannot use
-        raise CheckpointError(f"{path}: its shard index {METADATA} is unreadable ({_gist(err)})") from None
+        raise CheckpointError(f"{path}: its shard index {METADATA} is unreadable ({gist(err)})") from None
     needed: dict[str, int] = {}
     for info in (metadata.storage_data or {}).values():
         name = getattr(info, "relative_path", None)
@@ -170,7 +120,10 @@ def check_metadata(path: Path) -> int:
 
 def read_full(path: Path, keys: set[str]) -> dict[str, Any]:
     """The whole (unsharded) tensors under `keys` in one process, without any collective."""
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+
+    from attncomp.checkpoint.dcp_safe import SafeKeysPlanner, SafeReader
 
     state: dict[str, Any] = {}  # filled from the shards' metadata (what _load_state_dict_from_keys does, minus
     try:  # its collectives: the runner's final average reads shards on rank 0 alone)
@@ -179,7 +132,7 @@ def read_full(path: Path, keys: set[str]) -> dict[str, Any]:
             _load_state_dict(state, storage_reader=SafeReader(str(path)), no_dist=True,
                              planner=SafeKeysPlanner(keys=keys))
     except (Exception, CheckpointException) as err:  # a missing or torn shard file, a refused byte item
-        raise CheckpointError(f"{path}: its shards are unreadable ({_gist(err)})") from None
+        raise CheckpointError(f"{path}: its shards are unreadable ({gist(err)})") from None
     return state
 
 
@@ -187,6 +140,9 @@ def load_into(path: Path, states: dict[str, Any]) -> None:
     """Collective under a process group: fill `states` ({"model", "optimizer"}, sharded or whole) in place,
     resharding to however many workers this run has."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from attncomp.checkpoint.dcp_safe import SafePlanner, SafeReader
 
     try:
         with warnings.catch_warnings():  # one process without a process group: "assuming the intent..."
@@ -194,4 +150,4 @@ def load_into(path: Path, states: dict[str, Any]) -> None:
             dcp.load(states, storage_reader=SafeReader(str(path)), planner=SafePlanner(),
                      no_dist=not dist.is_initialized())
     except (Exception, CheckpointException) as err:  # DCP's own exception is a BaseException
-        raise CheckpointError(f"{path}: its shards do not load into this run's model ({_gist(err)})") from None
+        raise CheckpointError(f"{path}: its shards do not load into this run's model ({gist(err)})") from None

@@ -14,6 +14,7 @@ import torch
 
 from attncomp import checkpoint as ckpt
 from attncomp.checkpoint import sharded
+from attncomp.checkpoint import dcp_safe
 from tests.conftest import ROOT
 
 LEGACY = ROOT / "tests/fixtures/legacy/sharded"
@@ -47,7 +48,7 @@ def test_a_crafted_index_is_refused_unrun(tmp_path, name):
     marker = tmp_path / "ran"
     path = with_index(tmp_path / "ckpt", pickle.dumps(Payload(marker)), name)
     with pytest.raises(ckpt.CheckpointError, match="not allowed in a shard index"):
-        sharded.SafeReader(str(path)).read_metadata(rank=0 if name != sharded.METADATA else None)
+        dcp_safe.SafeReader(str(path)).read_metadata(rank=0 if name != sharded.METADATA else None)
     if name == sharded.METADATA:
         with pytest.raises(ckpt.CheckpointError, match="mkdir is not allowed"):
             ckpt.load(path)
@@ -123,7 +124,7 @@ def test_no_command_runs_a_crafted_index(command, tmp_path, sandbox, tiny_artifa
 
 def test_the_allow_list_names_only_data_classes():
     assert all(module.startswith(("torch", "pathlib")) for module, _ in sharded.METADATA_CLASSES)
-    assert torch.float32 is sharded._MetadataUnpickler.find_class(
-        sharded._MetadataUnpickler(__import__("io").BytesIO()), "torch", "float32")
+    assert torch.float32 is dcp_safe._MetadataUnpickler.find_class(
+        dcp_safe._MetadataUnpickler(__import__("io").BytesIO()), "torch", "float32")
     with pytest.raises(pickle.UnpicklingError):
-        sharded._MetadataUnpickler(__import__("io").BytesIO()).find_class("torch", "load")
+        dcp_safe._MetadataUnpickler(__import__("io").BytesIO()).find_class("torch", "load")
