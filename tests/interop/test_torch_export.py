@@ -122,9 +122,10 @@ def test_a_damaged_export_is_one_clear_error(exported, tmp_path):
         torch_export.load(broken, trusted=True)
 
 
-@pytest.mark.parametrize("sets", [("model.decoder.layers=1",),
-                                  ("model.decoder.layers=3", "model.decoder.share_kv=2", "model.decoder.share=cycle(2)")],
-                         ids=["one layer", "cla"])
+CLA = ("model.decoder.layers=3", "model.decoder.share_kv=2", "model.decoder.share=cycle(2)")
+
+
+@pytest.mark.parametrize("sets", [("model.decoder.layers=1",), CLA], ids=["one layer", "cla"])
 def test_a_decoder_only_model_exports_without_encode(sets):
     """init_cache(tokens) and decode_step: the prompt fed token by token, then beam 2, as attncomp decodes (with
     share_kv, a reading layer's cache holds no keys: the flat cache has only the computing layers')."""
