@@ -94,7 +94,7 @@ def _attention_rows(model: CompiledModel, report: BuildReport) -> dict[int, Atte
     unit, per stack, self- then cross-attention, each unit in the order of the layers that first use it."""
     units = []
     for stack_name in family_of(model.spec.model).stacks:
-        layers = model.program.members[stack_name].members["layers"].units
+        layers = _per_layer(model.program.members[stack_name], getattr(model.spec.model, stack_name))
         for role in ("self_attn", "cross_attn"):
             seen: dict[int, tuple[Unit, int]] = {}
             for layer in layers:
@@ -179,23 +179,37 @@ def _connections(stack: nodes.Stack) -> list[str]:
                                      ("value_residual", "value residual")) if getattr(stack, key)]
 
 
+def _per_layer(stack_unit: Unit, stack: nodes.Stack) -> list[Unit]:
+    """The unit each layer runs: its parameter set's (`share`), once per layer."""
+    sets = stack_unit.members["layers"].units
+    return [sets[s] for s in stack.parameter_sets()]
+
+
+def _layer_names(plan: list, layers: list[Unit], name: str) -> list[str]:
+    """Each layer's drawn kind: its layer kind (the stack's name for its own), marked where it reads another
+    layer's keys and values (share_kv)."""
+    return [(kind or name) + (" (shared k, v)" if layer.name.startswith("SharedKV") else "")
+            for (kind, _), layer in zip(plan, layers)]
+
+
 def _stack(model: CompiledModel, name: str, rows: dict[int, AttentionReport]) -> DrawnStack:
     arch = model.spec.model
     spec_stack: nodes.Stack = getattr(arch, name)
     unit: Unit = model.program.members[name]
-    layers = unit.members["layers"].units
+    layers = _per_layer(unit, spec_stack)
     plan = spec_stack.layer_plan()
+    names = _layer_names(plan, layers, name)
     cross = name == "decoder" and arch.encoder is not None
     kinds: dict[str, DrawnLayerKind] = {}
     for index, (layer, (kind, view)) in enumerate(zip(layers, plan)):
-        key = kind or name
+        key = names[index]
         if key in kinds:
             kinds[key].layers.append(index)
             continue
         parallel = isinstance(view.block, nodes.Parallel)
         kinds[key] = DrawnLayerKind(key, layer.name, [index], parallel, parallel and view.block.norms == 1,
                                _normalization(view), _sublayers(layer, view, cross, rows), unit_params(layer))
-    return DrawnStack(name, spec_stack.layers, list(kinds.values()), [kind or name for kind, _ in plan],
+    return DrawnStack(name, spec_stack.layers, list(kinds.values()), names,
                       "norm" in unit.members, unit_params(unit), cross, _connections(spec_stack))
 
 

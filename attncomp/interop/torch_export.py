@@ -99,7 +99,8 @@ def _cache_shapes(cache: DecodingCache, dims: dict) -> tuple:
     own, memory = {0: batch, 2: dims["cache"]}, {0: batch, 2: dims["source"]}
     shapes = DecodingCache(
         None if cache.padding_mask is None else {0: batch, 3: dims["source"]},
-        tuple(LayerCache(KV(own, own), None if layer.cross_attn is None else KV(memory, memory))
+        tuple(LayerCache(None if layer.self_attn is None else KV(own, own),  # None: a layer reading k, v (share_kv)
+                         None if layer.cross_attn is None else KV(memory, memory))
               for layer in cache.layers),
         {0: batch})
     return tuple(pytree.tree_leaves(shapes, is_leaf=lambda x: isinstance(x, dict)))
@@ -214,13 +215,15 @@ def _cache_layout(model: nodes.ModelSpec) -> str:
     if not family.decodes:
         return ""
     position = "; then the position of the next token (B,) int64"
+    n = model.decoder.share_kv
+    own = "self-attention keys, values (B, heads, T, d)" + (
+        f" (only layers i with i % {n} == 0: share_kv)" if n > 1 else "")
     if family.source == "prompt":
         prefix = "; init_cache(tokens) encodes the tokens as every row's prefix (mask = prefix), in one step, " \
             "and T starts at their length" if prefix_lm(model) else ""
-        return f"per decoder layer ({model.decoder.layers}): self-attention keys, values (B, heads, T, d)" + \
-            position + prefix
+        return f"per decoder layer ({model.decoder.layers}): {own}" + position + prefix
     return (f"source mask (B, 1, 1, S) bool, True = padding; then per decoder layer ({model.decoder.layers}): "
-            "self-attention keys, values (B, heads, T, d), cross-attention keys, values (B, heads, S, d)" + position)
+            f"{own}, cross-attention keys, values (B, heads, S, d)" + position)
 
 
 # --- reading ----------------------------------------------------------------------------------

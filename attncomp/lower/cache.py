@@ -6,7 +6,9 @@
                                             position: (B,) int64, the position of the next token (the
                                             number of tokens decoded so far; the rows of a batch decode in
                                             lockstep, so every row holds the same number)
-    LayerCache(self_attn, cross_attn)       KV of the layer's self-attention, and of its cross-attention
+    LayerCache(self_attn, cross_attn)       KV of the layer's self-attention (None in a layer that attends
+                                            with an earlier layer's keys and values, `share_kv`: only the
+                                            layers that compute them are cached), and of its cross-attention
                                             (None without an encoder)
     KV(k, v)                                keys and values (B, kv_heads, T, d); self-attention keys are
                                             stored rotated where positions are rotary. T is the position for

@@ -122,17 +122,23 @@ def test_a_damaged_export_is_one_clear_error(exported, tmp_path):
         torch_export.load(broken, trusted=True)
 
 
-def test_a_decoder_only_model_exports_without_encode():
-    """init_cache(tokens) and decode_step: the prompt fed token by token, then beam 2, as attncomp decodes."""
+CLA = ("model.decoder.layers=3", "model.decoder.share_kv=2", "model.decoder.share=cycle(2)")
+
+
+@pytest.mark.parametrize("sets", [("model.decoder.layers=1",), CLA], ids=["one layer", "cla"])
+def test_a_decoder_only_model_exports_without_encode(sets):
+    """init_cache(tokens) and decode_step: the prompt fed token by token, then beam 2, as attncomp decodes (with
+    share_kv, a reading layer's cache holds no keys: the flat cache has only the computing layers')."""
     from attncomp import compile as compile_spec
     from attncomp.decode.beam import CachedStepper, beam_search
 
     torch.manual_seed(0)
     model = compile_spec(ROOT / "specs/examples/lm.attn", ["model.vocab=shared(64)", "model.d_model=16",
-                                                             "model.heads=2", "model.d_ff=32",
-                                                             "model.decoder.layers=1"]).eval()
+                                                             "model.heads=2", "model.d_ff=32", *sets]).eval()
     programs = torch_export.programs(model)
     assert sorted(programs) == ["decode_step", "init_cache"]
+    leaves = programs["init_cache"].module()(torch.full((2, 3), 5))  # the flat cache: k, v per computing layer
+    assert len([t for t in leaves if t is not None]) == 2 * (1 if len(sets) == 1 else 2) + 1  # and the position
     exported = torch_export.ExportedModel(model.spec, {n: p.module() for n, p in programs.items()})
     for rows in (1, 3):
         src = 5 + torch.arange(rows * 4).view(rows, 4) % 50

@@ -251,6 +251,25 @@ def _repair(data: dict, stack: dict) -> dict:
     for s in (model["encoder"], decoder):  # nodes.Sigmoid (one of bias, length) and verify._normalizer
         if s is not None:
             _normalizer_repaired(s, positions)
+    for s in (model["encoder"], decoder):  # verify._sharing: sets and key/value groups that fit the stack
+        if s is None:
+            continue
+        share = s["share"]
+        if share["kind"] == "groups":
+            share["size"] = s["layers"]  # divides them
+        elif share["kind"] == "cycle":
+            share["period"] = min(share["period"], s["layers"])
+        s["share_kv"] = min(s["share_kv"], s["layers"])
+        if s["layer"]:  # one kind per set and group: sharing only without kinds
+            s["share"], s["share_kv"] = {"kind": "none"}, 1
+        if s["share_kv"] > 1:  # every layer computes or reads: no set spans both, no value residual, no window
+            s["share"], s["value_residual"] = {"kind": "none"}, False
+            if s["attention"]["kind"] in ("latent", "local"):
+                s["share_kv"] = 1
+        by_depth = [a for a in (s["attention"], s.get("cross_attention") or {}) if (a.get("normalizer") or {}).get(
+            "kind") == "differential" and a["normalizer"].get("lambda_init") is None]
+        if by_depth:  # verify._alike: one parameter set is one layer, and lambda_init by depth differs per layer
+            s["share"] = {"kind": "none"}
     for s in (model["encoder"], decoder):  # LongRoPE's lists: one factor per pair the stack rotates
         if s is not None and positions["kind"] == "rope":
             for owner in (s, *s["layer"]):

@@ -281,3 +281,14 @@ def test_the_build_report_counts_each_attention_per_layer_and_names_the_cla_laye
         rows = attention_report(attncomp.compile(_load(MODEL % (LM % keys)), device="meta"))
         assert {r.site: r.layers for r in rows} == want
         assert all(r.kernel.startswith("sdpa") for r in rows)
+
+
+@pytest.mark.parametrize("keys", ["share = cycle(2)  share_kv = 2", "share = groups(3)"])
+def test_a_shared_stack_draws_its_layers_by_what_they_run(keys, tmp_path):
+    from attncomp.cli.main import run
+
+    spec = tmp_path / "shared.attn"
+    spec.write_text(MODEL % (LM % keys))
+    assert run(["draw", str(spec), "-o", str(tmp_path / "shared.svg")]) == 0
+    drawn = (tmp_path / "shared.svg").read_text()
+    assert ("decoder (shared k, v)" in drawn) == ("share_kv" in keys)

@@ -15,8 +15,8 @@ from attncomp.interop.families.seq2seq import BART, M2M100, MARIAN, MBART, MT5, 
 
 IMPORTED = {f.model_type: f for f in (MARIAN, BART, MBART, M2M100, T5, MT5, UMT5, LLAMA, MISTRAL, QWEN2, QWEN3, OLMO, OLMO2,
                                       STABLELM, GEMMA, GEMMA2, GEMMA3_TEXT, GPT2, GPT_NEOX, BLOOM, OPT, PHI, PHI3, GPTJ,
-                                      FALCON, BERT, ROBERTA, XLM_ROBERTA, DISTILBERT, ELECTRA, MODERNBERT, ALBERT, MIXTRAL,
-                                      QWEN2_MOE, QWEN3_MOE, OLMOE)}
+                                      FALCON, BERT, ROBERTA, XLM_ROBERTA, DISTILBERT, ELECTRA, MODERNBERT, ALBERT,
+                                      MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMOE)}
 
 # model_type -> what has no spec equivalent (refused before anything else is read)
 REFUSED = {

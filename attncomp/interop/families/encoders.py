@@ -358,8 +358,9 @@ _ALBERT_LAYER = r"albert\.encoder\.albert_layer_groups\.(\d+)\.albert_layers\.0\
 ALBERT = FamilyEntry(
     "albert", "AlbertConfig", "AlbertForMaskedLM",
     _encoder_only(head=lambda c: f"dense(activation = {DECODER_ACTIVATIONS[c.hidden_act]})", segments=_type_rows,
-                  d_embed=Key("embedding_size"), **{"encoder.activation": activation_of("hidden_act", DECODER_ACTIVATIONS),
-                                                    "encoder.share": _albert_share}),
+                  d_embed=Key("embedding_size"),
+                  **{"encoder.activation": activation_of("hidden_act", DECODER_ACTIVATIONS),
+                     "encoder.share": _albert_share}),
     tuple((_ALBERT_LAYER + theirs.replace(".", r"\.") + r"\.(weight|bias)", rf"encoder.layers.\1.{ours}.\2")
           for theirs, ours in (
         ("attention.query", "self_attn.q_proj"), ("attention.key", "self_attn.k_proj"),
