@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from attncomp.ir import nodes
+from attncomp.ir import canonical, nodes
 from attncomp.lower import CompiledModel, family_of
 from attncomp.lower.units import Leaf, Param, Unit, UnitList
 from attncomp.report import AttentionReport, BuildReport
@@ -111,11 +111,12 @@ def _attention_rows(model: CompiledModel, report: BuildReport) -> dict[int, Atte
 
 def _attention_lines(row: AttentionReport, view: nodes.Stack, self_attention: bool) -> list[str]:
     kind = view.attention if self_attention else view.cross_attention
-    lines = [row.kind + (f"(window = {kind.window})" if kind.kind == "local" else ""),
+    lines = [kind.kind + (f"(window = {kind.window})" if kind.kind == "local" else ""),
              f"mask: {row.mask}", f"kernel: {row.kernel.split(':')[0] or ('sdpa' if row.fused else 'explicit')}",
              row.grouping if row.grouping.startswith("multi-head") else row.grouping.split(":")[0]
              + f" ({view.heads} q / {view.key_value_heads} kv heads)"]
-    parts = [f"{k} = {v}" for k, v in kind.written() if k not in ("window", "scale") and v not in (False, 0, 0.0)]
+    parts = [f"{k} = {canonical._value(v)}" for k, v in kind.written()  # the normaliser as the spec writes it
+             if k not in ("window", "scale") and v not in (False, 0, 0.0)]
     if self_attention and view.qk_norm != "none":
         parts.append(f"qk_norm = {view.qk_norm}")
     if parts:

@@ -123,7 +123,8 @@ def _only_user(node: fx.Node) -> fx.Node | None:
 
 def _is_weights(node: fx.Node) -> bool:
     """Weights over the keys: torch.softmax(s, -1), ops.sink_softmax(s, sinks) or ops.sigmoid_weights(s, b)."""
-    return _call(node, ops.sink_softmax, 2) or _call(node, ops.sigmoid_weights, 2) or _call(node, torch.softmax, 2) and type(node.args[1]) is int \
+    return _call(node, ops.sink_softmax, 2) or _call(node, ops.sigmoid_weights, 2) \
+        or _call(node, torch.softmax, 2) and type(node.args[1]) is int \
         and node.args[1] == -1
 
 

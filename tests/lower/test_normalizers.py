@@ -259,3 +259,19 @@ def test_combinations_across_keys_are_located_errors(positions, attention, needl
         ir.load_flat(lm(attention, positions), "lm.attn")
     assert needle in str(err.value), str(err.value)
     assert err.value.span is not None and err.value.span.line in (3, 6, 7)
+
+
+@pytest.mark.parametrize("normalizer", ["sigmoid(length = 64)", "differential"])
+def test_export_as_hf_refuses_a_normaliser_no_family_has(normalizer):
+    """`export --format hf` matches a spec to a family's resolved spec: a normaliser other than softmax is a
+    difference, named in the one line (CTranslate2's refusal: tests/interop/test_ctranslate2.py)."""
+    pytest.importorskip("transformers")
+    from attncomp.errors import UsageError
+    from attncomp.interop import hf_export
+    from tests.conftest import ROOT
+
+    spec = ir.load(ROOT / "specs/examples/llama.attn",
+                   [f"model.decoder.attention=scaled_dot(normalizer = {normalizer})"])
+    with pytest.raises(UsageError, match=r"decoder\.attention\.normalizer\.kind = (sigmoid|differential) "
+                                         r"\(softmax in the family\)"):
+        hf_export.matching(spec.model)
