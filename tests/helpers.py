@@ -13,11 +13,24 @@ from attncomp.vocab import BOS, PAD
 from attncomp.passes import optimise
 
 
+def _layers(stack: nodes.Stack) -> int:
+    """Fewer layers, but a layer of every kind, a parameter set's layers and a key/value group (share, share_kv)."""
+    share = stack.share
+    group = share.size if isinstance(share, nodes.ShareGroups) else share.period + 1 \
+        if isinstance(share, nodes.ShareCycle) else 0
+    layers = min(stack.layers, max([2, 2 * group, stack.share_kv + 1] + [k.start + 1 for k in stack.layer]))
+    return stack.layers if isinstance(share, nodes.ShareGroups) and layers % share.size else layers
+
+
+def _differential(stack: nodes.Stack) -> bool:
+    return isinstance(getattr(stack.attention, "normalizer", None), nodes.Differential)
+
+
 def shrink_stack(stack: nodes.Stack, factor: int) -> dict:
     shrunk = {
         "d_model": max(8, stack.d_model // factor), "d_k": max(2, stack.d_k // factor),
         "d_v": max(2, stack.d_v // factor), "d_ff": max(8, stack.d_ff // factor),
-        "layers": min(stack.layers, max([2] + [k.start + 1 for k in stack.layer])),  # a layer of every kind
+        "layers": _layers(stack),
         "heads": min(stack.heads, 4) if stack.heads * max(2, stack.d_k // factor)
         > 64 else stack.heads,
     }
@@ -53,9 +66,10 @@ def small(spec: nodes.Spec, factor: int = 16, vocab: int = 61, dropout: float = 
         if stack is not None and isinstance(stack.attention, nodes.Local):
             update[name] = stack.model_copy(update={"attention": stack.attention.model_copy(update={"window": 2})})
         if stack is not None and isinstance(model.positions, nodes.Rope):  # a partial rotation of a pair or more
-            d_k = stack.d_k
-            while abs(model.positions.fraction * d_k - model.positions.dims(d_k)) > 1e-9 or \
-                    model.positions.dims(d_k) % 2 or not model.positions.dims(d_k):
+            d_k, halves = stack.d_k, _differential(stack)  # a differential attention rotates each half of d_k
+            width = lambda d: d // 2 if halves else d  # noqa: E731
+            while (halves and d_k % 2) or abs(model.positions.fraction * width(d_k) - model.positions.dims(
+                    width(d_k))) > 1e-9 or model.positions.dims(width(d_k)) % 2 or not model.positions.dims(width(d_k)):
                 d_k += 1
             update[name] = update[name].model_copy(update={"d_k": d_k})
     return ir.verify(spec.model_copy(update={"model": model.model_copy(update=update)}))

@@ -131,7 +131,7 @@ LLAMA_KEYS = ("normalization = ", "final_norm = ", "kv_heads = ")
 
 
 OWN_NORMS = ("llama", "gemma", "olmo", "local_global", "t5_capped", "macaron", "t5", "softcap", "sinks", "composed",
-             "t5_v11", "mixtral", "stream")
+             "t5_v11", "mixtral", "stream", "diff_cla", "prefix_sigmoid")
 
 
 @pytest.mark.parametrize("path", [p for p in SPECS if p.stem not in OWN_NORMS], ids=spec_id)

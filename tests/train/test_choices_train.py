@@ -32,7 +32,8 @@ CHOICES = {
 EXAMPLES = ["neox", "olmo", "gemma", "novel", "local_global", "electra", "t5_capped", "macaron", "modernbert",
             "t5", "t5_v11", "softcap", "sinks", "composed",  # t5 to composed: attention parts
             "mixtral",  # a mixture of experts, with the router's load-balancing loss
-            "stream", "deepnet"]  # the residual stream and connections across layers
+            "stream", "deepnet",  # the residual stream and connections across layers
+            "diff_shared", "diff_cla", "prefix_sigmoid"]  # sharing across layers, normalisers, a prefix LM
 
 
 @pytest.mark.parametrize("name", sorted(CHOICES))
