@@ -21,7 +21,8 @@ BEFORE = json.loads((ROOT / "tests/fixtures/flops_before.json").read_text())
 
 # every architecture the shipped specs have (the other Table 3 rows change only sizes), and the variants
 SHAPES = ("base", "big", "table3/A1", "table3/B1", "table3/E", "examples/lm", "examples/local", "examples/tiny",
-          "examples/bert", "examples/novel", "examples/t5")  # (MoE routing, data-dependent, runs on no meta tensor)
+          "examples/bert", "examples/novel", "examples/t5", "examples/diff_shared", "examples/diff_cla",
+          "examples/prefix_sigmoid")  # (MoE routing, data-dependent, runs on no meta tensor)
 CASES = [(spec_id(p), ir.load(p)) for p in SPECS if spec_id(p) in SHAPES] + [
     (name, ir.load(ROOT / "specs/base.attn", o)) for name, o in EXTRA.items()]
 
