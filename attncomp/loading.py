@@ -22,9 +22,10 @@ def checked_spec(found: checkpoint.Checkpoint, overrides: Sequence[str] = ()) ->
     """The checkpoint's stored spec (+ overrides), held to the size limit unless the file stores all the weights it
     describes (attncomp.lower.size.load_stored: a crafted or damaged spec is refused before anything is built)."""
     origin = f"{found.path} (its stored spec)"
+    stored = checkpoint.stored_spec(found)  # a model factory's checkpoint has none: refused in one line
     if overrides:
         return load_stored(found.header.spec, origin, overrides, stored=found.stored_elements())
-    return hold_stored(checkpoint.stored_spec(found), origin, found.stored_elements())
+    return hold_stored(stored, origin, found.stored_elements())
 
 
 def load_checkpoint(path, overrides: Sequence[str] = (), device: torch.device | str | None = None,

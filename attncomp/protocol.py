@@ -21,7 +21,9 @@ and never imports the compiler: what kind of model it is, it asks the IR's famil
                            aux_loss(None) forgets what was recorded and returns None
     encode, init_cache, decode_step   decoding, as the family's entry points (attncomp.ir.family)
 
-Optional too: `checkpoint_layers(on)` and `layer_lists()` (what --checkpoint-layers and --compile act on).
+Optional too: `checkpoint_layers(on)` and `layer_lists()` (what --checkpoint-layers and --compile act on), and,
+for a model a factory makes (attncomp.train.factory.describe; a compiled model's spec says them), `src_vocab`,
+`segments`, `max_positions` and `specials`.
 """
 
 from __future__ import annotations

@@ -21,8 +21,13 @@ def _job(args: argparse.Namespace) -> Job:
     if args.node_rank is not None:
         raise UsageError("--node-rank is not used: the c10d rendezvous assigns each machine's rank (see "
                          "docs/training.md); give every machine the same --nnodes, --rdzv-endpoint and --rdzv-id")
+    if (args.spec is None) == (args.model is None):
+        raise UsageError("give a spec, or --model module:function (a model factory) with --recipe FILE, not both"
+                         if args.spec is not None else "give a spec, or --model module:function with --recipe FILE")
+    if args.recipe is not None and args.model is None:
+        raise UsageError("--recipe goes with --model (a model factory); a spec has its own train block")
     return Job(
-        spec=args.spec, overrides=tuple(args.overrides), force=args.force,
+        spec=args.spec, model=args.model, recipe=args.recipe, overrides=tuple(args.overrides), force=args.force,
         data=DataOptions(path=str(args.data), max_tokens_per_worker=args.max_tokens_per_gpu),
         parallelism=Parallelism(gpus=args.gpus, procs=args.procs, fsdp=args.fsdp, nnodes=args.nnodes,
                                 rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
@@ -92,7 +97,11 @@ def _write(save, checkpoint, path: Path) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a spec on prepared data, on CPU workers, GPUs or several machines")
-    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("spec", metavar="SPEC", nargs="?")
+    p.add_argument("--model", metavar="MODULE:FUNCTION",
+                   help="train the nn.Module this function makes instead of a spec's (module:function or "
+                        "FILE.py:function; docs/training.md, \"Any model\")")
+    p.add_argument("--recipe", metavar="FILE", help="with --model: a file of a spec's train and decode blocks")
     p.add_argument("--data", required=True, metavar="DIR", help="a directory made by `attncomp data`")
     p.add_argument("--out", type=output_dir, metavar="DIR", help="run directory (default runs/<model name>)")
     p.add_argument("--gpus", type=positive_int, help="GPU workers on this machine (NCCL)")

@@ -23,7 +23,7 @@ import torch
 
 from attncomp.checkpoint import safetensors_dir, sharded
 from attncomp.checkpoint.average import average
-from attncomp.checkpoint.reading import load, read, read_trained, stored_spec
+from attncomp.checkpoint.reading import load, read, read_trained, stored_model, stored_spec
 from attncomp.checkpoint.schema import FORMAT, KNOWN_VERSIONS, VERSION, Checkpoint, CheckpointError, Header
 from attncomp.files import write_atomically
 
@@ -34,7 +34,7 @@ BEST = "checkpoint_best.pt"  # train.validation's best checkpoint: never pruned 
 __all__ = ["AVERAGE", "BEST", "FORMAT", "KNOWN_VERSIONS", "VERSION", "Checkpoint", "CheckpointError", "Header",
            "average", "checkpoint_path", "is_checkpoint_dir", "last_readable", "latest_readable", "listed", "load",
            "prune", "read", "read_trained", "readable", "remove_stale", "safetensors_dir", "save", "sharded",
-           "stored_spec", "write_file"]
+           "stored_model", "stored_spec", "write_file"]
 
 def checkpoint_path(directory: Path, step: int, sharded_dir: bool = False) -> Path:
     return directory / (f"checkpoint_{step:08d}" + ("" if sharded_dir else ".pt"))

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from attncomp.checkpoint.reading import load, stored_spec
+from attncomp.checkpoint.reading import load, stored_model
 from attncomp.checkpoint.schema import Checkpoint, CheckpointError
 
 
@@ -79,7 +79,7 @@ def average(paths: list[Path], warn: Callable[[str], Any] | None = None) -> Chec
             warn(f"skipping {err}")
             skipped.append(path)
             continue
-        model_spec = stored_spec(found).model  # a run extended with --resume changes the recipe, not the model
+        model_spec = stored_model(found)  # a run extended with --resume changes the recipe, not the model
         if last is not None and model_spec != last_model:
             raise CheckpointError(f"{path} holds another model than {last_path}; they cannot be averaged")
         if last is not None and not _same_tokenizers(found.header.tokenizers, last.tokenizers):

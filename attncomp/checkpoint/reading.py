@@ -16,6 +16,7 @@ import torch
 
 from attncomp.checkpoint import safetensors_dir, sharded
 from attncomp.checkpoint.schema import Checkpoint, CheckpointError, check_model, from_payload
+from attncomp.errors import printable
 from attncomp.files import os_reason, shown_path
 from attncomp import ir
 
@@ -39,9 +40,14 @@ def _torch_load(path: Path) -> Any:
 def stored_spec(checkpoint: Checkpoint):
     """The checkpoint's spec (an ir Spec), parsed alone. The recorded hash is that of the stored text
     (the canonical text when it was written), so a checkpoint stays readable after the canonical form
-    gains keys: a spec written before the `bias` block still loads, with today's meaning of `bias`."""
-    text = checkpoint.header.spec
-    if hashlib.sha256(text.encode("utf-8")).hexdigest() != checkpoint.header.spec_hash:
+    gains keys: a spec written before the `bias` block still loads, with today's meaning of `bias`.
+    A model factory's run has none: one CheckpointError line says so."""
+    header = checkpoint.header
+    if header.factory:
+        raise CheckpointError(f"{checkpoint.path} was trained from the model factory {printable(header.factory)}, "
+                              "not a spec: attncomp.train.factory.load_trained reads it")
+    text = header.spec
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != header.spec_hash:
         raise CheckpointError(f"{checkpoint.path}: field 'spec_hash' does not match its stored spec")
     if text not in _specs:
         _specs[text] = ir.load_flat(text, f"{checkpoint.path} (its stored spec)")
@@ -73,8 +79,22 @@ def load(path: str | Path, *, model: bool = True) -> Checkpoint:
     else:
         raise CheckpointError(f"no checkpoint {path}")
     found.path = path
-    stored_spec(found)
+    check_identity(found)
     return found
+
+
+def check_identity(checkpoint: Checkpoint) -> None:
+    """The stored spec parses alone and matches its hash; a factory's run: its recipe matches the hash."""
+    header = checkpoint.header
+    if not header.factory:
+        stored_spec(checkpoint)
+    elif hashlib.sha256(header.recipe.encode("utf-8")).hexdigest() != header.spec_hash:
+        raise CheckpointError(f"{checkpoint.path}: field 'spec_hash' does not match its stored recipe")
+
+
+def stored_model(checkpoint: Checkpoint):
+    """What says which model a checkpoint holds: its spec's model block, or its model factory's name."""
+    return checkpoint.header.factory or stored_spec(checkpoint).model
 
 
 def read(path: str | Path) -> Checkpoint:

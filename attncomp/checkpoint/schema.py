@@ -46,13 +46,18 @@ class Header:
     sharded: bool = False  # the weights are DCP shards in a checkpoint directory
     averaged: tuple[str, ...] = ()  # kind "average": the checkpoints it is the mean of
     version: int = VERSION
+    # a run of a model factory (attncomp.train.factory) has no spec: `spec` is "", `factory` names the function
+    # (module:function) and `recipe` holds its recipe's canonical text; `spec_hash` is then the recipe's sha256
+    factory: str = ""
+    recipe: str = ""
 
     def fields(self) -> dict[str, Any]:
         """The header as stored: plain values and tensors."""
         return {"format": FORMAT, "version": VERSION, "attncomp": self.attncomp, "kind": self.kind,
                 "spec": self.spec, "spec_hash": self.spec_hash, "tokenizers": dict(self.tokenizers),
                 "data": self.data, "step": self.step, "position": list(self.position),
-                "metrics": dict(self.metrics), "sharded": self.sharded, "averaged": list(self.averaged)}
+                "metrics": dict(self.metrics), "sharded": self.sharded, "averaged": list(self.averaged),
+                **({"factory": self.factory, "recipe": self.recipe} if self.factory else {})}
 
 
 @dataclass
@@ -133,6 +138,11 @@ FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "averaged": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v),
                  "a list of checkpoint names"),
 }
+# the fields of a model factory's run (absent from a spec's): the spec's field is then empty
+FACTORY_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "factory": (lambda v: isinstance(v, str) and bool(v.strip()), "a model factory's name (module:function)"),
+    "recipe": (lambda v: isinstance(v, str) and bool(v.strip()), "the recipe's canonical text"),
+}
 TRAINING_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "optimizer": (lambda v: isinstance(v, dict) and "state" in v and "param_groups" in v,
                   "an optimiser state dict"),
@@ -170,7 +180,11 @@ def header_from(path: Path, payload: Any) -> Header:
     version = check_tag(path, payload)
     if version == 1:  # its `sharded` meant "written with --fsdp"; its tensors are always whole, in the file
         payload = {**V1_DEFAULTS, **payload, "sharded": False}
-    values = {name: check_field(path, payload, name, test, what) for name, (test, what) in FIELDS.items()}
+    factory = "factory" in payload
+    fields = {**FIELDS, **FACTORY_FIELDS} if factory else FIELDS
+    if factory:  # a factory's run stores no spec
+        fields["spec"] = (lambda v: v == "", "empty in a model factory's run (its recipe is in 'recipe')")
+    values = {name: check_field(path, payload, name, test, what) for name, (test, what) in fields.items()}
     values["position"] = tuple(values["position"])
     values["averaged"] = tuple(values["averaged"])
     return Header(**values, version=version)

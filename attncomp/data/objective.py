@@ -29,7 +29,7 @@ from attncomp.data import masking
 from attncomp.data.batching import lm_batch, mlm_batch, mono_batch, pair_mlm_batch, prefix_lm_batch, translation_batch
 from attncomp.errors import DataError
 from attncomp.ir import nodes
-from attncomp.ir.family import family_of, prefix_lm
+from attncomp.ir.family import ModelFacts, facts_of
 from attncomp.vocab import DEFAULT, Specials, agree
 
 
@@ -47,15 +47,16 @@ class Objective:
         """(input, loss) tokens per sentence of `split`: what an update's token caps count."""
         return self.inputs(split.src.lengths, split.tgt.lengths), self.loss(split, seed, rate, specials)
 
-    def fits(self, split, arch: nodes.ModelSpec) -> np.ndarray:
+    def fits(self, split, arch: nodes.ModelSpec | ModelFacts) -> np.ndarray:
         """Which sentences of `split` the model's learned position table can hold (all, with other positions)."""
         src, tgt = split.src.lengths, split.tgt.lengths
-        if not isinstance(arch.positions, nodes.Learned):
+        rows = facts_of(arch).max_positions
+        if rows is None:
             return np.ones(len(src), dtype=bool)
-        return self.longest(src, tgt) <= arch.positions.max_len
+        return self.longest(src, tgt) <= rows
 
     def batcher_collate(self, spec, tokenizer: Callable, path: str) -> Callable:
-        """collate(split, indices) for this spec, with the special ids its vocabulary declares (and the target
+        """collate(split, indices) for this spec (or a Described model with its recipe), with the special ids its vocabulary declares (and the target
         language the data chose: attncomp.vocab.agree); `tokenizer()` gives the data's target tokenizer,
         refused where its ids differ; `path` names the data in errors."""
         tok = tokenizer()
@@ -101,16 +102,18 @@ OBJECTIVES = {o.name: o for o in (
 )}
 
 
-def objective_of(arch: nodes.ModelSpec, monolingual: bool) -> Objective:
-    """The objective of a model with this architecture on data that is monolingual or holds pairs."""
-    family = family_of(arch).objective
-    if prefix_lm(arch):
+def objective_of(arch: nodes.ModelSpec | ModelFacts, monolingual: bool) -> Objective:
+    """The objective of a model with this architecture (or these facts) on data that is monolingual or holds
+    pairs."""
+    facts = facts_of(arch)
+    family = facts.family.objective
+    if facts.prefix:
         if monolingual:
             raise DataError("decoder { mask = prefix } reads a pair's source as the prefix of its input, but this data "
                             "is monolingual: prepare pairs (source and target), or leave mask out (causal)")
         return OBJECTIVES["prefix_lm"]
     if family == "language_model" and monolingual:
         return OBJECTIVES["text"]
-    if family == "masked_lm" and arch.segments >= 2 and not monolingual:
+    if family == "masked_lm" and facts.segments >= 2 and not monolingual:
         return OBJECTIVES["masked_pairs"]
     return OBJECTIVES[family]

@@ -17,7 +17,7 @@ from attncomp.data.tokenizer import Tokenizer
 from attncomp.decode.beam import CachedStepper, Hypothesis, beam_search
 from attncomp.decode.sampling import Sampling, sample
 from attncomp.ir import nodes
-from attncomp.ir.family import Family, named
+from attncomp.ir.family import Described, Family, ModelFacts, facts_of, named
 from attncomp.progress import Progress
 from attncomp.errors import DataError
 from attncomp.vocab import Specials, agree
@@ -49,6 +49,7 @@ class Translator:
     stop: str | None = None  # "bound" or "first"; default: the spec's decode.stop
     max_source_tokens: int | None = None  # source tokens read at most (</s> included); None: the model's limit
     sampling: Sampling | None = None  # sample `nbest` translations instead of beam search
+    described: Described | None = None  # the model's facts and recipe (None: the compiled model's spec)
     cut_lines: list[int] = field(default_factory=list, init=False)  # 1-based numbers of the lines cut
 
     def __post_init__(self):
@@ -66,7 +67,7 @@ class Translator:
     def _check_rows(self) -> None:
         """Every id the tokenizers can produce is an embedding row of the model (an id past them was an
         IndexError in beam search): their vocabularies, and the target's special and forced ids."""
-        arch = self.spec.model
+        arch = self.facts
         for side, tokenizer, rows in (("source", self.src_tokenizer, arch.src_vocab),
                                       ("target", self.tgt_tokenizer, arch.tgt_vocab)):
             if tokenizer.vocab_size > rows:
@@ -83,8 +84,13 @@ class Translator:
         return len(self.cut_lines)
 
     @property
-    def spec(self) -> nodes.Spec:
-        return self.model.spec
+    def spec(self) -> nodes.Spec | Described:
+        """The model's facts (`model`) and recipe (`decode`): the job's, or a compiled model's spec."""
+        return self.described if self.described is not None else self.model.spec
+
+    @property
+    def facts(self) -> ModelFacts:
+        return facts_of(self.spec.model)
 
     @property
     def family(self) -> Family:
@@ -97,9 +103,9 @@ class Translator:
         return self.family.source == "prompt"
 
     def source_limit(self) -> int:
-        positions = self.spec.model.positions
-        if isinstance(positions, nodes.Learned):
-            limit = positions.max_len - (2 if self.prompted else 0)  # decoder-only: <s>, <sep>
+        rows = self.facts.max_positions  # a learned position table's
+        if rows is not None:
+            limit = rows - (2 if self.prompted else 0)  # decoder-only: <s>, <sep>
         else:
             limit = SINUSOIDAL_SOURCE_LIMIT
         return min(limit, self.max_source_tokens or limit)
@@ -107,10 +113,10 @@ class Translator:
     def output_limit(self, source_tokens: int) -> int:
         """Tokens to generate at most (</s> included), from the spec's max_len and the position table."""
         wanted = source_tokens + self.max_len.offset if isinstance(self.max_len, nodes.SrcPlus) else self.max_len.length
-        positions = self.spec.model.positions
-        if isinstance(positions, nodes.Learned):
+        rows = self.facts.max_positions
+        if rows is not None:
             used = source_tokens + 2 if self.prompted else len(self.specials.forced)  # a prompt; forced tokens
-            wanted = min(wanted, positions.max_len - used)
+            wanted = min(wanted, rows - used)
         return max(1, min(wanted, 2 * self.source_limit()))  # a spec's max_len of a million stays bounded
 
     @property

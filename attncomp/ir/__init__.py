@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from attncomp.ir import nodes
-from attncomp.ir.canonical import diff, spec_hash, to_json, to_text
+from attncomp.ir.canonical import diff, recipe_text, spec_hash, to_json, to_text
 from attncomp.ir.nodes import Spec
 from attncomp.ir.verify import verify
 
@@ -43,4 +43,14 @@ def load_flat(text: str, origin: str, overrides: Sequence[str] = ()) -> Spec:
     return verify(build(parse_flat(text, origin), [parse_override(o) for o in overrides]))
 
 
-__all__ = ["Spec", "diff", "load", "load_flat", "nodes", "spec_hash", "to_json", "to_text", "verify"]
+def load_recipe(source: str | os.PathLike, overrides: Sequence[str] = ()) -> nodes.Recipe:
+    """A recipe file path or recipe text (train and decode blocks only, + `key=value` overrides) -> a Recipe."""
+    from attncomp.ir.build import build_recipe  # the parser, only when a recipe is read
+    from attncomp.syntax import load_path, load_text, parse_override
+
+    files = load_text(str(source)) if looks_like_text(source) else load_path(Path(source))
+    return build_recipe(files, [parse_override(o) for o in overrides])
+
+
+__all__ = ["Spec", "diff", "load", "load_flat", "load_recipe", "nodes", "recipe_text", "spec_hash", "to_json",
+           "to_text", "verify"]

@@ -54,13 +54,13 @@ def _choice_text(cls: type[BaseModel]) -> str:
 class _Builder:
     """One file's tree -> Doc, checked key by key against the IR."""
 
-    def __init__(self, top: bool):
-        self.top = top
+    def __init__(self, top: bool, root: type[BaseModel] | None = None):
+        self.top, self.root = top, root or _ROOT
         self.doc = Doc()
 
     def file(self, f: ast.File) -> Doc:
         for item in f.items:
-            self.item(_ROOT, item, (), self.doc.data)
+            self.item(self.root, item, (), self.doc.data)
         return self.doc
 
     def item(self, cls, item: ast.Item, path: Path_, out: dict) -> None:
@@ -278,6 +278,13 @@ class _Root(BaseModel):
 _ROOT = _Root
 
 
+class _RecipeRoot(BaseModel):
+    """The top level of a recipe file (attncomp.ir.nodes.Recipe): a spec's train and decode blocks alone."""
+
+    train: nodes.Train
+    decode: nodes.Decode
+
+
 # --- step 2: merge ----------------------------------------------------------------------------
 
 
@@ -482,9 +489,9 @@ def _message(err: dict, key: str) -> str:
     return f"{key}: {err['msg'][0].lower()}{err['msg'][1:]}"
 
 
-def validate(doc: Doc, where: Span) -> nodes.Spec:
+def validate(doc: Doc, where: Span, cls: type[nodes.Node] = nodes.Spec) -> nodes.Spec:
     try:
-        spec = nodes.Spec.model_validate(doc.data)
+        spec = cls.model_validate(doc.data)
     except ValidationError as err:
         first = err.errors()[0]
         path = _data_path(doc.data, first["loc"])
@@ -505,7 +512,8 @@ def validate(doc: Doc, where: Span) -> nodes.Spec:
         elif missing_key:
             key = ".".join(str(p) for p in first["loc"] if not isinstance(p, int))
         raise SpecError(_message(first, key) + suffix, span or where) from None
-    spec._spans = dict(doc.spans)
+    if isinstance(spec, nodes.Spec):
+        spec._spans = dict(doc.spans)
     return spec
 
 
@@ -538,18 +546,28 @@ def _yield_stack_keys(base: Doc, over: Doc) -> None:
                 base.spans.pop(("model", stack, key), None)
 
 
-def build(files: list[ast.File], overrides: list[ast.Assign] = ()) -> nodes.Spec:
-    """Syntax trees of a spec and its bases (base first), plus overrides -> a resolved Spec."""
+def _merged(files: list[ast.File], overrides: list[ast.Assign], root: type[BaseModel]) -> Doc:
     top = files[-1]
-    layers = [_Builder(top=f is top).file(f) for f in files]
+    layers = [_Builder(top=f is top, root=root).file(f) for f in files]
     for item in overrides:
-        layer = _Builder(top=True)
-        layer.item(_ROOT, item, (), layer.doc.data)
+        layer = _Builder(top=True, root=root)
+        layer.item(root, item, (), layer.doc.data)
         layers.append(layer.doc)
     doc = Doc()
     for layer in layers:
         _yield_stack_keys(doc, layer)
         doc = merge(doc, layer)
-    where = Span(top.path, 1, 1)
-    _fill_defaults(doc, spec_name(top.path), where)
+    return doc
+
+
+def build(files: list[ast.File], overrides: list[ast.Assign] = ()) -> nodes.Spec:
+    """Syntax trees of a spec and its bases (base first), plus overrides -> a resolved Spec."""
+    doc, where = _merged(files, overrides, _ROOT), Span(files[-1].path, 1, 1)
+    _fill_defaults(doc, spec_name(files[-1].path), where)
     return validate(doc, where)
+
+
+def build_recipe(files: list[ast.File], overrides: list[ast.Assign] = ()) -> nodes.Recipe:
+    """Syntax trees of a recipe file (train and decode blocks only) and its bases -> a resolved Recipe; a model
+    block is an unknown key, located."""
+    return validate(_merged(files, overrides, _RecipeRoot), Span(files[-1].path, 1, 1), nodes.Recipe)

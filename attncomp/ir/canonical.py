@@ -108,6 +108,14 @@ def to_text(spec: nodes.Spec) -> str:
     return "\n".join(lines) + "\n"
 
 
+def recipe_text(recipe: nodes.Recipe | nodes.Spec) -> str:
+    """The canonical text of a recipe (or of a spec's train and decode blocks): a recipe file of every key."""
+    lines = []
+    for key in ("train", "decode"):
+        lines += _block(key, getattr(recipe, key), 0)
+    return "\n".join(lines) + "\n"
+
+
 def spec_hash(spec: nodes.Spec) -> str:
     """sha256 of the canonical text."""
     return hashlib.sha256(to_text(spec).encode("utf-8")).hexdigest()

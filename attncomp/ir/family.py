@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attncomp.ir import nodes
+from attncomp.vocab import Specials
 
 SEGMENTED = ("forward", "hidden", "hidden_dense", "encode")  # entry points that read the source's tokens
 PREFIXED = ("forward", "hidden")  # a prefix LM's entry points that take the rows' prefix lengths
@@ -118,3 +119,42 @@ def family_of(arch: nodes.ModelSpec) -> Family:
 def named(name: str) -> Family:
     """The family called `name` ("encoder-decoder", "decoder-only", "encoder-only")."""
     return next(f for f in FAMILIES if f.name == name)
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the runtime needs to know of a model beyond its protocol, to batch data for it and decode with it:
+    made from a spec's model block (`facts_of`), or from a model a factory made (attncomp.train.factory)."""
+
+    name: str
+    family: Family
+    src_vocab: int
+    tgt_vocab: int
+    specials: Specials
+    segments: int = 0  # segment embeddings (`segments = N`): encoder-only pairs read both sides as two segments
+    max_positions: int | None = None  # a learned position table's rows; None: any length
+    mask: int | None = None  # the <mask> id the vocabulary declares explicitly (named in messages only)
+    prefix: bool = False  # a prefix LM (`mask = prefix`): a pair's source is its input's prefix, seen both ways
+
+
+def facts_of(arch: nodes.ModelSpec | ModelFacts) -> ModelFacts:
+    """The facts of a spec's model block (a ModelFacts is returned as it is)."""
+    if isinstance(arch, ModelFacts):
+        return arch
+    learned = isinstance(arch.positions, nodes.Learned)
+    return ModelFacts(arch.name, family_of(arch), arch.src_vocab, arch.tgt_vocab, arch.specials, arch.segments,
+                      arch.positions.max_len if learned else None, arch.vocab.mask, prefix_lm(arch))
+
+
+@dataclass(frozen=True)
+class Described:
+    """A model's facts with its recipe: what the runtime reads where a spec-trained run reads its Spec (the same
+    attribute names: `model`, `train`, `decode`), so a model a factory made trains and decodes alike."""
+
+    model: ModelFacts
+    train: nodes.Train
+    decode: nodes.Decode
+
+
+def described(spec: nodes.Spec) -> Described:
+    return Described(facts_of(spec.model), spec.train, spec.decode)

@@ -1245,6 +1245,14 @@ class Expect(Node):
 # --- the whole spec ---------------------------------------------------------------------------
 
 
+class Recipe(Node):
+    """A training recipe without a model: a spec's train and decode blocks, written as a spec writes them, for a
+    model that a factory makes (attncomp.train.factory)."""
+
+    train: Train = Train()
+    decode: Decode = Decode()
+
+
 class Spec(Node):
     """A resolved spec: every default filled in. `_spans` maps key paths to their source spans."""
 

@@ -21,6 +21,7 @@ class RunData:
     """Every worker reads its own share of each update (attncomp.data.batching)."""
 
     def __init__(self, path: str, spec, world: int, max_tokens_per_worker: int, device: torch.device, autocast):
+        """`spec`: a Spec, or a model's facts with its recipe (attncomp.ir.family.Described)."""
         self.spec, self.device, self.cuda, self.autocast = spec, device, device.type == "cuda", autocast
         self.data = PreparedData(path)
         self.objective = objective_of(spec.model, self.data.monolingual)

@@ -12,15 +12,15 @@ from attncomp.data.dataset import PreparedData
 from attncomp.data.objective import objective_of
 from attncomp.errors import DataError, UsageError
 from attncomp.ir import nodes
-from attncomp.ir.family import family_of
+from attncomp.ir.family import Described, ModelFacts, facts_of
 from attncomp.vocab import DEFAULT, Specials
 
 
 @dataclass
 class RunConfig:
-    factory: Callable  # factory(device) -> CompiledModel; picklable (functools.partial)
-    spec_text: str
-    spec_hash: str
+    factory: Callable  # factory(device) -> a model answering attncomp.protocol; picklable
+    spec_text: str  # "" for a model factory's run
+    spec_hash: str  # sha256 of the spec text (a model factory's run: of its recipe text)
     data: str
     out: str
     device: str = "cpu"  # "cuda" or "cpu"
@@ -37,19 +37,24 @@ class RunConfig:
     fsdp: bool = False  # shard parameters, gradients and optimiser state across workers (FSDP2)
     timeout: float = 600.0  # seconds a collective may wait for a peer before the run stops
     init: str | None = None  # --init: a new run from these weights (a checkpoint, sharded one or safetensors export)
+    # the model's facts with its recipe (None: the compiled model's spec, `described(model.spec)`)
+    described: Described | None = None
+    factory_name: str = ""  # a model factory's run: its name (module:function), stored in every checkpoint
+    recipe_text: str = ""  # ... and its recipe's canonical text
 
 
-def check_vocab(data: PreparedData, arch: nodes.ModelSpec) -> None:
-    """The data's vocabulary sizes must be those of the spec's model block."""
+def check_vocab(data: PreparedData, arch: nodes.ModelSpec | ModelFacts) -> None:
+    """The data's vocabulary sizes must be those of the spec's model block (or of a factory's model)."""
     have = (data.vocab["src_size"], data.vocab["tgt_size"])
-    one_stack = family_of(arch).stacks == ("decoder",)  # a decoder-only model reads both sides with one vocabulary
+    arch = facts_of(arch)
+    one_stack = arch.family.stacks == ("decoder",)  # a decoder-only model reads both sides with one vocabulary
     need = (arch.tgt_vocab, arch.tgt_vocab) if one_stack else (arch.src_vocab, arch.tgt_vocab)
     if one_stack and not data.vocab["shared"]:
         raise DataError(f"a decoder-only model reads source and target with one vocabulary, but {data.path} "
                         "has separate ones; prepare it without --separate-vocab")
     if have != need:
         try:
-            roles = _declared(data.tokenizer("tgt").specials, arch.vocab.mask)
+            roles = _declared(data.tokenizer("tgt").specials, arch.mask)
         except DataError:  # a damaged tokenizer: refused in its own words when training reads it
             roles = ""
         shown = f"shared({have[0]}{roles})" if data.vocab["shared"] else \

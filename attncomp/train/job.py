@@ -53,9 +53,14 @@ class Execution(_Plain):
 
 
 class Job(_Plain):
-    """One training run: the spec (a file, with `key=value` overrides), its data, where and how it runs."""
+    """One training run: the spec (a file, with `key=value` overrides), its data, where and how it runs.
+    Instead of a spec, `model` may name a model factory (`module:function` or `FILE.py:function`:
+    attncomp.train.factory) with its `recipe`, a file of a spec's train and decode blocks (the overrides then
+    apply to it; None: the defaults)."""
 
-    spec: str
+    spec: str | None = None
+    model: str | None = None
+    recipe: str | None = None
     overrides: tuple[str, ...] = ()
     data: DataOptions
     parallelism: Parallelism = Parallelism()

@@ -17,7 +17,8 @@ import torch.distributed as dist
 
 from attncomp import __version__, ir
 from attncomp import checkpoint as ckpt
-from attncomp.errors import TrainingError, UsageError
+from attncomp.errors import TrainingError, UsageError, printable
+from attncomp.ir.family import Described
 from attncomp.train import cluster, state_dicts
 from attncomp.train.batches import RunData
 from attncomp.train.config import RunConfig
@@ -28,10 +29,14 @@ from attncomp.train.monitor import Monitor
 RUN_LENGTH = ("train.steps", "train.checkpoint.", "train.validation.patience", "decode.", "expect.")
 
 
-def resume_changes(spec: ir.Spec, stored: str, origin: str) -> list[str]:
-    """Resuming a checkpoint trained with spec text `stored` under `spec`: the changed keys, all of which
-    must only say how long the run goes (steps, checkpoint cadence) or how it is decoded."""
-    rows = ir.diff(ir.load_flat(stored, origin), spec)
+def resume_changes(spec: ir.Spec | ir.nodes.Recipe, stored: str, origin: str) -> list[str]:
+    """Resuming a checkpoint trained with spec text `stored` under `spec` (a model factory's run: recipe text
+    under its recipe): the changed keys, all of which must only say how long the run goes (steps, checkpoint
+    cadence) or how it is decoded."""
+    if isinstance(spec, ir.nodes.Recipe):
+        rows = ir.diff(ir.load_recipe(stored), spec)
+    else:
+        rows = ir.diff(ir.load_flat(stored, origin), spec)
     refused = [f"{key} ({old} -> {new})" for key, old, new in rows if not key.startswith(RUN_LENGTH)]
     if refused:
         raise UsageError(f"{origin} was trained with another architecture or recipe: {', '.join(refused)}; "
@@ -49,10 +54,10 @@ def initial_weights(out: Path, resume: bool, init: str | None) -> str | None:
 
 class RunState:
     def __init__(self, cfg: RunConfig, rank: int, world: int, model, optimizer, scheduler, data: RunData,
-                 monitor: Monitor):
+                 monitor: Monitor, described: Described | None = None):
         self.cfg, self.rank, self.world, self.out = cfg, rank, world, Path(cfg.out)
         self.model, self.optimizer, self.scheduler, self.data, self.monitor = model, optimizer, scheduler, data, monitor
-        self.recipe = model.spec.train
+        self.recipe = (described or model.spec).train
         self.step, self.position = 0, (0, 0)
         self.metrics: dict = {}  # those of the checkpoint resumed from
         self.last_save = time.monotonic()
@@ -60,7 +65,8 @@ class RunState:
     def _header(self, metrics: dict) -> ckpt.Header:
         return ckpt.Header(attncomp=__version__, kind="train", spec=self.cfg.spec_text, spec_hash=self.cfg.spec_hash,
                            tokenizers=self._tokenizers(), data=json.dumps(self.data.data.manifest), step=self.step,
-                           position=tuple(self.position), metrics=metrics, sharded=self.cfg.fsdp)
+                           position=tuple(self.position), metrics=metrics, sharded=self.cfg.fsdp,
+                           factory=self.cfg.factory_name, recipe=self.cfg.recipe_text)
 
     def save(self, metrics: dict, best: bool = False) -> Path:
         """A checkpoint: one file written by rank 0, or under FSDP a directory of DCP shards, one per worker;
@@ -95,9 +101,19 @@ class RunState:
 
     def _check_spec(self, path: Path, header: ckpt.Header) -> None:
         """The same spec, or one that only changes how long the run goes (recorded in the log and run.json)."""
+        factory = self.cfg.factory_name
+        if header.factory != factory:
+            def what(name: str) -> str:
+                return f"the model factory {printable(name)}" if name else "a spec"
+
+            raise UsageError(f"{path} was trained from {what(header.factory)}, this run from {what(factory)}: "
+                             "--resume continues the same model; start a new run (another --out) for another")
         if header.spec_hash == self.cfg.spec_hash:
             return
-        changes = resume_changes(self.model.spec, header.spec, str(path))
+        if factory:
+            changes = resume_changes(ir.load_recipe(self.cfg.recipe_text), header.recipe, str(path))
+        else:
+            changes = resume_changes(self.model.spec, header.spec, str(path))
         self.monitor.note(f"extending the run from step {header.step}: {'; '.join(changes)}")
         if self.rank == 0:
             cluster.record_extension(self.out, path, header.step, changes)

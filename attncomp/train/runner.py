@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from attncomp.ir.family import described
 from attncomp.train import cluster
 from attncomp.train.batches import RunData
 from attncomp.train.config import RunConfig, check_vocab, make_optimizer
@@ -42,7 +43,8 @@ class Trainer:
         self.model = cfg.factory(self.device)
         if cfg.checkpoint_layers:  # optional in the model's protocol (attncomp.protocol)
             self.model.checkpoint_layers(True)
-        self.spec = self.model.spec
+        # the model's facts and recipe: the job's (a factory's run), or the compiled model's spec
+        self.spec = cfg.described if cfg.described is not None else described(self.model.spec)
         if cfg.init is not None:  # before any wrapping; a checkpoint restored on --resume replaces these weights
             load_initial(self.model, cfg.init)
         self.recipe = self.spec.train
@@ -69,7 +71,8 @@ class Trainer:
                                world, cfg.fsdp, self.recipe.clip_norm)
         self.monitor = Monitor(Path(cfg.out), self.recipe.steps, enabled=rank == 0, cuda=self.cuda,
                                interval=cfg.log_interval)
-        self.state = RunState(cfg, rank, world, self.model, self.optimizer, self.scheduler, self.data, self.monitor)
+        self.state = RunState(cfg, rank, world, self.model, self.optimizer, self.scheduler, self.data, self.monitor,
+                              self.spec)
         replica = functools.partial(cfg.factory, self.device) if cfg.fsdp else None
         self.validator = Validator(self.recipe.validation, self.model, self.data, rank, replica)
 

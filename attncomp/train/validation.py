@@ -53,7 +53,8 @@ class Validator:
         model = self.model if self.replica is None else self._unsharded()
         if self.rank == 0:
             was_training = model.training
-            value, _ = bleu(model, self.data.data, self.data.valid_split, self.v.bleu, self.data.device)
+            value, _ = bleu(model, self.data.data, self.data.valid_split, self.v.bleu, self.data.device,
+                            self.data.spec)
             model.train(was_training)
         del model  # an unsharded copy lives for this evaluation only
         return {"bleu": agree([value], self.data.device)[0]}  # BLEU >= 0: the maximum is rank 0's

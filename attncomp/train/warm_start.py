@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
+from torch import nn
+
 from attncomp.checkpoint import read_trained
-from attncomp.compiler import compile_spec
 from attncomp.data.dataset import PreparedData
 from attncomp.data.tokenizer import same_vocabulary
 from attncomp.errors import TrainingError
@@ -42,10 +43,18 @@ def shape_differences(have: dict[str, tuple[int, ...]], need: dict[str, tuple[in
     return parts
 
 
-def check_initial(spec, data: PreparedData, path: str) -> None:
-    """One clear error unless the weights at `path` fit the spec's model and the data's tokenizers are theirs."""
+def meta_model(spec) -> nn.Module:
+    """The spec's model, compiled with shapes only (the spec adapter: the one place here that compiles)."""
+    from attncomp.compiler import compile_spec  # lazily: the runtime imports no compiler (issue 41)
+
+    return compile_spec(spec, passes=(), device="meta")
+
+
+def check_initial(spec, data: PreparedData, path: str, model: nn.Module | None = None) -> None:
+    """One clear error unless the weights at `path` fit the model and the data's tokenizers are theirs. `spec`:
+    a Spec (its model compiled with shapes only), or the model's facts with `model` (a model factory's run)."""
     found = read_trained(path, gathered=False)  # the weights only: a sharded one's optimiser stays unread
-    model = compile_spec(spec, passes=(), device="meta")
+    model = meta_model(spec) if model is None else model
     differences = shape_differences(_shapes(found.model), _shapes(model.state_dict()))
     if differences:
         raise TrainingError(f"--init {path} does not fit the model of {spec.model.name}: {'; '.join(differences)}")
