@@ -15,9 +15,21 @@ from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, _EmptyStateDictLoadPlanner
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 
-from attncomp.checkpoint.schema import CheckpointError
-from attncomp.checkpoint.sharded import MAX_METADATA_BYTES, METADATA_CLASSES, gist
+from attncomp.checkpoint.schema import CheckpointError, gist
 from attncomp.files import read_regular
+
+
+MAX_METADATA_BYTES = 1 << 30  # the index of a model of billions of parameters is a few megabytes
+
+_DCP = "torch.distributed.checkpoint."
+METADATA_CLASSES = frozenset({  # (module, name) the unpickler of a shard index may look up
+    *((_DCP + "metadata", name) for name in ("Metadata", "StorageMeta", "MetadataIndex", "TensorProperties",
+                                             "TensorStorageMetadata", "BytesStorageMetadata",
+                                             "ChunkStorageMetadata", "_MEM_FORMAT_ENCODING")),
+    (_DCP + "filesystem", "_StorageInfo"),
+    ("torch", "Size"), ("torch.serialization", "_get_layout"), ("pathlib", "PosixPath"),
+    ("pathlib", "WindowsPath"), ("pathlib", "PurePosixPath"), ("pathlib", "PureWindowsPath"),
+})
 
 
 class _MetadataUnpickler(pickle.Unpickler):

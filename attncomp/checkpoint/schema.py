@@ -218,3 +218,7 @@ def from_payload(path: Path, payload: Any, *, model: bool = True) -> Checkpoint:
         found.model = checked if model else {}
         found.stored = sum(t.numel() for t in checked.values())  # shapes only (memory-mapped, unread)
     return found
+
+
+def gist(err: Exception) -> str:
+    return str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__

@@ -31,27 +31,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from attncomp.checkpoint.schema import Checkpoint, CheckpointError
+from attncomp.checkpoint.schema import Checkpoint, CheckpointError, gist
 
 HEADER = "header.pt"
 METADATA = ".metadata"
-MAX_METADATA_BYTES = 1 << 30  # the index of a model of billions of parameters is a few megabytes
-
-_DCP = "torch.distributed.checkpoint."
-METADATA_CLASSES = frozenset({  # (module, name) the unpickler of a shard index may look up
-    *((_DCP + "metadata", name) for name in ("Metadata", "StorageMeta", "MetadataIndex", "TensorProperties",
-                                             "TensorStorageMetadata", "BytesStorageMetadata",
-                                             "ChunkStorageMetadata", "_MEM_FORMAT_ENCODING")),
-    (_DCP + "filesystem", "_StorageInfo"),
-    ("torch", "Size"), ("torch.serialization", "_get_layout"), ("pathlib", "PosixPath"),
-    ("pathlib", "WindowsPath"), ("pathlib", "PurePosixPath"), ("pathlib", "PureWindowsPath"),
-})
-
-
-def gist(err: Exception) -> str:
-    return str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
-
-
 def _barrier() -> None:
     if dist.is_initialized():
         dist.barrier()

@@ -123,7 +123,7 @@ def test_no_command_runs_a_crafted_index(command, tmp_path, sandbox, tiny_artifa
 
 
 def test_the_allow_list_names_only_data_classes():
-    assert all(module.startswith(("torch", "pathlib")) for module, _ in sharded.METADATA_CLASSES)
+    assert all(module.startswith(("torch", "pathlib")) for module, _ in dcp_safe.METADATA_CLASSES)
     assert torch.float32 is dcp_safe._MetadataUnpickler.find_class(
         dcp_safe._MetadataUnpickler(__import__("io").BytesIO()), "torch", "float32")
     with pytest.raises(pickle.UnpicklingError):
