@@ -93,13 +93,20 @@ def _member(name: str, member, classes: dict[int, str]) -> str:
         kinds = [classes[id(u)] for u in member.units]
         if len(set(kinds)) == 1:
             return f"self.{name} = nn.ModuleList({kinds[0]}() for _ in range({len(kinds)}))"
-        return f"self.{name} = nn.ModuleList([{', '.join(k + '()' for k in kinds)}])"
+        line = f"self.{name} = nn.ModuleList([{', '.join(k + '()' for k in kinds)}])"
+        if len(line) <= 112:  # within 120 at the constructor's indentation
+            return line
+        listed = textwrap.fill(", ".join(k + "()" for k in kinds), 108, initial_indent=" " * 12,
+                               subsequent_indent=" " * 12)
+        return f"self.{name} = nn.ModuleList([\n{listed},\n        ])"
     return f"self.{name} = {classes[id(member)]}()"
 
 
 def _class_body(unit: Unit, doc: str, classes: dict[int, str]) -> list[str]:
     doc = doc if doc.endswith(".") else doc + "."
-    lines = [f'    """{doc}"""', "", "    def __init__(self):", "        super().__init__()"]
+    docstring = f'    """{doc}"""' if len(doc) <= 110 else \
+        textwrap.fill(doc, 116, initial_indent='    """', subsequent_indent="    ") + '"""'
+    lines = [docstring, "", "    def __init__(self):", "        super().__init__()"]
     lines += [f"        {_member(name, member, classes)}" for name, member in unit.members.items()]
     printer = Printer(unit)
     for method in unit.methods:

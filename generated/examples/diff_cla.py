@@ -128,7 +128,8 @@ class ops:
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head self-attention over the keys up to each query (causal), handing its keys and values on to the layers that share them (share_kv)."""
+    """Multi-head self-attention over the keys up to each query (causal), handing its keys and values on to the
+    layers that share them (share_kv)."""
 
     def __init__(self):
         super().__init__()
@@ -240,7 +241,8 @@ class DecoderLayer(nn.Module):
 
 
 class SharedKVCausalSelfAttention(nn.Module):
-    """Multi-head self-attention over the keys up to each query (causal), with the keys and values of an earlier layer (share_kv): no k/v projections of its own."""
+    """Multi-head self-attention over the keys up to each query (causal), with the keys and values of an earlier
+    layer (share_kv): no k/v projections of its own."""
 
     def __init__(self):
         super().__init__()
@@ -288,7 +290,8 @@ class SharedKVCausalSelfAttention(nn.Module):
 
 
 class SharedKVDecoderLayer(nn.Module):
-    """A layer that attends with an earlier layer's keys and values (share_kv): causal self-attention, then the feed-forward net."""
+    """A layer that attends with an earlier layer's keys and values (share_kv): causal self-attention, then the
+    feed-forward net."""
 
     def __init__(self):
         super().__init__()
@@ -316,7 +319,8 @@ class SharedKVDecoderLayer(nn.Module):
 
 
 class DecoderSharedKVCausalSelfAttention(nn.Module):
-    """Multi-head self-attention over the keys up to each query (causal), with the keys and values of an earlier layer (share_kv): no k/v projections of its own."""
+    """Multi-head self-attention over the keys up to each query (causal), with the keys and values of an earlier
+    layer (share_kv): no k/v projections of its own."""
 
     def __init__(self):
         super().__init__()
@@ -364,7 +368,8 @@ class DecoderSharedKVCausalSelfAttention(nn.Module):
 
 
 class DecoderSharedKVDecoderLayer(nn.Module):
-    """A layer that attends with an earlier layer's keys and values (share_kv): causal self-attention, then the feed-forward net."""
+    """A layer that attends with an earlier layer's keys and values (share_kv): causal self-attention, then the
+    feed-forward net."""
 
     def __init__(self):
         super().__init__()
@@ -392,7 +397,8 @@ class DecoderSharedKVDecoderLayer(nn.Module):
 
 
 class DecoderCausalSelfAttention(nn.Module):
-    """Multi-head self-attention over the keys up to each query (causal), handing its keys and values on to the layers that share them (share_kv)."""
+    """Multi-head self-attention over the keys up to each query (causal), handing its keys and values on to the
+    layers that share them (share_kv)."""
 
     def __init__(self):
         super().__init__()
@@ -489,7 +495,8 @@ class DecoderDecoderLayer(nn.Module):
 
 
 class DecoderSharedKVCausalSelfAttention2(nn.Module):
-    """Multi-head self-attention over the keys up to each query (causal), with the keys and values of an earlier layer (share_kv): no k/v projections of its own."""
+    """Multi-head self-attention over the keys up to each query (causal), with the keys and values of an earlier
+    layer (share_kv): no k/v projections of its own."""
 
     def __init__(self):
         super().__init__()
@@ -537,7 +544,8 @@ class DecoderSharedKVCausalSelfAttention2(nn.Module):
 
 
 class DecoderSharedKVDecoderLayer2(nn.Module):
-    """A layer that attends with an earlier layer's keys and values (share_kv): causal self-attention, then the feed-forward net."""
+    """A layer that attends with an earlier layer's keys and values (share_kv): causal self-attention, then the
+    feed-forward net."""
 
     def __init__(self):
         super().__init__()
@@ -565,7 +573,8 @@ class DecoderSharedKVDecoderLayer2(nn.Module):
 
 
 class DecoderSharedKVCausalSelfAttention3(nn.Module):
-    """Multi-head self-attention over the keys up to each query (causal), with the keys and values of an earlier layer (share_kv): no k/v projections of its own."""
+    """Multi-head self-attention over the keys up to each query (causal), with the keys and values of an earlier
+    layer (share_kv): no k/v projections of its own."""
 
     def __init__(self):
         super().__init__()
@@ -613,7 +622,8 @@ class DecoderSharedKVCausalSelfAttention3(nn.Module):
 
 
 class DecoderSharedKVDecoderLayer3(nn.Module):
-    """A layer that attends with an earlier layer's keys and values (share_kv): causal self-attention, then the feed-forward net."""
+    """A layer that attends with an earlier layer's keys and values (share_kv): causal self-attention, then the
+    feed-forward net."""
 
     def __init__(self):
         super().__init__()
@@ -645,7 +655,10 @@ class Decoder(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.layers = nn.ModuleList([DecoderLayer(), SharedKVDecoderLayer(), DecoderSharedKVDecoderLayer(), DecoderDecoderLayer(), DecoderSharedKVDecoderLayer2(), DecoderSharedKVDecoderLayer3()])
+        self.layers = nn.ModuleList([
+            DecoderLayer(), SharedKVDecoderLayer(), DecoderSharedKVDecoderLayer(), DecoderDecoderLayer(),
+            DecoderSharedKVDecoderLayer2(), DecoderSharedKVDecoderLayer3(),
+        ])
         self.norm = nn.RMSNorm(64, eps=1e-05)
 
     def forward(self, x):

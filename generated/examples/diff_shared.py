@@ -155,7 +155,8 @@ class Encoder(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head self-attention over the keys up to each query (causal), handing its keys and values on to the layers that share them (share_kv)."""
+    """Multi-head self-attention over the keys up to each query (causal), handing its keys and values on to the
+    layers that share them (share_kv)."""
 
     def __init__(self):
         super().__init__()
@@ -285,7 +286,8 @@ class DecoderLayer(nn.Module):
 
 
 class SharedKVCausalSelfAttention(nn.Module):
-    """Multi-head self-attention over the keys up to each query (causal), with the keys and values of an earlier layer (share_kv): no k/v projections of its own."""
+    """Multi-head self-attention over the keys up to each query (causal), with the keys and values of an earlier
+    layer (share_kv): no k/v projections of its own."""
 
     def __init__(self):
         super().__init__()
@@ -323,7 +325,8 @@ class SharedKVCausalSelfAttention(nn.Module):
 
 
 class SharedKVDecoderLayer(nn.Module):
-    """A layer that attends with an earlier layer's keys and values (share_kv): causal self-attention, attention over the encoder's output, then the feed-forward net."""
+    """A layer that attends with an earlier layer's keys and values (share_kv): causal self-attention, attention
+    over the encoder's output, then the feed-forward net."""
 
     def __init__(self):
         super().__init__()

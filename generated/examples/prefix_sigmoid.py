@@ -71,7 +71,8 @@ class ops:
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head self-attention over the row's prefix both ways and the keys up to each query after it (a prefix LM)."""
+    """Multi-head self-attention over the row's prefix both ways and the keys up to each query after it (a prefix
+    LM)."""
 
     def __init__(self):
         super().__init__()

@@ -42,13 +42,16 @@ def expected_layers(spec: nodes.Spec) -> dict[str, dict[str, list]]:
         stack = getattr(spec.model, name)
         cross = name == "decoder" and spec.model.encoder is not None
         kinds = {}
-        for kind, view in stack.layer_plan():
+        plan = stack.layer_plan()
+        # a layer's drawn kind: its layer kind, marked where it reads another layer's keys and values (share_kv)
+        pattern = [(k or name) + (" (shared k, v)" if stack.kv_source(i) != i else "") for i, (k, _) in enumerate(plan)]
+        for drawn, (kind, view) in zip(pattern, plan):
             attention = {"attention": view.attention.kind,
                          "cross_attention": view.cross_attention.kind if cross else None}
-            kinds.setdefault(kind or name, [(p.kind, getattr(p, "norm", None), getattr(p, "scale", 1.0),
-                                             attention.get(p.kind)) for p in view.sublayers(cross)])
-        out[name] = {"kinds": kinds, "pattern": [k or name for k, _ in stack.layer_plan()],
-                     "parallel": {k or name: isinstance(v.block, nodes.Parallel) for k, v in stack.layer_plan()}}
+            kinds.setdefault(drawn, [(p.kind, getattr(p, "norm", None), getattr(p, "scale", 1.0),
+                                      attention.get(p.kind)) for p in view.sublayers(cross)])
+        out[name] = {"kinds": kinds, "pattern": pattern,
+                     "parallel": {d: isinstance(v.block, nodes.Parallel) for d, (_, v) in zip(pattern, plan)}}
     return out
 
 

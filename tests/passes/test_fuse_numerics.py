@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from attncomp import ir
+from attncomp.ir import nodes
 from attncomp.passes import PASSES, count_fused, run_passes
 from attncomp.passes.fuse_attention import count_flex
 from attncomp.lower import lower
@@ -113,7 +114,11 @@ def test_dead_code_is_removed():
 
 def _expected_sdpa(spec, entry: str) -> int:
     m = spec.model
-    fusable = lambda kind: kind.kind in ("scaled_dot", "local")  # noqa: E731  (SDPA or FlexAttention)
+    def fusable(kind) -> int:  # kernel calls (SDPA or FlexAttention): a differential attention's two maps, sigmoid's none
+        normalizer = getattr(kind, "normalizer", nodes.Softmax())
+        calls = 0 if isinstance(normalizer, nodes.Sigmoid) else 2 if isinstance(normalizer, nodes.Differential) else 1
+        return calls * (kind.kind in ("scaled_dot", "local"))
+
     enc = sum(fusable(s.attention) for _, s in m.encoder.layer_plan()) if m.encoder else 0
     dec_self = sum(fusable(s.attention) for _, s in m.decoder.layer_plan()) if m.decoder else 0
     cross = m.decoder.layers * fusable(m.decoder.cross_attention) if m.decoder and m.encoder else 0
