@@ -127,11 +127,16 @@ def factory(root: Path, f: dict, g: dict) -> list[Case]:
                           timeout=60, bad_value=True, absent=[out], note=f"--recipe {key}"))
     for argv, note in ((["--recipe", str(recipe)], "--recipe without --model"),
                        (["--model", TINY, str(g["spec"])], "--model and a spec"),
-                       (["--model", TINY, "--recipe", str(recipe), "--set", "model.d_model=8"], "--set a model key"),
-                       (["--model", TINY, "--recipe", str(recipe), "--init", str(g["ckpt"])], "--init a spec's run")):
+                       (["--model", TINY, "--recipe", str(recipe), "--set", "model.d_model=8"], "--set a model key")):
         out = d / "out" / ("opt-" + note.replace(" ", "_"))
         cases.append(Case(CAT, ["train", *argv, *data, "--out", str(out)], "front", timeout=60, bad_value=True,
                           absent=[out], note=note))
+    # the good spec's weights fit tiny.py's Model (generated from the same spec): taken, one update trained
+    cases.append(Case(CAT, ["train", "--model", TINY, "--recipe", str(recipe), "--init", str(g["ckpt"]), *data,
+                            "--out", str(d / "out" / "init")], "front", timeout=90, note="--init a spec's weights"))
+    cases.append(Case(CAT, ["train", "--model", TINY, "--recipe", str(recipe), "--init", str(f["garbage"]), *data,
+                            "--out", str(d / "out" / "init-garbage")], "front", timeout=60, bad_value=True,
+                      absent=[d / "out" / "init-garbage"], note="--init garbage"))
     run = _resumable(d, g)
     if run is None:
         return cases
