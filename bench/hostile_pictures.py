@@ -8,6 +8,7 @@ command writes nothing, not even a temporary file. (root, hostile files, good ar
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -81,13 +82,17 @@ def _damaged_runs(d: Path, g: dict) -> dict[str, Path]:
                        "run.json binary": "\udcff\x00\x01", "run.json empty": "", "run.json truncated": '{"data": "/t',
                        "run.json a list": "[1, 2]", "run.json data a number": '{"data": 1e999, "spec": 7}'}.items():
         (run(name) / "run.json").write_bytes(text.encode("utf-8", "surrogateescape"))
-    for name, target in {"run.json fifo": None, "run.json dev zero": "/dev/zero", "run.json dangling": "nowhere"}.items():
+    for name, target in {"run.json fifo": None, "run.json dev zero": "/dev/zero",
+                         "run.json dangling": "nowhere"}.items():
         path = run(name) / "run.json"
         path.unlink()
-        os.mkfifo(path) if target is None else path.symlink_to(target)
+        if target is None:
+            os.mkfifo(path)
+        else:
+            path.symlink_to(target)
     for name, data in {"data a fifo": "fifo", "data dev zero": "/dev/zero", "data a file": "run.json"}.items():
         r = run(name)
-        record = __import__("json").loads((r / "run.json").read_text())
+        record = json.loads((r / "run.json").read_text())
         if data == "fifo":
             os.mkfifo(r / "fifo")
         record["data"] = data if data.startswith("/") else str(r / data)

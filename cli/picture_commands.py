@@ -87,7 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("page", help="one self-contained HTML page about a run")
     p.add_argument("run", metavar="RUN", help="a run directory (attncomp train --out)")
-    p.add_argument("-o", "--out", type=output_file, required=True, metavar="FILE", help="the page (.html; - for stdout)")
+    p.add_argument("-o", "--out", type=output_file, required=True, metavar="FILE",
+                   help="the page (.html; - for stdout)")
     p.add_argument("--sentences", type=int_at_least(0, 1000), default=5, metavar="N",
                    help="validation sentences translated on the page (default 5)")
     p.add_argument("--seconds", type=finite_non_negative_float, default=60.0, metavar="S",
