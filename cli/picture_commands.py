@@ -62,6 +62,9 @@ def _page(args: argparse.Namespace) -> int:
     from attncomp.draw.page import render_page
 
     html = render_page(args.run, args.sentences, args.seconds)
+    if args.out == "-":  # `-o -` is stdout (cli.args.output_file), never a file named `-`
+        sys.stdout.write(html)
+        return 0
     files.write_atomically(args.out, html)
     print(f"wrote {shown(args.out)}", file=sys.stderr)
     return 0
@@ -84,7 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("page", help="one self-contained HTML page about a run")
     p.add_argument("run", metavar="RUN", help="a run directory (attncomp train --out)")
-    p.add_argument("-o", "--out", type=output_file, required=True, metavar="FILE", help="the page (.html)")
+    p.add_argument("-o", "--out", type=output_file, required=True, metavar="FILE",
+                   help="the page (.html; - for stdout)")
     p.add_argument("--sentences", type=int_at_least(0, 1000), default=5, metavar="N",
                    help="validation sentences translated on the page (default 5)")
     p.add_argument("--seconds", type=finite_non_negative_float, default=60.0, metavar="S",

@@ -108,7 +108,8 @@ def render_page(run_path: str, sentences: int = 5, seconds: float = 60.0) -> str
     model, found = load_checkpoint(path, device="cpu")
     meta = compile_spec(model.spec, device="meta")
     report = build_report(meta)
-    rows, note = translations(model, run.record.get("data"), sentences, seconds)
+    data = run.record.get("data")  # a damaged run.json's `data` may be anything: only a path is read
+    rows, note = translations(model, data if isinstance(data, str) else None, sentences, seconds)
     salt = re.sub(r"[^A-Za-z0-9]", "", model.spec.model.name)
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                                      undefined=jinja2.StrictUndefined)

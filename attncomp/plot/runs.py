@@ -41,6 +41,8 @@ def _events(tb: Path) -> dict[str, Series]:
     """Every scalar of the event files in `tb` (all of them: no reservoir sampling), by tag."""
     if not tb.is_dir() or not any(tb.glob("events.out.tfevents.*")):
         return {}
+    for path in tb.glob("events.out.tfevents.*"):  # tensorboard would block on a FIFO, read /dev/zero forever
+        files.check_regular(path, what="TensorBoard event file")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(tb), size_guidance={"scalars": 0})
