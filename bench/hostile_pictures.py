@@ -162,7 +162,9 @@ def _outputs(d: Path, f: dict, g: dict) -> list[Case]:
     the picture (the path named is written; nothing is made where the link pointed)."""
     for name in ("a_dir.svg", "a_dir.html"):
         (d / name).mkdir(exist_ok=True)
-    outs = {"a missing folder": f"{f['deep_missing']}.svg", "a file in the way": f"{f['under_file']}.svg",
+    # a missing folder of this category's own: the outputs category's `train --out` makes files/no/such/dir
+    outs = {"a missing folder": str(d / "no" / "such" / "dir" / "out.svg"),
+            "a file in the way": f"{f['under_file']}.svg",
             "a directory": str(d / "a_dir.svg"), "/dev/null": "/dev/null", "/proc": "/proc/self/x.svg",
             "no suffix": "pic", "a .txt suffix": "pic.txt", "an empty name": ""}
     cases = []
