@@ -113,3 +113,11 @@ def test_the_benchmark_refuses_an_unknown_configuration(capsys):
     with pytest.raises(SystemExit) as exit_:
         variant.main(["--configs", "attncomp,hand-written + magic"])
     assert exit_.value.code == 2 and "hand-written + magic" in capsys.readouterr().err
+
+
+def test_each_attncomp_row_is_compared_with_the_hand_written_row_of_its_compilation():
+    rows = [{"config": c, "tokens_per_s": t} for c, t in (
+        ("attncomp + compile", 300.0), ("hand-written + compile", 200.0), ("attncomp + compile - fused loss", 100.0),
+        ("attncomp", 50.0), ("hand-written", 0.0))]  # a failed row has 0 tokens/s: no ratio against it
+    variant.ratios(rows)
+    assert [r.get("vs_hand_written") for r in rows] == [1.5, None, 0.5, None, None]
