@@ -58,7 +58,7 @@ def make_batch(sentences: int, length: int, vocab: int, device: torch.device) ->
     """Random sequences of length + 1: the model reads the first `length` tokens and predicts the next ones."""
     g = torch.Generator().manual_seed(0)
     seq = torch.randint(5, vocab, (sentences, length + 1), generator=g).to(device)
-    return {"tokens": seq[:, :-1], "tgt_out": seq[:, 1:]}
+    return {"tokens": seq[:, :-1].contiguous(), "tgt_out": seq[:, 1:].contiguous()}
 
 
 def build(config: str, spec, batch: dict, device: torch.device):
