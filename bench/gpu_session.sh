@@ -36,6 +36,9 @@
 #   profile   bench/profile_step.py: the GPU kernels of each configuration's step (CONFIG, comma-separated;
 #             default attncomp), SPEC; ROWS kernels (40); TRACE=1 also writes each trace
 #   flex      bench/flex.py: FlexAttention against the explicit form in bf16 (error, ms) for each composition
+#   variant   bench/variant.py: bench/variant.attn compiled by attncomp beside the same model written by hand
+#             (bench/variant_reference.py, FlexAttention), both under torch.compile, VARIANT_CONFIGS (default: the
+#             two compiled rows), cut at VARIANT_LIMIT seconds (300; rows so far kept in variant.json)
 #   loss      bench/loss.py: the plain and the fused projection + loss alone, base and big widths
 #   decode    `attncomp eval` of a bench/quality.py checkpoint on the de-en test set: BLEU and sentences/s
 #
@@ -114,6 +117,9 @@ for stage in "$@"; do
                  --rows "${ROWS:-40}" ${TRACE:+--trace "$out/$name.json.gz"} 2>&1 | tee "$out/$name.log"
              done ;;
     flex) timeout "${FLEX_LIMIT:-200}" python3 bench/flex.py --json "$out/flex.json" 2>&1 | tee "$out/flex.log" ;;
+    variant) timeout -k 20 "${VARIANT_LIMIT:-300}" python3 bench/variant.py \
+               --configs "${VARIANT_CONFIGS:-attncomp + compile,hand-written + compile}" \
+               --json "$out/variant.json" 2>&1 | tee "$out/variant.log" ;;
     loss) for d in 512 1024; do
             timeout 120 python3 bench/loss.py --device cuda --tokens 25000 --d-model $d 2>&1 | tee "$out/loss-$d.log"
           done ;;
@@ -154,7 +160,7 @@ for stage in "$@"; do
               timeout "${DECODE_LIMIT:-240}" $attncomp eval "$CKPT" --src "$SRC" --ref "$REF" --device cuda --json \
                 --batch-tokens $tokens --output "$out/decode.hyp" 2>&1 | tee "$out/decode-$tokens.json"
             done ;;
-    *) echo "unknown stage $stage (tests table bar quality quality-wait gpu-decode sweep eager compile real updates profile flex loss train train-compile decode)" >&2 ;;
+    *) echo "unknown stage $stage (tests table bar quality quality-wait gpu-decode sweep eager compile real updates profile flex variant loss train train-compile decode)" >&2 ;;
   esac
 done
 echo "=== done $(date +%T)"
