@@ -120,7 +120,8 @@ class _Inliner:
 
 
 def _depth(i: int, joins: dict) -> list:
-    """Layer i's lambda_init, where the loop hands each layer its depth's (`depth_lambda`): a number in the flat graph."""
+    """Layer i's lambda_init where the loop hands each layer its depth's (`depth_lambda`): a number in the flat
+    graph."""
     return [ops.lambda_init(i)] if joins.get("depth_lambda") else []
 
 

@@ -200,10 +200,10 @@ def encoder_layer(ctx, stack: nodes.Stack, kind: str = "", bases: tuple = (), ro
     lam = _depth_input(b, depth)
     first = _first_values(b, stack, length)
     shared, handed = _kv_inputs(b, stack, role, length), []
+    inputs = (padding, *extra, *_read(lam, stack.attention), *first, *shared)
     x = sublayers(b, ctx, stack, x, {
-        "attention": lambda m, h: _handed(b, _attended(b, b.sub(m, attn, "forward", h, padding, *extra,
-                                                                *_read(lam, stack.attention), *first, *shared, name="attended", shape=h.meta["shape"]),
-                                                       first, h), handed, h, role),
+        "attention": lambda m, h: _handed(b, _attended(b, b.sub(m, attn, "forward", h, *inputs, name="attended",
+                                                                shape=h.meta["shape"]), first, h), handed, h, role),
         "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])})
     b.output((x, first[1]) if first else (x, *handed) if handed else x)
     unit.reorder(_order(stack, False))
