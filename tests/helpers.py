@@ -160,7 +160,8 @@ def assert_fused_explicit_decoding_generated(spec: nodes.Spec, tmp_path, name: s
     explicit.load_state_dict(fused.state_dict())
     generated = rendered_module(spec, tmp_path, name, model=fused).Model().double().eval()
     generated.load_state_dict(fused.state_dict())
-    tokens = torch.randint(5, 64, (2, 7), generator=torch.Generator().manual_seed(1))
+    tokens = torch.randint(5, min(spec.model.src_vocab, spec.model.tgt_vocab), (2, 7),
+                           generator=torch.Generator().manual_seed(1))
     args = (tokens,) if spec.model.encoder is None else (tokens, tokens)
     with torch.no_grad():
         expected = explicit(*args)

@@ -23,7 +23,8 @@ from attncomp.ir import nodes
 from attncomp.passes.fuse_attention import count_flex, count_fused
 from attncomp.report import attention_report
 from tests.codegen.test_generated import rendered_module
-from tests.helpers import assert_decode_steps, assert_generated_equals_compiled, batch, first_cache, pair
+from tests.helpers import (assert_decode_steps, assert_fused_explicit_decoding_generated, assert_generated_equals_compiled,
+                           batch, first_cache, pair)
 
 MODEL = """model normalised {{
   vocab = shared(61)  d_model = 16  heads = 2  d_ff = 32
@@ -281,3 +282,14 @@ def test_export_as_hf_refuses_a_normaliser_no_family_has(normalizer):
     with pytest.raises(UsageError, match=r"decoder\.attention\.normalizer\.kind = (sigmoid|differential) "
                                          r"\(softmax in the family\)"):
         hf_export.matching(spec.model)
+
+
+def test_a_layer_kind_without_differential_attention_runs_in_the_loop_of_depth_following_ones(tmp_path):
+    """The stack's loop hands every layer its depth's lambda_init where any layer's differential attention follows the
+    depth; a softmax layer kind takes it and reads nothing of it: fused == explicit == generated, decoding == forward."""
+    spec = ir.load_flat(lm("scaled_dot(normalizer = differential)\n  layer plain { every = 2  start = 1  "
+                           "attention = scaled_dot }"), "lm.attn")
+    model = assert_fused_explicit_decoding_generated(spec, tmp_path, "mixed")
+    kinds = [type(layer).__name__ for layer in model.decoder.layers]
+    assert kinds == ["DecoderLayer", "PlainDecoderLayer", "DecoderLayer"]
+    assert not hasattr(model.decoder.layers[1].self_attn, "lambda_q1")
