@@ -139,3 +139,34 @@ def assert_generated_equals_compiled(generated, compiled, spec: nodes.Spec, src,
                                               compiled.decode_step(tokens, caches[1]))
             assert (a - b).abs().max() < 1e-9
             tokens = a.argmax(-1, keepdim=True).clamp(min=5)
+
+
+def assert_fused_explicit_decoding_generated(spec: nodes.Spec, tmp_path, name: str, move: bool = False):
+    """The spec compiled fused (DEFAULT_PASSES) and explicit (no passes) and the fused model rendered as a generated
+    module, one state dict, in float64 (`move`: the weights first moved off their start, so a gain from 0, ReZero's,
+    hides nothing): on one batch of tokens fused == explicit to 1e-12, generated == explicit to 1e-9, and each cached
+    decode step of the fused model is the forward's logits at its position to 1e-12. Returns the fused model."""
+    import attncomp
+    from attncomp.compiler import DEFAULT_PASSES
+    from tests.codegen.test_generated import rendered_module  # (that module imports this one)
+
+    torch.manual_seed(0)
+    fused = attncomp.compile(spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
+    if move:
+        with torch.no_grad():
+            for p in fused.parameters():
+                p.add_(0.1 * torch.randn_like(p))
+    explicit = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
+    explicit.load_state_dict(fused.state_dict())
+    generated = rendered_module(spec, tmp_path, name, model=fused).Model().double().eval()
+    generated.load_state_dict(fused.state_dict())
+    tokens = torch.randint(5, min(spec.model.src_vocab, spec.model.tgt_vocab), (2, 7),
+                           generator=torch.Generator().manual_seed(1))
+    args = (tokens,) if spec.model.encoder is None else (tokens, tokens)
+    with torch.no_grad():
+        expected = explicit(*args)
+        assert (fused(*args) - expected).abs().max() < 1e-12
+        assert (generated(*args) - expected).abs().max() < 1e-9
+        cache = fused.init_cache(tokens) if len(args) == 1 else fused.init_cache(tokens, fused.encode(tokens))
+        assert_decode_steps(fused, cache, tokens, expected, 1e-12)
+    return fused

@@ -108,6 +108,8 @@ def helpers_called(units: list[Unit]) -> list[Any]:
     if any(node.target in loops.LOOPS and any(node.kwargs.get(k) is not None for k in ("unet", "x_weights"))
            for node in nodes):  # connections across layers
         used.add(ops.joined)
+    if any(node.target in loops.LOOPS and node.kwargs.get("depth_lambda") for node in nodes):
+        used.add(ops.lambda_init)  # each layer's lambda_init by its depth
     return [fn for fn in vars(ops).values() if inspect.isfunction(fn) and fn in used]
 
 
@@ -279,11 +281,11 @@ class Printer:
         if self.value(x) != name:
             self.lines.append(f"{INDENT}{name} = {self.value(x)}")
         first = ["first_v"] if node.kwargs.get("value_residual") else []
-        call = CallText("layer", [name, *(self.value(a) for a in inputs), *first])
+        call = CallText("layer", [name, *(self.value(a) for a in inputs), *_depth(node), *first])
         joined = self._joins(node, name, layers)
         self._share(node)
         n = node.kwargs.get("share_kv")
-        numbered = joined or n is not None
+        numbered = joined or n is not None or _depth(node)
         self.lines.append(f"{INDENT}for {'i, layer' if numbered else 'layer'} in "
                           f"{f'enumerate({self._layers(node)})' if numbered else self._layers(node)}:")
         self.lines.extend(joined)
@@ -325,11 +327,12 @@ class Printer:
         self._share(node)
         n = node.kwargs.get("share_kv")
         pairs = f"zip({self._layers(node)}, {self.value(caches)})"
-        self.lines.append(f"{INDENT}for i, (layer, cache) in enumerate({pairs}):" if joined or n is not None else
+        numbered = joined or n is not None or _depth(node)
+        self.lines.append(f"{INDENT}for i, (layer, cache) in enumerate({pairs}):" if numbered else
                           f"{INDENT}for layer, cache in {pairs}:")
         self.lines.extend(joined)
         first = ["first_v"] if node.kwargs.get("value_residual") else []
-        call = CallText("layer.step", [name, "cache", *(self.value(a) for a in inputs), *first])
+        call = CallText("layer.step", [name, "cache", *(self.value(a) for a in inputs), *_depth(node), *first])
         if n is not None:  # a layer that reads keys and values steps with its computing layer's new ones
             self.lines.append(f"{INDENT}    if i % {n} == 0:  # share_kv: this layer computes k, v")
             self.lines.extend(self._assign(f"{name}, cache", call, None, INDENT + "        "))
@@ -412,6 +415,11 @@ class Printer:
         if self._inline(node) and node.users:
             return max(self._read_at(user) for user in node.users)
         return self.position[node]
+
+
+def _depth(loop: fx.Node) -> list[str]:
+    """What a loop hands each layer after the inputs where it gives them their depth's lambda_init (depth_lambda)."""
+    return ["ops.lambda_init(i)"] if loop.kwargs.get("depth_lambda") else []
 
 
 def _reads(node: fx.Node) -> list[fx.Node]:

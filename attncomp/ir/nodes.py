@@ -133,11 +133,6 @@ class Differential(Node):
         None, json_schema_extra=BY_NAME, description="a fixed lambda_init in [0, 1), so (1 - lambda_init) > 0 "
                                                      "(unset: by the layer's depth, the paper's 0.2 to 0.8)")
 
-    @staticmethod
-    def by_depth(depth: int) -> float:
-        """The paper's lambda_init of the layer at `depth` (1 for the first)."""
-        return 0.8 - 0.6 * math.exp(-0.3 * (depth - 1))
-
 
 Normalizer = Annotated[Union[Softmax, Sigmoid, Differential], Field(discriminator="kind")]
 
@@ -563,17 +558,12 @@ class _LayerKindPlace(Node):
         return {k: getattr(self, k) for k in LAYER_KEYS if getattr(self, k) is not None}
 
 
-def _at_depth(layer: "Stack", depth: int) -> "Stack":
-    """A layer with its differential attentions' lambda_init resolved where the spec left it to the depth (the
-    paper's 0.8 - 0.6 exp(-0.3 (depth - 1))): so layers at different depths differ, each lowered on its own."""
-    changes = {}
-    for key in ("attention", "cross_attention"):
-        attention = getattr(layer, key, None)
-        normalizer = getattr(attention, "normalizer", None)
-        if isinstance(normalizer, Differential) and normalizer.lambda_init is None:
-            resolved = Differential(lambda_init=Differential.by_depth(depth))
-            changes[key] = attention.model_copy(update={"normalizer": resolved})
-    return layer.model_copy(update=changes) if changes else layer
+def follows_depth(attention: "Attention | None") -> bool:
+    """Whether an attention is differential with its lambda_init left to the layer's depth (the paper's
+    0.8 - 0.6 exp(-0.3 (depth - 1))): a number the stack's loop hands each layer as it runs it
+    (attncomp.lower.loops), so layers at different depths stay one layer, and shared sets stay shared."""
+    normalizer = getattr(attention, "normalizer", None)
+    return isinstance(normalizer, Differential) and normalizer.lambda_init is None
 
 
 class Stack(Node):
@@ -665,7 +655,7 @@ class Stack(Node):
             layer = self._resolved(self.model_copy(update={**changes, "layer": ()}), positions)
             for i in kind.indices(self.layers):
                 plan[i] = (kind.name, layer)
-        return [(name, _at_depth(layer, i + 1)) for i, (name, layer) in enumerate(plan)]
+        return plan
 
     def parameter_sets(self) -> tuple[int, ...]:
         """For each layer index, the index of the parameter set it uses (`share`): 0, 1, ..., L-1 without sharing.
@@ -698,6 +688,13 @@ class Stack(Node):
         written = self.block.sublayers or paper_sublayers(cross)
         return tuple(s if isinstance(s, Stream) or s.norm is not None else s.model_copy(update={"norm": self.norm})
                      for s in written)
+
+    @property
+    def depth_lambda(self) -> bool:
+        """Whether a layer of the stack has a differential attention whose lambda_init follows its depth: then the
+        stack's loop hands every layer its depth's lambda_init (attncomp.lower.loops)."""
+        return any(follows_depth(getattr(layer, key, None)) for _, layer in self.layer_plan()
+                   for key in ("attention", "cross_attention"))
 
     @property
     def gated(self) -> bool:

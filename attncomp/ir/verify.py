@@ -536,10 +536,8 @@ def _sharing(spec: nodes.Spec) -> None:
         if stack.share_kv > stack.layers:
             raise SpecError(f"share_kv = {stack.share_kv} groups more layers than the {name} has ({stack.layers})",
                             kv_where, hint="write share_kv of at most layers (1: no sharing)")
-        layers = stack.layer_plan()
-        plan = [kind for kind, _ in layers]
+        plan = [kind for kind, _ in stack.layer_plan()]
         _one_kind(name, plan, stack.parameter_sets(), "use one parameter set", where)
-        _alike(name, [layer for _, layer in layers], stack.parameter_sets(), where)
         _one_kind(name, plan, tuple(stack.kv_source(i) for i in range(stack.layers)),
                   "attend with one layer's keys and values", kv_where)
         if stack.share_kv > 1:
@@ -556,18 +554,6 @@ def _one_kind(name: str, plan: list[str], groups: tuple[int, ...], what: str, wh
             raise SpecError(f"layers {j} and {i} of the {name} {what}, but one is {kinds[0]}, the other "
                             f"{kinds[1]}", where,
                             hint="layers that share are of one layer kind: change the sharing or the kinds")
-
-
-def _alike(name: str, layers: list, sets: tuple[int, ...], where) -> None:
-    """The layers of one parameter set are one layer, not only of one kind: a differential attention whose
-    lambda_init follows the depth makes every depth a layer of its own (nodes._at_depth)."""
-    first: dict[int, int] = {}
-    for i, group in enumerate(sets):
-        j = first.setdefault(group, i)
-        if layers[i] != layers[j]:
-            raise SpecError(f"layers {j} and {i} of the {name} use one parameter set, but differ: their differential "
-                            "attention's lambda_init follows each layer's depth", where,
-                            hint="write differential(lambda_init = x) for layers that share, or share no layers")
 
 
 def _kv_sharing(spec: nodes.Spec, name: str, stack: nodes.Stack, where) -> None:

@@ -246,14 +246,15 @@ def _mask_name(arch: nodes.ModelSpec, mask: Node | None, relative: bool, bias: N
 
 def attend(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: Node, v: Node,
            kind: nodes.Attention, mask: Node | None = None, padded: bool = False, positions: Node | None = None,
-           bias: Node | None = None) -> Node:
+           bias: Node | None = None, lambda_init: Node | None = None) -> Node:
     """softmax(hide(scores + bias, mask)) @ v, explicitly (or the normaliser's weights for softmax's). `padded`:
     the mask may hide every key of a query (it has padding), whose weights are then defined as 0. `positions`:
     relative-position indices (their logit and value terms); `bias`: a float bias on the scores (ALiBi, T5's
-    buckets). A differential attention is two such maps (`_differential`)."""
+    buckets). A differential attention is two such maps (`_differential`); `lambda_init`: its method's input where
+    the spec leaves lambda_init to the layer's depth (`depth_input`)."""
     q = _temperature(b, kind, q, stack.heads)
     if isinstance(parts_of(kind).normalizer, nodes.Differential):
-        return _differential(b, arch, stack, q, k, v, kind, mask, padded, bias)
+        return _differential(b, arch, stack, q, k, v, kind, mask, padded, bias, lambda_init)
     return _one_map(b, arch, stack, q, k, v, kind, mask, padded, positions, bias)
 
 
@@ -302,14 +303,18 @@ def _own_mask(b: Builder, mask: Node | None) -> Node | None:
 
 
 def _differential(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node, k: Node, v: Node,
-                  kind: nodes.DotProduct, mask: Node | None, padded: bool, bias: Node | None) -> Node:
+                  kind: nodes.DotProduct, mask: Node | None, padded: bool, bias: Node | None,
+                  depth_lambda: Node | None) -> Node:
     """Differential attention (Ye et al. 2024): (softmax(q1 k1^T s) - lambda softmax(q2 k2^T s)) v, each map an
     attention of its own (its kernel chosen alone), lambda = exp(lq1 . lk1) - exp(lq2 . lk2) + lambda_init
     (ops.differential_lambda; lq1 ... lk2 d_k / 2 wide, shared by the heads), then each head's RMSNorm over its
-    d_v (`head_norm`, one gain shared by the heads) times (1 - lambda_init)."""
+    d_v (`head_norm`, one gain shared by the heads) times (1 - lambda_init). lambda_init is the spec's number, or,
+    left to the depth, `depth_lambda`, the method's input the stack's loop fills (ops.lambda_init)."""
     half, init = stack.d_k // 2, kind.normalizer.lambda_init
     if init is None:
-        raise ValueError("differential attention's lambda_init is resolved per layer (nodes.Stack.layer_plan)")
+        if depth_lambda is None:
+            raise ValueError("differential attention's lambda_init by depth is an input of the method (depth_input)")
+        init = depth_lambda
     (q1, q2), (k1, k2) = _halves(b, q, half, "q"), _halves(b, k, half, "k")
     first = _one_map(b, arch, stack, q1, k1, v, kind, mask, padded, None, bias, differential=True)
     second = _one_map(b, arch, stack, q2, k2, v, kind, _own_mask(b, mask), padded, None, bias, differential=True)
@@ -317,7 +322,14 @@ def _differential(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, q: Node
     lam = b.call(ops.differential_lambda, *lambdas, init, name="lambda_full", shape=())
     heads = b.call(torch.sub, first, b.call(torch.mul, second, lam, name="heads"), name="heads")
     heads = b.leaf("head_norm", norm("rmsnorm", stack.d_v, arch.norm_eps), heads, name="heads")
-    return b.call(torch.mul, heads, 1 - init, name="heads")
+    kept = 1 - init if depth_lambda is None else b.call(operator.sub, 1, init, name="head_scale")
+    return b.call(torch.mul, heads, kept, name="heads", shape=heads.meta.get("shape"))
+
+
+def depth_input(b: Builder, kind: nodes.Attention | None) -> Node | None:
+    """An attention's lambda_init where the spec leaves it to the layer's depth (nodes.follows_depth): an input of
+    its method, after the positions, which its layer hands on from the stack's loop (ops.lambda_init)."""
+    return b.input("lambda_init") if nodes.follows_depth(kind) else None
 
 
 def _output(b: Builder, arch: nodes.ModelSpec, stack: nodes.Stack, heads: Node, x: Node,
@@ -404,6 +416,7 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool, role: str = "") -> Uni
     prefix = b.input("prefix", ("batch",)) if causal and stack.mask == "prefix" else None
     positions = position_input(b, arch, stack, length, length)
     rope = positions if isinstance(arch.positions, nodes.Rope) else None
+    lambda_init = depth_input(b, kind)
     if isinstance(kind, nodes.Latent):  # q, k, v in reading order
         q = latent_q(b, arch, stack, kind, x, rope)
         k, v = latent_kv(b, stack, kind, *latent_compress(b, arch, stack, kind, x, rope))
@@ -420,7 +433,8 @@ def self_attention(ctx, stack: nodes.Stack, causal: bool, role: str = "") -> Uni
     bias = positions if isinstance(arch.positions, (nodes.ALiBi, nodes.Buckets)) else None
     if isinstance(arch.positions, nodes.Buckets) and arch.positions.per_layer:  # indices into this layer's table
         bias = layer_bucket_bias(b, stack, arch.positions, positions)
-    heads = attend(b, arch, stack, q, k, v, kind, mask, padded=padding is not None, positions=positions, bias=bias)
+    heads = attend(b, arch, stack, q, k, v, kind, mask, padded=padding is not None, positions=positions, bias=bias,
+                   lambda_init=lambda_init)
     out = _output(b, arch, stack, heads, x, kind)
     b.output((out, first) if stack.value_residual else (out, *handed) if handed else out)
     if causal:
@@ -459,6 +473,7 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack, role: str = "") ->
     buckets = arch.positions if isinstance(arch.positions, nodes.Buckets) else None
     given_bias = None if buckets is None else b.input("position_bias", (1, "k_len") if buckets.per_layer else
                                                       (stack.heads, 1, "k_len"))
+    lambda_init = depth_input(b, stack.attention)
     if isinstance(stack.attention, nodes.Latent):
         _latent_step(b, arch, stack, stack.attention, x, past_k, past_v, rope)
         return
@@ -487,7 +502,7 @@ def _self_attention_step(ctx, unit: Unit, stack: nodes.Stack, role: str = "") ->
     seen_k, seen_v = repeat_kv(b, k, stack), repeat_kv(b, v, stack)
     positions = decode_bias(b, arch, stack, x, seen_k)
     heads = attend(b, arch, stack, q, seen_k, seen_v, stack.attention, positions=positions,
-                   bias=positions if isinstance(arch.positions, nodes.ALiBi) else given_bias)
+                   bias=positions if isinstance(arch.positions, nodes.ALiBi) else given_bias, lambda_init=lambda_init)
     out = _output(b, arch, stack, heads, x, stack.attention)
     b.output(out if role == READS else (out, kept_k, kept_v) + ((first,) if stack.value_residual else ()))
 
@@ -540,9 +555,11 @@ def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     x = b.input("x", ("batch", "tgt_len", stack.d_model))
     memory = b.input("memory", ("batch", "src_len", d_memory))
     padding = _padding(b, "src_len")
+    lambda_init = depth_input(b, kind)
     q = project_q(b, ctx, stack, kind, x)
     k, v = project_kv(b, ctx, stack, kind, memory, d_memory)
-    heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
+    heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True,
+                   lambda_init=lambda_init)
     b.output(_output(b, arch, stack, heads, x, kind))
 
     b = Builder(unit, "kv", decoding=True)  # once per sentence, at the start of decoding
@@ -554,8 +571,10 @@ def cross_attention(ctx, stack: nodes.Stack, d_memory: int) -> Unit:
     k = b.input("k", ("batch", stack.key_value_heads, "src_len", stack.d_k))
     v = b.input("v", ("batch", stack.key_value_heads, "src_len", stack.d_v))
     padding = _padding(b, "src_len")
+    lambda_init = depth_input(b, kind)
     q = project_q(b, ctx, stack, kind, x)
-    heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True)
+    heads = attend(b, arch, stack, q, repeat_kv(b, k, stack), repeat_kv(b, v, stack), kind, padding, padded=True,
+                   lambda_init=lambda_init)
     b.output(_output(b, arch, stack, heads, x, kind))
     unit.reorder(MEMBERS)
     return unit

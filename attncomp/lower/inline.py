@@ -8,7 +8,8 @@ look at a whole entry point, and passes run on a whole program use it.
     call_module(child)              -> the child's forward graph, its members' paths prefixed
     call_method(child, name)        -> the child's method graph
     loops.each_layer(_step, _cache) -> the layer's body once per layer, `layers.<i>.` prefixed (with `share`,
-                                       `layers.<s>.`, s the layer's parameter set)
+                                       `layers.<s>.`, s the layer's parameter set; with `depth_lambda`, its
+                                       depth's lambda_init a number)
     getitem of a tuple an inlined body returned -> that element (no node)
 """
 
@@ -76,7 +77,8 @@ class _Inliner:
             for i, layer in enumerate(units):
                 x = self._joined(i, len(units), x, x0, outputs, joins)
                 reads = n is not None and i % n != 0
-                x = self.body(layer, "forward", [x, *inputs, *first, *(kv if reads else ())], f"{path}.{sets[i]}.")
+                x = self.body(layer, "forward", [x, *inputs, *_depth(i, joins), *first, *(kv if reads else ())],
+                              f"{path}.{sets[i]}.")
                 if first:
                     x, first[0] = x
                 elif n is not None and not reads:
@@ -92,8 +94,8 @@ class _Inliner:
                     self.graph.call_function(operator.getitem, (caches, i))
                 x = self._joined(i, len(units), x, x0, outputs, joins)
                 reads = n is not None and i % n != 0
-                x, cache, *first = self.body(layer, "step", [x, cache, *inputs, *first, *(kv if reads else ())],
-                                             f"{path}.{sets[i]}.")
+                x, cache, *first = self.body(layer, "step", [x, cache, *inputs, *_depth(i, joins), *first,
+                                                             *(kv if reads else ())], f"{path}.{sets[i]}.")
                 if n is not None and not reads:
                     own = self.graph.call_function(getattr, (cache, "self_attn"))
                     kv = [self.graph.call_function(getattr, (own, "k")), self.graph.call_function(getattr, (own, "v"))]
@@ -115,6 +117,12 @@ class _Inliner:
     def _copy(old: fx.Node, new: fx.Node) -> fx.Node:
         new.meta.update({k: v for k, v in old.meta.items() if k in ("var", "shape", "value")})
         return new
+
+
+def _depth(i: int, joins: dict) -> list:
+    """Layer i's lambda_init where the loop hands each layer its depth's (`depth_lambda`): a number in the flat
+    graph."""
+    return [ops.lambda_init(i)] if joins.get("depth_lambda") else []
 
 
 def inline(root: Unit, method: str) -> fx.Graph:

@@ -183,9 +183,11 @@ def _kind(stack: nodes.Stack, kind: str, role: str = "") -> tuple[str, str]:
     return nodes.LayerKind(name=kind).class_prefix + shared, f"A {kind} layer{reads}: "
 
 
-def encoder_layer(ctx, stack: nodes.Stack, kind: str = "", bases: tuple = (), role: str = "") -> Unit:
-    """forward(x, padding_mask[, positions]); with share_kv (`role`), HANDS returns (x, k, v) and READS takes
-    the k, v as its last inputs (attncomp.lower.loops)."""
+def encoder_layer(ctx, stack: nodes.Stack, kind: str = "", bases: tuple = (), role: str = "",
+                  depth: bool = False) -> Unit:
+    """forward(x, padding_mask[, positions][, lambda_init]); with share_kv (`role`), HANDS returns (x, k, v) and
+    READS takes the k, v as its last inputs (attncomp.lower.loops); with `depth`, lambda_init is the layer's depth's
+    (`_depth_input`)."""
     arch, length = ctx.arch, "src_len"
     prefix, doc = _kind(stack, kind, role)
     unit = Unit(f"{prefix}EncoderLayer", (doc or "An encoder layer: ") + _described(stack, "self-attention"))
@@ -195,16 +197,28 @@ def encoder_layer(ctx, stack: nodes.Stack, kind: str = "", bases: tuple = (), ro
     padding = b.input("padding_mask", ("batch", 1, 1, length))
     positions = position_input(b, arch, stack, length, length, bases)
     extra = () if positions is None else (positions,)
+    lam = _depth_input(b, depth)
     first = _first_values(b, stack, length)
     shared, handed = _kv_inputs(b, stack, role, length), []
+    inputs = (padding, *extra, *_read(lam, stack.attention), *first, *shared)
     x = sublayers(b, ctx, stack, x, {
-        "attention": lambda m, h: _handed(b, _attended(b, b.sub(m, attn, "forward", h, padding, *extra, *first,
-                                                                *shared, name="attended", shape=h.meta["shape"]),
-                                                       first, h), handed, h, role),
+        "attention": lambda m, h: _handed(b, _attended(b, b.sub(m, attn, "forward", h, *inputs, name="attended",
+                                                                shape=h.meta["shape"]), first, h), handed, h, role),
         "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])})
     b.output((x, first[1]) if first else (x, *handed) if handed else x)
     unit.reorder(_order(stack, False))
     return unit
+
+
+def _depth_input(b: Builder, depth: bool) -> list:
+    """With `depth` (nodes.Stack.depth_lambda), the layer's depth's differential lambda_init, [lambda_init]: an input
+    after the positions, which the stack's loop gives (attncomp.lower.loops)."""
+    return [b.input("lambda_init")] if depth else []
+
+
+def _read(lam: list, attention: nodes.Attention | None) -> list:
+    """What of the layer's lambda_init an attention reads: all of it where its lambda_init follows the depth."""
+    return lam if nodes.follows_depth(attention) else []
 
 
 def _kv_inputs(b: Builder, stack: nodes.Stack, role: str, length) -> list:
@@ -226,8 +240,9 @@ def _handed(b: Builder, out: Node, handed: list, h: Node, role: str) -> Node:
 
 
 def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "", bases: tuple = (),
-                  role: str = "") -> Unit:
-    """forward(x[, memory, padding_mask | prefix][, positions]), step(x, cache[, padding_mask][, rope]) and
+                  role: str = "", depth: bool = False) -> Unit:
+    """forward(x[, memory, padding_mask | prefix][, positions][, lambda_init]), step(x, cache[, padding_mask][, rope]
+    [, lambda_init]) and
     init_cache(memory) (decoder-only: init_cache(like, batch): a tensor of the model's dtype and device).
     With share_kv (`role`): HANDS's forward returns (x, k, v); READS's forward and step take the keys and values
     as their last inputs, and its cache holds none (LayerCache(None, cross_attn))."""
@@ -249,24 +264,26 @@ def decoder_layer(ctx, stack: nodes.Stack, d_memory: int | None, kind: str = "",
     padding = b.input("padding_mask", ("batch", 1, 1, "src_len")) if cross else None
     prefix = (b.input("prefix", ("batch",)),) if stack.mask == "prefix" else ()  # a prefix LM's row lengths
     positions = position_input(b, arch, stack, "tgt_len", "tgt_len", bases)
+    lam = _depth_input(b, depth)
     first += _first_values(b, stack, "tgt_len")
     shared, handed = _kv_inputs(b, stack, role, "tgt_len"), []
-    own = call(attn, "forward", *prefix, *(() if positions is None else (positions,)), *first[:1], *shared)
+    own = call(attn, "forward", *prefix, *(() if positions is None else (positions,)), *_read(lam, stack.attention),
+               *first[:1], *shared)
     bodies = {"attention": lambda m, h: _handed(b, _attended(b, own(m, h), first, h), handed, h, role),
               "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])}
     if cross:
-        bodies["cross_attention"] = call(cross_attn, "forward", memory, padding)
+        bodies["cross_attention"] = call(cross_attn, "forward", memory, padding, *_read(lam, stack.cross_attention))
     x = sublayers(b, ctx, stack, x, bodies, cross, decoder=True)
     b.output((x, first[1]) if first else (x, *handed) if handed else x)
 
-    _step(ctx, unit, stack, attn, cross_attn, ffn, bases, role)
+    _step(ctx, unit, stack, attn, cross_attn, ffn, bases, role, depth)
     _init_cache(unit, stack, attn, cross_attn, d_memory, role)
     unit.reorder(_order(stack, cross))
     return unit
 
 
 def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | None, ffn: Unit, bases: tuple,
-          role: str = "") -> None:
+          role: str = "", depth: bool = False) -> None:
     arch = ctx.arch
     b = Builder(unit, "step", decoding=True)
     x = b.input("x", ("batch", 1, stack.d_model))
@@ -278,6 +295,8 @@ def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | No
         rope = tables[bases.index(rotation(stack)) if len(bases) > 1 else 0]
     elif made_by_stack_in_step(arch):
         rope = b.input(input_name(arch))
+    lam = _depth_input(b, depth)
+    own_lam, cross_lam = _read(lam, stack.attention), _read(lam, getattr(stack, "cross_attention", None))
     first = _first_values(b, stack, 1)
     shared = _kv_inputs(b, stack, role, "cache_len")
     if shared:  # the keys and values of the layer that computes them, the new position's among them
@@ -289,9 +308,9 @@ def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | No
 
     def self_step(member: str, h: Node) -> Node:
         if shared:
-            return b.sub(member, attn, "step", h, past_k, past_v, *(() if rope is None else (rope,)),
+            return b.sub(member, attn, "step", h, past_k, past_v, *(() if rope is None else (rope,)), *own_lam,
                          name="attended", shape=h.meta.get("shape"))
-        out = b.sub(member, attn, "step", h, past_k, past_v, *(() if rope is None else (rope,)), *first,
+        out = b.sub(member, attn, "step", h, past_k, past_v, *(() if rope is None else (rope,)), *own_lam, *first,
                     name="step")
         new["k"], new["v"] = b.item(out, 1, "k"), b.item(out, 2, "v")
         if first:
@@ -301,7 +320,8 @@ def _step(ctx, unit: Unit, stack: nodes.Stack, attn: Unit, cross_attn: Unit | No
     def cross_step(member: str, h: Node) -> Node:
         new["memory"] = memory_kv = b.field(cache, "cross_attn")
         k, v = b.field(memory_kv, "k"), b.field(memory_kv, "v")
-        return b.sub(member, cross_attn, "step", h, k, v, padding, name="attended", shape=h.meta.get("shape"))
+        return b.sub(member, cross_attn, "step", h, k, v, padding, *cross_lam, name="attended",
+                     shape=h.meta.get("shape"))
 
     bodies = {"attention": self_step, "cross_attention": cross_step,
               "ffn": lambda m, h: b.sub(m, ffn, "forward", h, name="fed", shape=h.meta["shape"])}

@@ -24,7 +24,7 @@ def per_layer(layers, share: tuple[int, ...] | None) -> list:
 def each_layer(layers: nn.ModuleList, x: Tensor, *inputs, unet: Tensor | None = None,
                x_weights: Tensor | None = None, x0_weights: Tensor | None = None,
                value_residual: bool = False, share: tuple[int, ...] | None = None,
-               share_kv: int | None = None) -> Tensor:
+               share_kv: int | None = None, depth_lambda: bool = False) -> Tensor:
     """x through every layer: x = layer(x, *inputs); with connections across layers (U-net skips, the re-injected
     input), each layer's input joined first (ops.joined); with value residuals, each layer reads the first
     layer's values and hands them on, x, first_v = layer(x, *inputs, first_v); with `share_kv = N`, layer i with
@@ -37,7 +37,8 @@ def each_layer(layers: nn.ModuleList, x: Tensor, *inputs, unet: Tensor | None = 
         if joins:
             x = ops.joined(i, len(stack), x, x0, outputs, unet, x_weights, x0_weights)
         reads = share_kv is not None and i % share_kv != 0
-        args = (x, *inputs, first_v) if value_residual else (x, *inputs, *kv) if reads else (x, *inputs)
+        own = (*inputs, ops.lambda_init(i)) if depth_lambda else inputs
+        args = (x, *own, first_v) if value_residual else (x, *own, *kv) if reads else (x, *own)
         x = checkpoint(layer, *args, use_reentrant=False) if recompute else layer(*args)
         if value_residual:
             x, first_v = x
@@ -50,22 +51,24 @@ def each_layer(layers: nn.ModuleList, x: Tensor, *inputs, unet: Tensor | None = 
 def each_layer_step(layers: nn.ModuleList, x: Tensor, caches: tuple, *inputs, unet: Tensor | None = None,
                     x_weights: Tensor | None = None, x0_weights: Tensor | None = None,
                     value_residual: bool = False, share: tuple[int, ...] | None = None,
-                    share_kv: int | None = None) -> tuple[Tensor, tuple]:
+                    share_kv: int | None = None, depth_lambda: bool = False) -> tuple[Tensor, tuple]:
     """One decoding step through every layer, each with its own cache: (x, the layers' new caches); the
     connections across layers join the new position's inputs as in `each_layer` and the first layer's values
     of the new position go to the layers after (none of them needs more cache). With `share_kv`, a layer that
-    reads keys and values steps with those its computing layer's new cache holds (its own cache holds none)."""
+    reads keys and values steps with those its computing layer's new cache holds (its own cache holds none); with
+    `depth_lambda`, each layer reads its depth's lambda_init after the inputs, as in `each_layer`."""
     joins = unet is not None or x_weights is not None
     x0, outputs, new, first_v, stack, kv = x, [], [], None, per_layer(layers, share), ()
     for i, (layer, cache) in enumerate(zip(stack, caches)):
         if joins:
             x = ops.joined(i, len(stack), x, x0, outputs, unet, x_weights, x0_weights)
+        own = (*inputs, ops.lambda_init(i)) if depth_lambda else inputs
         if value_residual:
-            x, cache, first_v = layer.step(x, cache, *inputs, first_v)
+            x, cache, first_v = layer.step(x, cache, *own, first_v)
         elif share_kv is not None and i % share_kv != 0:
-            x, cache = layer.step(x, cache, *inputs, *kv)
+            x, cache = layer.step(x, cache, *own, *kv)
         else:
-            x, cache = layer.step(x, cache, *inputs)
+            x, cache = layer.step(x, cache, *own)
             kv = cache.self_attn
         outputs.append(x)
         new.append(cache)

@@ -27,6 +27,12 @@ def joined(i: int, layers: int, x: Tensor, x0: Tensor, outputs: list, unet: Tens
     return x
 
 
+def lambda_init(i: int) -> float:
+    """Differential attention's lambda_init in layer i of its stack (from 0), where the spec leaves it to the depth
+    (Ye et al. 2024): 0.8 - 0.6 exp(-0.3 (l - 1)) at depth l = i + 1. The stack's loop hands it to each layer."""
+    return 0.8 - 0.6 * math.exp(-0.3 * i)
+
+
 def value_residual(v: Tensor, first: Tensor | None, weights: Tensor) -> tuple[Tensor, Tensor]:
     """Value residual learning (ResFormer): a layer's values mixed with the first layer's,
     l_1 V_n + l_2 V_1, and V_1 for the layers after; the first layer (first is None) is its own V_1."""

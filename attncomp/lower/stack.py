@@ -66,16 +66,20 @@ def _joins(b: Builder, stack: nodes.Stack) -> dict:
         joins["x0_weights"] = b.param("reinject_x0", Param((stack.layers - 1,), "zeros"))
     if stack.value_residual:  # each layer reads and hands on the first layer's values
         joins["value_residual"] = True
+    if stack.depth_lambda:  # each layer reads its depth's differential lambda_init (ops.lambda_init)
+        joins["depth_lambda"] = True
     return {**joins, **_shared(stack), **_shared_kv(stack)}
 
 
 def _layer_list(ctx, stack: nodes.Stack, rule, *args) -> list[Unit]:
     """One unit per layer kind (nodes.Stack.layer_plan), listed per parameter set (per layer without `share`;
-    a set's layers are of one kind, its first layer's): a kind is lowered once."""
+    a set's layers are of one kind, its first layer's): a kind is lowered once. With `depth_lambda` every layer
+    takes its depth's lambda_init as an input, whether its own attentions read it or not (the loop hands it to all)."""
     bases = positions.rope_bases(ctx.arch, stack)
     plan, sets = stack.layer_plan(ctx.arch.positions), stack.parameter_sets()
     firsts = [sets.index(s) for s in range(max(sets) + 1)]
-    return [ctx.unit(rule, plan[i][1], *args, plan[i][0], bases, kv_role(stack, i)) for i in firsts]
+    return [ctx.unit(rule, plan[i][1], *args, plan[i][0], bases, kv_role(stack, i), stack.depth_lambda)
+            for i in firsts]
 
 
 def _shared(stack: nodes.Stack) -> dict:

@@ -29,6 +29,12 @@ class ops:
     """Helpers the graphs call, copied verbatim from attncomp/lower/ops.py."""
 
     @staticmethod
+    def lambda_init(i: int) -> float:
+        """Differential attention's lambda_init in layer i of its stack (from 0), where the spec leaves it to the depth
+        (Ye et al. 2024): 0.8 - 0.6 exp(-0.3 (l - 1)) at depth l = i + 1. The stack's loop hands it to each layer."""
+        return 0.8 - 0.6 * math.exp(-0.3 * i)
+
+    @staticmethod
     def rope_table(positions: Tensor, dims: int, base: float, dtype: torch.dtype) -> Tensor:
         """Rotary angles for positions (T,): (2, T, dims), cos then sin of pos * base^(-2i/dims), each
         half repeated (HF Llama's layout: dim i pairs with dim i + dims/2); computed in float64."""
@@ -143,7 +149,7 @@ class CausalSelfAttention(nn.Module):
         self.lambda_k2 = nn.Parameter(torch.randn(16) / math.sqrt(16))
         self.head_norm = nn.RMSNorm(32, eps=1e-05)
 
-    def forward(self, x, rope):
+    def forward(self, x, rope, lambda_init):
         qkv = F.linear(x, torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)), None)
         q, k, v = torch.split(qkv, (64, 64, 64), -1)
         q = q.unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, tgt_len, 32)
@@ -160,14 +166,16 @@ class CausalSelfAttention(nn.Module):
         heads = ops.flex_attend(q1, k1, v, 1 / math.sqrt(16), 30.0, causal=True)  # (batch, 2, tgt_len, 32)
         heads2 = ops.flex_attend(q2, k2, v, 1 / math.sqrt(16), 30.0, causal=True)  # (batch, 2, tgt_len, 32)
         lambda_full = ops.differential_lambda(
-            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, 0.20000000000000007)
+            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, lambda_init)
         heads2 = heads2 * lambda_full  # (batch, 2, tgt_len, 32)
         heads = heads - heads2  # (batch, 2, tgt_len, 32)
-        heads = self.head_norm(heads) * 0.7999999999999999  # (batch, 2, tgt_len, 32)
+        heads = self.head_norm(heads)  # (batch, 2, tgt_len, 32)
+        head_scale = 1 - lambda_init
+        heads = heads * head_scale  # (batch, 2, tgt_len, 32)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 64)
         return self.o_proj(heads), k, v
 
-    def step(self, x, past_k, past_v, rope):
+    def step(self, x, past_k, past_v, rope, lambda_init):
         q = self.q_proj(x).unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, 1, 32)
         q1, q2 = torch.split(q, (16, 16), -1)
         q1 = ops.rotate(q1, rope)  # (batch, 2, 1, 16)
@@ -184,10 +192,12 @@ class CausalSelfAttention(nn.Module):
         heads = ops.flex_attend(q1, k1, v, 1 / math.sqrt(16), 30.0)  # (batch, 2, 1, 32)
         heads2 = ops.flex_attend(q2, k2, v, 1 / math.sqrt(16), 30.0)  # (batch, 2, 1, 32)
         lambda_full = ops.differential_lambda(
-            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, 0.20000000000000007)
+            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, lambda_init)
         heads2 = heads2 * lambda_full  # (batch, 2, 1, 32)
         heads = heads - heads2  # (batch, 2, 1, 32)
-        heads = self.head_norm(heads) * 0.7999999999999999  # (batch, 2, 1, 32)
+        heads = self.head_norm(heads)  # (batch, 2, 1, 32)
+        head_scale = 1 - lambda_init
+        heads = heads * head_scale  # (batch, 2, 1, 32)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 64)
         return self.o_proj(heads), k, v
 
@@ -221,15 +231,16 @@ class DecoderLayer(nn.Module):
         self.ffn = FeedForward()
         self.ffn_norm = nn.RMSNorm(64, eps=1e-05)
 
-    def forward(self, x, rope):
-        attended, k, v = self.self_attn(self.self_attn_norm(x), rope)
+    def forward(self, x, rope, lambda_init):
+        attended, k, v = self.self_attn(self.self_attn_norm(x), rope, lambda_init)
         x = x + attended  # (batch, tgt_len, 64)
         fed = self.ffn(self.ffn_norm(x))  # (batch, tgt_len, 64)
         x = x + fed  # (batch, tgt_len, 64)
         return x, k, v
 
-    def step(self, x, cache, rope):
-        attended, k, v = self.self_attn.step(self.self_attn_norm(x), cache.self_attn.k, cache.self_attn.v, rope)
+    def step(self, x, cache, rope, lambda_init):
+        attended, k, v = self.self_attn.step(
+            self.self_attn_norm(x), cache.self_attn.k, cache.self_attn.v, rope, lambda_init)
         x = x + attended  # (batch, 1, 64)
         fed = self.ffn(self.ffn_norm(x))  # (batch, 1, 64)
         x = x + fed  # (batch, 1, 64)
@@ -254,7 +265,7 @@ class SharedKVCausalSelfAttention(nn.Module):
         self.lambda_k2 = nn.Parameter(torch.randn(16) / math.sqrt(16))
         self.head_norm = nn.RMSNorm(32, eps=1e-05)
 
-    def forward(self, x, rope, shared_k, shared_v):
+    def forward(self, x, rope, lambda_init, shared_k, shared_v):
         q = self.q_proj(x).unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, tgt_len, 32)
         q1, q2 = torch.split(q, (16, 16), -1)
         q1 = ops.rotate(q1, rope)  # (batch, 2, tgt_len, 16)
@@ -264,14 +275,16 @@ class SharedKVCausalSelfAttention(nn.Module):
         heads = ops.flex_attend(q1, k1, shared_v, 1 / math.sqrt(16), 30.0, causal=True)  # (batch, 2, tgt_len, 32)
         heads2 = ops.flex_attend(q2, k2, shared_v, 1 / math.sqrt(16), 30.0, causal=True)  # (batch, 2, tgt_len, 32)
         lambda_full = ops.differential_lambda(
-            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, 0.35550906759096934)
+            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, lambda_init)
         heads2 = heads2 * lambda_full  # (batch, 2, tgt_len, 32)
         heads = heads - heads2  # (batch, 2, tgt_len, 32)
-        heads = self.head_norm(heads) * 0.6444909324090307  # (batch, 2, tgt_len, 32)
+        heads = self.head_norm(heads)  # (batch, 2, tgt_len, 32)
+        head_scale = 1 - lambda_init
+        heads = heads * head_scale  # (batch, 2, tgt_len, 32)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 64)
         return self.o_proj(heads)
 
-    def step(self, x, shared_k, shared_v, rope):
+    def step(self, x, shared_k, shared_v, rope, lambda_init):
         q = self.q_proj(x).unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, 1, 32)
         q1, q2 = torch.split(q, (16, 16), -1)
         q1 = ops.rotate(q1, rope)  # (batch, 2, 1, 16)
@@ -281,10 +294,12 @@ class SharedKVCausalSelfAttention(nn.Module):
         heads = ops.flex_attend(q1, k1, shared_v, 1 / math.sqrt(16), 30.0)  # (batch, 2, 1, 32)
         heads2 = ops.flex_attend(q2, k2, shared_v, 1 / math.sqrt(16), 30.0)  # (batch, 2, 1, 32)
         lambda_full = ops.differential_lambda(
-            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, 0.35550906759096934)
+            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, lambda_init)
         heads2 = heads2 * lambda_full  # (batch, 2, 1, 32)
         heads = heads - heads2  # (batch, 2, 1, 32)
-        heads = self.head_norm(heads) * 0.6444909324090307  # (batch, 2, 1, 32)
+        heads = self.head_norm(heads)  # (batch, 2, 1, 32)
+        head_scale = 1 - lambda_init
+        heads = heads * head_scale  # (batch, 2, 1, 32)
         heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 64)
         return self.o_proj(heads)
 
@@ -300,347 +315,15 @@ class SharedKVDecoderLayer(nn.Module):
         self.ffn = FeedForward()
         self.ffn_norm = nn.RMSNorm(64, eps=1e-05)
 
-    def forward(self, x, rope, shared_k, shared_v):
-        attended = self.self_attn(self.self_attn_norm(x), rope, shared_k, shared_v)  # (batch, tgt_len, 64)
+    def forward(self, x, rope, lambda_init, shared_k, shared_v):
+        attended = self.self_attn(self.self_attn_norm(x), rope, lambda_init, shared_k, shared_v)  # (batch, tgt_len, 64)
         x = x + attended  # (batch, tgt_len, 64)
         fed = self.ffn(self.ffn_norm(x))  # (batch, tgt_len, 64)
         x = x + fed  # (batch, tgt_len, 64)
         return x
 
-    def step(self, x, cache, rope, shared_k, shared_v):
-        attended = self.self_attn.step(self.self_attn_norm(x), shared_k, shared_v, rope)  # (batch, 1, 64)
-        x = x + attended  # (batch, 1, 64)
-        fed = self.ffn(self.ffn_norm(x))  # (batch, 1, 64)
-        x = x + fed  # (batch, 1, 64)
-        return x, LayerCache(None, None)
-
-    def init_cache(self, like, batch):
-        return LayerCache(None, None)
-
-
-class DecoderSharedKVCausalSelfAttention(nn.Module):
-    """Multi-head self-attention over the keys up to each query (causal), with the keys and values of an earlier
-    layer (share_kv): no k/v projections of its own."""
-
-    def __init__(self):
-        super().__init__()
-        self.q_proj = nn.Linear(64, 64, bias=False)
-        self.o_proj = nn.Linear(64, 64, bias=False)
-        self.lambda_q1 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.lambda_k1 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.lambda_q2 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.lambda_k2 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.head_norm = nn.RMSNorm(32, eps=1e-05)
-
-    def forward(self, x, rope, shared_k, shared_v):
-        q = self.q_proj(x).unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, tgt_len, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        q1 = ops.rotate(q1, rope)  # (batch, 2, tgt_len, 16)
-        q = torch.cat((q1, ops.rotate(q2, rope)), -1)  # (batch, 2, tgt_len, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        k1, k2 = torch.split(shared_k, (16, 16), -1)
-        heads = ops.flex_attend(q1, k1, shared_v, 1 / math.sqrt(16), 30.0, causal=True)  # (batch, 2, tgt_len, 32)
-        heads2 = ops.flex_attend(q2, k2, shared_v, 1 / math.sqrt(16), 30.0, causal=True)  # (batch, 2, tgt_len, 32)
-        lambda_full = ops.differential_lambda(
-            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, 0.4707130183435842)
-        heads2 = heads2 * lambda_full  # (batch, 2, tgt_len, 32)
-        heads = heads - heads2  # (batch, 2, tgt_len, 32)
-        heads = self.head_norm(heads) * 0.5292869816564159  # (batch, 2, tgt_len, 32)
-        heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 64)
-        return self.o_proj(heads)
-
-    def step(self, x, shared_k, shared_v, rope):
-        q = self.q_proj(x).unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, 1, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        q1 = ops.rotate(q1, rope)  # (batch, 2, 1, 16)
-        q = torch.cat((q1, ops.rotate(q2, rope)), -1)  # (batch, 2, 1, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        k1, k2 = torch.split(shared_k, (16, 16), -1)
-        heads = ops.flex_attend(q1, k1, shared_v, 1 / math.sqrt(16), 30.0)  # (batch, 2, 1, 32)
-        heads2 = ops.flex_attend(q2, k2, shared_v, 1 / math.sqrt(16), 30.0)  # (batch, 2, 1, 32)
-        lambda_full = ops.differential_lambda(
-            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, 0.4707130183435842)
-        heads2 = heads2 * lambda_full  # (batch, 2, 1, 32)
-        heads = heads - heads2  # (batch, 2, 1, 32)
-        heads = self.head_norm(heads) * 0.5292869816564159  # (batch, 2, 1, 32)
-        heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 64)
-        return self.o_proj(heads)
-
-
-class DecoderSharedKVDecoderLayer(nn.Module):
-    """A layer that attends with an earlier layer's keys and values (share_kv): causal self-attention, then the
-    feed-forward net."""
-
-    def __init__(self):
-        super().__init__()
-        self.self_attn = DecoderSharedKVCausalSelfAttention()
-        self.self_attn_norm = nn.RMSNorm(64, eps=1e-05)
-        self.ffn = FeedForward()
-        self.ffn_norm = nn.RMSNorm(64, eps=1e-05)
-
-    def forward(self, x, rope, shared_k, shared_v):
-        attended = self.self_attn(self.self_attn_norm(x), rope, shared_k, shared_v)  # (batch, tgt_len, 64)
-        x = x + attended  # (batch, tgt_len, 64)
-        fed = self.ffn(self.ffn_norm(x))  # (batch, tgt_len, 64)
-        x = x + fed  # (batch, tgt_len, 64)
-        return x
-
-    def step(self, x, cache, rope, shared_k, shared_v):
-        attended = self.self_attn.step(self.self_attn_norm(x), shared_k, shared_v, rope)  # (batch, 1, 64)
-        x = x + attended  # (batch, 1, 64)
-        fed = self.ffn(self.ffn_norm(x))  # (batch, 1, 64)
-        x = x + fed  # (batch, 1, 64)
-        return x, LayerCache(None, None)
-
-    def init_cache(self, like, batch):
-        return LayerCache(None, None)
-
-
-class DecoderCausalSelfAttention(nn.Module):
-    """Multi-head self-attention over the keys up to each query (causal), handing its keys and values on to the
-    layers that share them (share_kv)."""
-
-    def __init__(self):
-        super().__init__()
-        self.q_proj = nn.Linear(64, 64, bias=False)
-        self.k_proj = nn.Linear(64, 64, bias=False)
-        self.v_proj = nn.Linear(64, 64, bias=False)
-        self.o_proj = nn.Linear(64, 64, bias=False)
-        self.lambda_q1 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.lambda_k1 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.lambda_q2 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.lambda_k2 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.head_norm = nn.RMSNorm(32, eps=1e-05)
-
-    def forward(self, x, rope):
-        qkv = F.linear(x, torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)), None)
-        q, k, v = torch.split(qkv, (64, 64, 64), -1)
-        q = q.unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, tgt_len, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        q1 = ops.rotate(q1, rope)  # (batch, 2, tgt_len, 16)
-        q = torch.cat((q1, ops.rotate(q2, rope)), -1)  # (batch, 2, tgt_len, 32)
-        k = k.unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, tgt_len, 32)
-        v = v.unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, tgt_len, 32)
-        k1, k2 = torch.split(k, (16, 16), -1)
-        k1 = ops.rotate(k1, rope)  # (batch, 2, tgt_len, 16)
-        k = torch.cat((k1, ops.rotate(k2, rope)), -1)  # (batch, 2, tgt_len, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        k1, k2 = torch.split(k, (16, 16), -1)
-        heads = ops.flex_attend(q1, k1, v, 1 / math.sqrt(16), 30.0, causal=True)  # (batch, 2, tgt_len, 32)
-        heads2 = ops.flex_attend(q2, k2, v, 1 / math.sqrt(16), 30.0, causal=True)  # (batch, 2, tgt_len, 32)
-        lambda_full = ops.differential_lambda(
-            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, 0.5560582041556406)
-        heads2 = heads2 * lambda_full  # (batch, 2, tgt_len, 32)
-        heads = heads - heads2  # (batch, 2, tgt_len, 32)
-        heads = self.head_norm(heads) * 0.44394179584435944  # (batch, 2, tgt_len, 32)
-        heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 64)
-        return self.o_proj(heads), k, v
-
-    def step(self, x, past_k, past_v, rope):
-        q = self.q_proj(x).unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, 1, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        q1 = ops.rotate(q1, rope)  # (batch, 2, 1, 16)
-        q = torch.cat((q1, ops.rotate(q2, rope)), -1)  # (batch, 2, 1, 32)
-        k = self.k_proj(x).unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, 1, 32)
-        v = self.v_proj(x).unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, 1, 32)
-        k1, k2 = torch.split(k, (16, 16), -1)
-        k1 = ops.rotate(k1, rope)  # (batch, 2, 1, 16)
-        k = torch.cat((k1, ops.rotate(k2, rope)), -1)  # (batch, 2, 1, 32)
-        k = torch.cat((past_k, k), 2)  # (batch, 2, cache_len + 1, 32)
-        v = torch.cat((past_v, v), 2)  # (batch, 2, cache_len + 1, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        k1, k2 = torch.split(k, (16, 16), -1)
-        heads = ops.flex_attend(q1, k1, v, 1 / math.sqrt(16), 30.0)  # (batch, 2, 1, 32)
-        heads2 = ops.flex_attend(q2, k2, v, 1 / math.sqrt(16), 30.0)  # (batch, 2, 1, 32)
-        lambda_full = ops.differential_lambda(
-            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, 0.5560582041556406)
-        heads2 = heads2 * lambda_full  # (batch, 2, 1, 32)
-        heads = heads - heads2  # (batch, 2, 1, 32)
-        heads = self.head_norm(heads) * 0.44394179584435944  # (batch, 2, 1, 32)
-        heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 64)
-        return self.o_proj(heads), k, v
-
-    def empty_cache(self, like, batch):
-        k = like.new_zeros((batch, 2, 0, 32))  # (batch, 2, 0, 32)
-        return k, like.new_zeros((batch, 2, 0, 32))
-
-
-class DecoderDecoderLayer(nn.Module):
-    """A decoder layer: causal self-attention, then the feed-forward net."""
-
-    def __init__(self):
-        super().__init__()
-        self.self_attn = DecoderCausalSelfAttention()
-        self.self_attn_norm = nn.RMSNorm(64, eps=1e-05)
-        self.ffn = FeedForward()
-        self.ffn_norm = nn.RMSNorm(64, eps=1e-05)
-
-    def forward(self, x, rope):
-        attended, k, v = self.self_attn(self.self_attn_norm(x), rope)
-        x = x + attended  # (batch, tgt_len, 64)
-        fed = self.ffn(self.ffn_norm(x))  # (batch, tgt_len, 64)
-        x = x + fed  # (batch, tgt_len, 64)
-        return x, k, v
-
-    def step(self, x, cache, rope):
-        attended, k, v = self.self_attn.step(self.self_attn_norm(x), cache.self_attn.k, cache.self_attn.v, rope)
-        x = x + attended  # (batch, 1, 64)
-        fed = self.ffn(self.ffn_norm(x))  # (batch, 1, 64)
-        x = x + fed  # (batch, 1, 64)
-        return x, LayerCache(KV(k, v), None)
-
-    def init_cache(self, like, batch):
-        k, v = self.self_attn.empty_cache(like, batch)
-        return LayerCache(KV(k, v), None)
-
-
-class DecoderSharedKVCausalSelfAttention2(nn.Module):
-    """Multi-head self-attention over the keys up to each query (causal), with the keys and values of an earlier
-    layer (share_kv): no k/v projections of its own."""
-
-    def __init__(self):
-        super().__init__()
-        self.q_proj = nn.Linear(64, 64, bias=False)
-        self.o_proj = nn.Linear(64, 64, bias=False)
-        self.lambda_q1 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.lambda_k1 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.lambda_q2 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.lambda_k2 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.head_norm = nn.RMSNorm(32, eps=1e-05)
-
-    def forward(self, x, rope, shared_k, shared_v):
-        q = self.q_proj(x).unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, tgt_len, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        q1 = ops.rotate(q1, rope)  # (batch, 2, tgt_len, 16)
-        q = torch.cat((q1, ops.rotate(q2, rope)), -1)  # (batch, 2, tgt_len, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        k1, k2 = torch.split(shared_k, (16, 16), -1)
-        heads = ops.flex_attend(q1, k1, shared_v, 1 / math.sqrt(16), 30.0, causal=True)  # (batch, 2, tgt_len, 32)
-        heads2 = ops.flex_attend(q2, k2, shared_v, 1 / math.sqrt(16), 30.0, causal=True)  # (batch, 2, tgt_len, 32)
-        lambda_full = ops.differential_lambda(
-            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, 0.6192834728526788)
-        heads2 = heads2 * lambda_full  # (batch, 2, tgt_len, 32)
-        heads = heads - heads2  # (batch, 2, tgt_len, 32)
-        heads = self.head_norm(heads) * 0.3807165271473212  # (batch, 2, tgt_len, 32)
-        heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 64)
-        return self.o_proj(heads)
-
-    def step(self, x, shared_k, shared_v, rope):
-        q = self.q_proj(x).unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, 1, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        q1 = ops.rotate(q1, rope)  # (batch, 2, 1, 16)
-        q = torch.cat((q1, ops.rotate(q2, rope)), -1)  # (batch, 2, 1, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        k1, k2 = torch.split(shared_k, (16, 16), -1)
-        heads = ops.flex_attend(q1, k1, shared_v, 1 / math.sqrt(16), 30.0)  # (batch, 2, 1, 32)
-        heads2 = ops.flex_attend(q2, k2, shared_v, 1 / math.sqrt(16), 30.0)  # (batch, 2, 1, 32)
-        lambda_full = ops.differential_lambda(
-            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, 0.6192834728526788)
-        heads2 = heads2 * lambda_full  # (batch, 2, 1, 32)
-        heads = heads - heads2  # (batch, 2, 1, 32)
-        heads = self.head_norm(heads) * 0.3807165271473212  # (batch, 2, 1, 32)
-        heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 64)
-        return self.o_proj(heads)
-
-
-class DecoderSharedKVDecoderLayer2(nn.Module):
-    """A layer that attends with an earlier layer's keys and values (share_kv): causal self-attention, then the
-    feed-forward net."""
-
-    def __init__(self):
-        super().__init__()
-        self.self_attn = DecoderSharedKVCausalSelfAttention2()
-        self.self_attn_norm = nn.RMSNorm(64, eps=1e-05)
-        self.ffn = FeedForward()
-        self.ffn_norm = nn.RMSNorm(64, eps=1e-05)
-
-    def forward(self, x, rope, shared_k, shared_v):
-        attended = self.self_attn(self.self_attn_norm(x), rope, shared_k, shared_v)  # (batch, tgt_len, 64)
-        x = x + attended  # (batch, tgt_len, 64)
-        fed = self.ffn(self.ffn_norm(x))  # (batch, tgt_len, 64)
-        x = x + fed  # (batch, tgt_len, 64)
-        return x
-
-    def step(self, x, cache, rope, shared_k, shared_v):
-        attended = self.self_attn.step(self.self_attn_norm(x), shared_k, shared_v, rope)  # (batch, 1, 64)
-        x = x + attended  # (batch, 1, 64)
-        fed = self.ffn(self.ffn_norm(x))  # (batch, 1, 64)
-        x = x + fed  # (batch, 1, 64)
-        return x, LayerCache(None, None)
-
-    def init_cache(self, like, batch):
-        return LayerCache(None, None)
-
-
-class DecoderSharedKVCausalSelfAttention3(nn.Module):
-    """Multi-head self-attention over the keys up to each query (causal), with the keys and values of an earlier
-    layer (share_kv): no k/v projections of its own."""
-
-    def __init__(self):
-        super().__init__()
-        self.q_proj = nn.Linear(64, 64, bias=False)
-        self.o_proj = nn.Linear(64, 64, bias=False)
-        self.lambda_q1 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.lambda_k1 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.lambda_q2 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.lambda_k2 = nn.Parameter(torch.randn(16) / math.sqrt(16))
-        self.head_norm = nn.RMSNorm(32, eps=1e-05)
-
-    def forward(self, x, rope, shared_k, shared_v):
-        q = self.q_proj(x).unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, tgt_len, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        q1 = ops.rotate(q1, rope)  # (batch, 2, tgt_len, 16)
-        q = torch.cat((q1, ops.rotate(q2, rope)), -1)  # (batch, 2, tgt_len, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        k1, k2 = torch.split(shared_k, (16, 16), -1)
-        heads = ops.flex_attend(q1, k1, shared_v, 1 / math.sqrt(16), 30.0, causal=True)  # (batch, 2, tgt_len, 32)
-        heads2 = ops.flex_attend(q2, k2, shared_v, 1 / math.sqrt(16), 30.0, causal=True)  # (batch, 2, tgt_len, 32)
-        lambda_full = ops.differential_lambda(
-            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, 0.6661219039109422)
-        heads2 = heads2 * lambda_full  # (batch, 2, tgt_len, 32)
-        heads = heads - heads2  # (batch, 2, tgt_len, 32)
-        heads = self.head_norm(heads) * 0.33387809608905783  # (batch, 2, tgt_len, 32)
-        heads = heads.transpose(1, 2).flatten(-2)  # (batch, tgt_len, 64)
-        return self.o_proj(heads)
-
-    def step(self, x, shared_k, shared_v, rope):
-        q = self.q_proj(x).unflatten(-1, (2, 32)).transpose(1, 2)  # (batch, 2, 1, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        q1 = ops.rotate(q1, rope)  # (batch, 2, 1, 16)
-        q = torch.cat((q1, ops.rotate(q2, rope)), -1)  # (batch, 2, 1, 32)
-        q1, q2 = torch.split(q, (16, 16), -1)
-        k1, k2 = torch.split(shared_k, (16, 16), -1)
-        heads = ops.flex_attend(q1, k1, shared_v, 1 / math.sqrt(16), 30.0)  # (batch, 2, 1, 32)
-        heads2 = ops.flex_attend(q2, k2, shared_v, 1 / math.sqrt(16), 30.0)  # (batch, 2, 1, 32)
-        lambda_full = ops.differential_lambda(
-            self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, 0.6661219039109422)
-        heads2 = heads2 * lambda_full  # (batch, 2, 1, 32)
-        heads = heads - heads2  # (batch, 2, 1, 32)
-        heads = self.head_norm(heads) * 0.33387809608905783  # (batch, 2, 1, 32)
-        heads = heads.transpose(1, 2).flatten(-2)  # (batch, 1, 64)
-        return self.o_proj(heads)
-
-
-class DecoderSharedKVDecoderLayer3(nn.Module):
-    """A layer that attends with an earlier layer's keys and values (share_kv): causal self-attention, then the
-    feed-forward net."""
-
-    def __init__(self):
-        super().__init__()
-        self.self_attn = DecoderSharedKVCausalSelfAttention3()
-        self.self_attn_norm = nn.RMSNorm(64, eps=1e-05)
-        self.ffn = FeedForward()
-        self.ffn_norm = nn.RMSNorm(64, eps=1e-05)
-
-    def forward(self, x, rope, shared_k, shared_v):
-        attended = self.self_attn(self.self_attn_norm(x), rope, shared_k, shared_v)  # (batch, tgt_len, 64)
-        x = x + attended  # (batch, tgt_len, 64)
-        fed = self.ffn(self.ffn_norm(x))  # (batch, tgt_len, 64)
-        x = x + fed  # (batch, tgt_len, 64)
-        return x
-
-    def step(self, x, cache, rope, shared_k, shared_v):
-        attended = self.self_attn.step(self.self_attn_norm(x), shared_k, shared_v, rope)  # (batch, 1, 64)
+    def step(self, x, cache, rope, lambda_init, shared_k, shared_v):
+        attended = self.self_attn.step(self.self_attn_norm(x), shared_k, shared_v, rope, lambda_init)  # (batch, 1, 64)
         x = x + attended  # (batch, 1, 64)
         fed = self.ffn(self.ffn_norm(x))  # (batch, 1, 64)
         x = x + fed  # (batch, 1, 64)
@@ -656,8 +339,8 @@ class Decoder(nn.Module):
     def __init__(self):
         super().__init__()
         self.layers = nn.ModuleList([
-            DecoderLayer(), SharedKVDecoderLayer(), DecoderSharedKVDecoderLayer(), DecoderDecoderLayer(),
-            DecoderSharedKVDecoderLayer2(), DecoderSharedKVDecoderLayer3(),
+            DecoderLayer(), SharedKVDecoderLayer(), SharedKVDecoderLayer(), DecoderLayer(),
+            SharedKVDecoderLayer(), SharedKVDecoderLayer(),
         ])
         self.norm = nn.RMSNorm(64, eps=1e-05)
 
@@ -666,9 +349,9 @@ class Decoder(nn.Module):
         rope = ops.rope_table(positions, 16, 10000.0, x.dtype)  # (2, tgt_len, 16)
         for i, layer in enumerate(self.layers):
             if i % 3 == 0:  # share_kv: this layer computes k, v
-                x, *kv = layer(x, rope)
+                x, *kv = layer(x, rope, ops.lambda_init(i))
             else:
-                x = layer(x, rope, *kv)  # (batch, tgt_len, 64)
+                x = layer(x, rope, ops.lambda_init(i), *kv)  # (batch, tgt_len, 64)
         return self.norm(x)
 
     def step(self, x, caches, start):
@@ -678,10 +361,10 @@ class Decoder(nn.Module):
         stepped = []
         for i, (layer, cache) in enumerate(zip(self.layers, caches)):
             if i % 3 == 0:  # share_kv: this layer computes k, v
-                x, cache = layer.step(x, cache, rope)
+                x, cache = layer.step(x, cache, rope, ops.lambda_init(i))
                 kv = cache.self_attn
             else:
-                x, cache = layer.step(x, cache, rope, *kv)
+                x, cache = layer.step(x, cache, rope, ops.lambda_init(i), *kv)
             stepped.append(cache)
         caches = tuple(stepped)
         x = self.norm(x)  # (batch, 1, 64)

@@ -266,10 +266,6 @@ def _repair(data: dict, stack: dict) -> dict:
             s["share"], s["value_residual"] = {"kind": "none"}, False
             if s["attention"]["kind"] in ("latent", "local"):
                 s["share_kv"] = 1
-        by_depth = [a for a in (s["attention"], s.get("cross_attention") or {}) if (a.get("normalizer") or {}).get(
-            "kind") == "differential" and a["normalizer"].get("lambda_init") is None]
-        if by_depth:  # verify._alike: one parameter set is one layer, and lambda_init by depth differs per layer
-            s["share"] = {"kind": "none"}
     for s in (model["encoder"], decoder):  # LongRoPE's lists: one factor per pair the stack rotates
         if s is not None and positions["kind"] == "rope":
             for owner in (s, *s["layer"]):

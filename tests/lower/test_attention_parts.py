@@ -357,15 +357,11 @@ def test_examples_fused_equal_explicit_and_decode_step_equals_forward(name):
 def test_examples_generated_modules_equal_the_compiled_model(name, tmp_path):
     """The checked-in generated/examples module, imported as it is, against the compiled model:
     forward and cached decoding past the window."""
-    import importlib.util
-
+    from tests.codegen.test_generated import load_module
     from tests.conftest import ROOT
 
     spec, _, compiled = _example(name)
-    path = ROOT / "generated" / "examples" / f"{name}.py"
-    module_spec = importlib.util.spec_from_file_location(f"generated_{name}", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    module = load_module(ROOT / "generated" / "examples" / f"{name}.py", f"generated_{name}")
     generated = module.Model().double().eval()
     generated.load_state_dict(compiled.state_dict())
     assert_generated_equals_compiled(generated, compiled, spec, *batch(spec, b=2, s=11, t=21), steps=20)

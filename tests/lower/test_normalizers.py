@@ -23,7 +23,8 @@ from attncomp.ir import nodes
 from attncomp.passes.fuse_attention import count_flex, count_fused
 from attncomp.report import attention_report
 from tests.codegen.test_generated import rendered_module
-from tests.helpers import assert_decode_steps, assert_generated_equals_compiled, batch, first_cache, pair
+from tests.helpers import (assert_decode_steps, assert_fused_explicit_decoding_generated, assert_generated_equals_compiled,
+                           batch, first_cache, pair)
 
 MODEL = """model normalised {{
   vocab = shared(61)  d_model = 16  heads = 2  d_ff = 32
@@ -130,15 +131,21 @@ def test_differential_attention_is_the_papers_equation_lambda_init_by_depth(writ
     spec = ir.load_flat(lm(f"scaled_dot(normalizer = {written})"), "lm.attn")
     model = attncomp.compile(spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
     _moved(model)
-    x = torch.randn(2, 6, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    seen = []  # each layer's attention as the model runs it: its input x, the lambda_init its loop gave, its output
+    for layer in model.decoder.layers:
+        layer.self_attn.register_forward_hook(lambda attn, args, out: seen.append((attn, args, out)))
+    tokens = torch.randint(5, 61, (2, 6), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
-        for depth, layer in enumerate(model.decoder.layers, start=1):
+        model(tokens)
+        assert len(seen) == 3
+        for depth, (attn, args, out) in enumerate(seen, start=1):
             lambda_init = 0.3 if "0.3" in written else 0.8 - 0.6 * math.exp(-0.3 * (depth - 1))
-            assert layer.self_attn.lambda_q1.shape == (4,) and layer.self_attn.head_norm.weight.shape == (8,)
-            expected = differential_attention(layer.self_attn, x, lambda_init, spec.model.norm_eps)
-            assert (layer.self_attn(x) - expected).abs().max() < 1e-12, depth
-    if written == "differential":  # the depths' lambda_init differ: 0.2, 0.356, 0.471
-        assert len({type(layer) for layer in model.decoder.layers}) == 3
+            assert attn.lambda_q1.shape == (4,) and attn.head_norm.weight.shape == (8,)
+            assert args[1:] == (() if "0.3" in written else (lambda_init,)), depth  # by depth: 0.2, 0.356, 0.471
+            expected = differential_attention(attn, args[0], lambda_init, spec.model.norm_eps)
+            assert (out - expected).abs().max() < 1e-12, depth
+    # layers that differ only by their depth's lambda_init are one class (the loop hands each its own)
+    assert len({type(layer) for layer in model.decoder.layers}) == 1
 
 
 # --- kernels, decoding, generated code ----------------------------------------------------------------------------
@@ -275,3 +282,14 @@ def test_export_as_hf_refuses_a_normaliser_no_family_has(normalizer):
     with pytest.raises(UsageError, match=r"decoder\.attention\.normalizer\.kind = (sigmoid|differential) "
                                          r"\(softmax in the family\)"):
         hf_export.matching(spec.model)
+
+
+def test_a_layer_kind_without_differential_attention_runs_in_the_loop_of_depth_following_ones(tmp_path):
+    """The stack's loop hands every layer its depth's lambda_init where any layer's differential attention follows the
+    depth; a softmax layer kind takes it and reads nothing of it: fused == explicit == generated, decoding == forward."""
+    spec = ir.load_flat(lm("scaled_dot(normalizer = differential)\n  layer plain { every = 2  start = 1  "
+                           "attention = scaled_dot }"), "lm.attn")
+    model = assert_fused_explicit_decoding_generated(spec, tmp_path, "mixed")
+    kinds = [type(layer).__name__ for layer in model.decoder.layers]
+    assert kinds == ["DecoderLayer", "PlainDecoderLayer", "DecoderLayer"]
+    assert not hasattr(model.decoder.layers[1].self_attn, "lambda_q1")

@@ -13,10 +13,10 @@ import torch.nn.functional as F
 
 import attncomp
 from attncomp import ir
-from attncomp.compiler import DEFAULT_PASSES
 from attncomp.errors import SpecError
 from attncomp.ir import nodes
-from tests.codegen.test_generated import rendered_module
+from tests.codegen.test_generated import load_module
+from tests.helpers import assert_fused_explicit_decoding_generated
 
 MODEL = """model m {
   d_model = 32  heads = 4  d_ff = 48  vocab = shared(64)  positions = sinusoidal
@@ -153,26 +153,7 @@ CASES = {
 
 @pytest.mark.parametrize("name", CASES)
 def test_explicit_equals_fused_decoding_equals_forward_generated_equals_compiled(name, tmp_path):
-    spec = _load(CASES[name])
-    torch.manual_seed(0)
-    fused = attncomp.compile(spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
-    with torch.no_grad():
-        for p in fused.parameters():  # ReZero's 0 would hide its sub-layer
-            p.add_(0.1 * torch.randn_like(p))
-    explicit = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
-    explicit.load_state_dict(fused.state_dict())
-    generated = rendered_module(spec, tmp_path, "stream", model=fused).Model().double().eval()
-    generated.load_state_dict(fused.state_dict())
-    tokens = torch.randint(5, 64, (2, 7), generator=torch.Generator().manual_seed(1))
-    args = (tokens,) if spec.model.encoder is None else (tokens, tokens)
-    with torch.no_grad():
-        expected = explicit(*args)
-        assert (fused(*args) - expected).abs().max() < 1e-12
-        assert (generated(*args) - expected).abs().max() < 1e-9
-        cache = fused.init_cache(tokens) if len(args) == 1 else fused.init_cache(tokens, fused.encode(tokens))
-        for t in range(tokens.shape[1]):
-            logits, cache = fused.decode_step(tokens[:, t : t + 1], cache)
-            assert (logits - expected[:, t]).abs().max() < 1e-12, t
+    assert_fused_explicit_decoding_generated(_load(CASES[name]), tmp_path, "stream", move=True)  # ReZero's 0 moved
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -291,8 +272,6 @@ def test_a_connection_across_one_layer_is_a_located_error(keys):
 def test_the_examples_generated_modules_equal_the_compiled_model_fused_and_explicit(name):
     """specs/examples/stream.attn and deepnet.attn (compositions no published model uses) against their checked-in
     generated modules, imported as they are: forward and cached decoding; fused against explicit."""
-    import importlib.util
-
     from tests.conftest import ROOT
     from tests.helpers import assert_generated_equals_compiled, batch
 
@@ -302,10 +281,7 @@ def test_the_examples_generated_modules_equal_the_compiled_model_fused_and_expli
     _randomised(compiled)
     explicit = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
     explicit.load_state_dict(compiled.state_dict())
-    path = ROOT / "generated" / "examples" / f"{name}.py"
-    module_spec = importlib.util.spec_from_file_location(f"generated_{name}", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    module = load_module(ROOT / "generated" / "examples" / f"{name}.py", f"generated_{name}")
     generated = module.Model().double().eval()
     generated.load_state_dict(compiled.state_dict())
     src, tgt = batch(spec, b=2, s=9, t=7)

@@ -89,6 +89,29 @@ def test_a_shared_model_is_the_unshared_one_with_copies_and_names_each_set_once(
         assert (model(tokens) - plain(tokens)).abs().max() < 1e-12
 
 
+@pytest.mark.parametrize("share", ["all", "cycle(2)", "groups(3)"])
+def test_a_shared_set_runs_each_depth_with_that_depths_differential_lambda_init(share):
+    """lambda_init is a constant of differential attention's formula, lambda = exp(lq1 . lk1) - exp(lq2 . lk2) +
+    lambda_init, not a weight: a set run at several depths applies each depth's, as the unshared model does whose
+    layers hold copies of the set (each of whose layers is the paper's equation at its depth: test_normalizers)."""
+    spec = _load(MODEL % (LM % f"share = {share}  attention = scaled_dot(normalizer = differential)"))
+    torch.manual_seed(0)
+    model = attncomp.compile(spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
+    _randomised(model)
+    assert len(model.decoder.layers) == len(set(SETS[share]))
+    plain = _unshared_copy(spec, model)
+    assert len({type(layer) for layer in plain.decoder.layers}) == 1  # one class serves every depth
+    tokens = _tokens()
+    with torch.no_grad():
+        expected = plain(tokens)
+        assert (model(tokens) - expected).abs().max() < 1e-12
+        # the set at the first depth's lambda_init everywhere is another model: the depths' lambda_init matter here
+        first = attncomp.compile(_load(MODEL % (LM % f"share = {share}  attention = scaled_dot(normalizer = "
+                                                      "differential(lambda_init = 0.2))")), dtype=torch.float64).eval()
+        first.load_state_dict(model.state_dict())
+        assert (first(tokens) - expected).abs().max() > 1e-6
+
+
 def test_flops_are_per_layer_whatever_the_sharing():
     plain = attncomp.compile(_load(MODEL % (LM % "")), device="meta")
     for share in ("all", "groups(3)", "cycle(2)"):
@@ -122,6 +145,11 @@ CASES = {
     "lm cla rope gqa": (MODEL % (LM % "share_kv = 2  kv_heads = 2  qk_norm = head  layer odd { start = 4  "
                                       "d_ff = 96 }")).replace("sinusoidal", "rope"),
     "seq2seq cla shared": MODEL % (SEQ2SEQ % ("share_kv = 2  unet = true", "share_kv = 3  share = cycle(3)")),
+    # differential attention whose lambda_init follows the depth, in shared sets: each depth its own (ops.lambda_init)
+    "seq2seq differential by depth shared": MODEL % (SEQ2SEQ % (
+        "share = all  attention = scaled_dot(normalizer = differential)",
+        "share = cycle(2)  share_kv = 2  attention = scaled_dot(normalizer = differential)  "
+        "cross_attention = scaled_dot(normalizer = differential)")),
 }
 
 

@@ -12,12 +12,12 @@ import torch
 
 import attncomp
 from attncomp import ir
-from attncomp.compiler import DEFAULT_PASSES, compile_spec
+from attncomp.compiler import compile_spec
 from attncomp.errors import SpecError
 from attncomp.lower.flops import counted_on_meta, training_flops
 from attncomp.ir import nodes
 from tests.conftest import SPECS, spec_id
-from tests.codegen.test_generated import rendered_module
+from tests.helpers import assert_fused_explicit_decoding_generated
 
 MODEL = """model m {
   d_model = 32  heads = 4  d_ff = 48  vocab = shared(64)  positions = rope  %s
@@ -160,22 +160,7 @@ def test_a_parallel_block_follows_each_sublayers_norm_and_scale():
 ], ids=["lm", "parallel_lm", "seq2seq"])
 def test_explicit_equals_fused_decoding_equals_forward_generated_equals_compiled(text, tmp_path):
     spec = _load(text)
-    torch.manual_seed(0)
-    fused = attncomp.compile(spec, passes=DEFAULT_PASSES, dtype=torch.float64).eval()
-    explicit = attncomp.compile(spec, passes=(), dtype=torch.float64).eval()
-    explicit.load_state_dict(fused.state_dict())
-    generated = rendered_module(spec, tmp_path, "sublayers", model=fused).Model().double().eval()
-    generated.load_state_dict(fused.state_dict())
-    tokens = torch.randint(5, 64, (2, 7), generator=torch.Generator().manual_seed(1))
-    args = (tokens,) if spec.model.encoder is None else (tokens, tokens)
-    with torch.no_grad():
-        expected = explicit(*args)
-        assert (fused(*args) - expected).abs().max() < 1e-12
-        assert (generated(*args) - expected).abs().max() < 1e-9
-        cache = fused.init_cache(tokens) if len(args) == 1 else fused.init_cache(tokens, fused.encode(tokens))
-        for t in range(tokens.shape[1]):
-            logits, cache = fused.decode_step(tokens[:, t : t + 1], cache)
-            assert (logits - expected[:, t]).abs().max() < 1e-12, t
+    assert_fused_explicit_decoding_generated(spec, tmp_path, "sublayers")
     model = compile_spec(spec, device="meta")
     assert training_flops(model) == counted_on_meta(model)
 
