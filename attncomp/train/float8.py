@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 from dataclasses import dataclass
 
 import torch
@@ -75,17 +76,25 @@ def check_device(device: str) -> None:
 class Conversion:
     converted: tuple[str, ...]  # the converted layers' names
     skipped: tuple[tuple[str, str], ...]  # (name, why) of each linear layer left as it was
+    in_projections: int = 0  # nn.MultiheadAttention's fused q, k, v projections: parameters, not linear layers
 
     def summary(self) -> str:
         """The run log's line: how many linear layers converted, and which were skipped and why."""
         total = len(self.converted) + len(self.skipped)
         line = f"float8{' (emulated)' if emulated() else ''}: {len(self.converted)} of {total} linear layers converted"
-        if not self.skipped:
-            return line
-        reasons: dict[str, list[str]] = {}
-        for name, why in self.skipped:
-            reasons.setdefault(why, []).append(name)
-        return line + "; skipped: " + "; ".join(f"{', '.join(names)} ({why})" for why, names in reasons.items())
+        if self.skipped:
+            reasons: dict[str, dict[str, int]] = {}  # why -> {name, with each layer index as *: how many}
+            for name, why in self.skipped:
+                shape = re.sub(r"\.\d+(?=\.|$)", ".*", name)
+                counts = reasons.setdefault(why, {})
+                counts[shape] = counts.get(shape, 0) + 1
+            line += "; skipped: " + "; ".join(
+                ", ".join(shape if n == 1 else f"{shape} (x{n})" for shape, n in shapes.items()) + f" ({why})"
+                for why, shapes in reasons.items())
+        if self.in_projections:
+            line += (f"; {self.in_projections} nn.MultiheadAttention in-projection(s) not converted "
+                     "(a parameter, not a linear layer)")
+        return line
 
 
 def skip_reason(module: nn.Linear, name: str, output_weight: torch.Tensor | None, inside_mha: set[str]) -> str:
@@ -105,8 +114,8 @@ def convert(model: nn.Module) -> Conversion:
     float8 = torchao_float8()
     projection = getattr(model, "output_projection", None)
     output_weight = projection()[0] if projection is not None else None
-    inside_mha = {f"{name}.{child}" if name else child for name, mha in model.named_modules()
-                  if isinstance(mha, nn.MultiheadAttention) for child, _ in mha.named_children()}
+    attentions = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.MultiheadAttention)]
+    inside_mha = {f"{name}.{child}" if name else child for name, mha in attentions for child, _ in mha.named_children()}
     converted, skipped = [], []
     for name, module in model.named_modules():
         if isinstance(module, nn.Linear):
@@ -118,4 +127,4 @@ def convert(model: nn.Module) -> Conversion:
     chosen = set(converted)
     float8.convert_to_float8_training(model, module_filter_fn=lambda _, fqn: fqn in chosen,
                                       config=float8.Float8LinearConfig(emulate=emulated()))
-    return Conversion(tuple(converted), tuple(skipped))
+    return Conversion(tuple(converted), tuple(skipped), len(attentions))

@@ -124,7 +124,8 @@ def test_conversion_skips_the_output_projection_odd_widths_and_multihead_attenti
                                         "out": "the output projection"}
     assert conversion.summary() == (
         "float8 (emulated): 1 of 4 linear layers converted; skipped: odd (features not multiples of 16); "
-        "attn.out_proj (read by nn.MultiheadAttention, not called); out (the output projection)")
+        "attn.out_proj (read by nn.MultiheadAttention, not called); out (the output projection); "
+        "1 nn.MultiheadAttention in-projection(s) not converted (a parameter, not a linear layer)")
 
 
 def _one_error_line(capsys) -> str:
