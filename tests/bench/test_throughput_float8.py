@@ -76,3 +76,9 @@ def test_the_loss_comparison_takes_the_largest_step_difference():
     assert float8_row.loss_gap_bf16 == pytest.approx(0.05) and float8_row.loss_within_tolerance
     throughput.compare_float8(float8_row, row([10.0, 9.9, 9.8]))  # a float8 run that fell much faster: not within
     assert float8_row.loss_gap_bf16 == pytest.approx(0.8) and not float8_row.loss_within_tolerance
+
+
+def test_no_float8_rate_where_float8_products_do_not_run():
+    import torch
+
+    assert throughput.float8_matmul_rate(torch.device("cpu"), 64) is None

@@ -167,3 +167,18 @@ def test_a_float8_run_trains_and_its_checkpoint_decodes_without_float8(sample_da
     (tmp_path / "in.txt").write_text("the house is small\n")
     assert run(["translate", str(out / "checkpoint_00000003.pt"), "--input", str(tmp_path / "in.txt"),
                 "--device", "cpu"]) == 0
+
+
+def test_a_gpu_below_compute_capability_8_9_is_refused_and_one_at_9_0_is_not(monkeypatch):
+    from attncomp.errors import UsageError
+
+    monkeypatch.delenv(float8.EMULATE, raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "NVIDIA A100-SXM4-80GB")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *_: (8, 0))
+    with pytest.raises(UsageError, match=r"NVIDIA A100-SXM4-80GB is 8\.0 \(set ATTNCOMP_FLOAT8_EMULATE=1"):
+        float8.check_device("cuda")
+    monkeypatch.setenv(float8.EMULATE, "1")
+    float8.check_device("cuda")  # emulation runs anywhere
+    monkeypatch.delenv(float8.EMULATE)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *_: (9, 0))
+    float8.check_device("cuda")
