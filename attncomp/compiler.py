@@ -58,6 +58,15 @@ def compile(source: str | os.PathLike | nodes.Spec, overrides: Sequence[str] = (
     return compile_spec(spec, passes, device, dtype)
 
 
+def training_passes(spec: nodes.Spec) -> tuple[str, ...]:
+    """The passes of a model the runner trains: the default ones; for `train.precision = float8` without
+    fuse_qkv, whose one product reads the q, k and v projections' weights concatenated instead of calling the
+    three linear layers, so that they would not run in float8 (attncomp.train.float8 converts layers)."""
+    if spec.train.precision == "float8":
+        return tuple(p for p in DEFAULT_PASSES if p != "fuse_qkv")
+    return tuple(DEFAULT_PASSES)
+
+
 def model_factory(spec: nodes.Spec, device: torch.device | str | None = None) -> CompiledModel:
-    """compile_spec with the default passes, for `functools.partial(model_factory, spec)` in workers."""
-    return compile_spec(spec, device=device)
+    """compile_spec with the training passes, for `functools.partial(model_factory, spec)` in workers."""
+    return compile_spec(spec, training_passes(spec), device=device)

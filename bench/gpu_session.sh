@@ -31,6 +31,10 @@
 #             validations, to see whether perplexity levelled off)
 #   train     `attncomp train specs/base.attn --gpus 1` on real de-en batches for TRAIN_MINUTES (default 1.5)
 #   train-compile   the same with --compile (compiling takes minutes: give it TRAIN_MINUTES=5 TRAIN_LIMIT=330)
+#   float8    bench/throughput.py, base then big (FLOAT8_SPECS), the float8 rows (issue 45 item 3): FLOAT8_CONFIGS
+#             (default: attncomp + compile + float8, nn.Transformer + loss compiled + float8), each after its bf16
+#             counterpart in the same run (the loss comparison's reference); each spec cut at FLOAT8_LIMIT seconds
+#             (default 270; rows so far kept). Needs torchao (the float8 extra's wheel among the carried .whl)
 #   real      bench/throughput.py --real-only: the runner's real batches, eager and compiled, one spec
 #   updates   bench/compile_updates.py: each of the first compiled updates, which compiled and why, one spec
 #   profile   bench/profile_step.py: the GPU kernels of each configuration's step (CONFIG, comma-separated;
@@ -123,6 +127,11 @@ for stage in "$@"; do
     loss) for d in 512 1024; do
             timeout 120 python3 bench/loss.py --device cuda --tokens 25000 --d-model $d 2>&1 | tee "$out/loss-$d.log"
           done ;;
+    float8) for spec in ${FLOAT8_SPECS:-base big}; do
+              timeout -k 20 "${FLOAT8_LIMIT:-270}" python3 bench/throughput.py --spec "$spec" \
+                --configs "${FLOAT8_CONFIGS:-attncomp + compile + float8,nn.Transformer + loss compiled + float8}" \
+                --json "$out/float8-$spec.json" 2>&1 | tee "$out/float8-$spec.log"
+            done ;;
     real) timeout "${REAL_LIMIT:-300}" python3 bench/throughput.py --spec "${SPEC:-base}" \
             --configs "attncomp + compile" --real-only --data "$data" --json "$out/real-${SPEC:-base}.json" 2>&1 \
             | tee "$out/real-${SPEC:-base}.log" ;;
@@ -160,7 +169,7 @@ for stage in "$@"; do
               timeout "${DECODE_LIMIT:-240}" $attncomp eval "$CKPT" --src "$SRC" --ref "$REF" --device cuda --json \
                 --batch-tokens $tokens --output "$out/decode.hyp" 2>&1 | tee "$out/decode-$tokens.json"
             done ;;
-    *) echo "unknown stage $stage (tests table bar quality quality-wait gpu-decode sweep eager compile real updates profile flex variant loss train train-compile decode)" >&2 ;;
+    *) echo "unknown stage $stage (tests table bar float8 quality quality-wait gpu-decode sweep eager compile real updates profile flex variant loss train train-compile decode)" >&2 ;;
   esac
 done
 echo "=== done $(date +%T)"

@@ -1159,7 +1159,9 @@ class Train(Node):
     batch: Batch = Field(Tokens(count=25000), description="tokens per update")
     steps: Annotated[int, Field(ge=1, le=1 << 40)] = Field(100_000, description="updates to train for")
     clip_norm: Annotated[float, Field(ge=0.0, le=1e6)] = Field(0.0, description="gradient-norm clip (0: off)")
-    precision: Literal["fp32", "bf16"] = Field("bf16", description="autocast precision on GPU (CPU: fp32)")
+    precision: Literal["fp32", "bf16", "float8"] = Field(
+        "bf16", description="autocast precision on GPU (CPU: fp32); float8: bf16 with the linear layers in float8"
+    )
     seed: Annotated[int, Field(ge=0, le=(1 << 63) - 1)] = Field(1, description="seed for weights, data order, dropout")
     checkpoint: Checkpointing = Field(Checkpointing(), description="checkpointing")
     mlm: MaskedLM = Field(MaskedLM(), description="masked-LM rates (encoder-only models)", json_schema_extra=LATER)

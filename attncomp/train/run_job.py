@@ -23,6 +23,7 @@ from attncomp import files, ir
 from attncomp.data.dataset import PreparedData
 from attncomp.errors import UsageError, printable
 from attncomp.ir.family import Described, described
+from attncomp.train import float8
 from attncomp.train.cluster import RUN_RECORD, read_run_record
 from attncomp.train.config import RunConfig, check_tokenizer, check_validation, check_vocab
 from attncomp.train.factory import ModelFactory, describe
@@ -95,6 +96,9 @@ def run(job: Job) -> Path:
     nodes = Nodes(par.nnodes, par.rdzv_endpoint, par.rdzv_id, par.max_restarts, par.timeout)
     check_nodes(nodes)
     device, nproc = devices(par, torch.cuda.device_count() if torch.cuda.is_available() else 0)
+    if subject.described.train.precision == "float8":  # torchao and a device that runs float8, before any worker
+        float8.torchao_float8()
+        float8.check_device(device)
     if par.fsdp and nproc * par.nnodes < 2:
         raise UsageError("--fsdp shards the model across workers: it needs at least 2 (--gpus N or --procs N)")
     data = PreparedData(job.data.path)

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from attncomp.ir.family import described
-from attncomp.train import cluster
+from attncomp.train import cluster, float8
 from attncomp.train.batches import RunData
 from attncomp.train.config import RunConfig, check_vocab, make_optimizer
 from attncomp.train.evaluation import evaluate
@@ -48,9 +48,11 @@ class Trainer:
         if cfg.init is not None:  # before any wrapping; a checkpoint restored on --resume replaces these weights
             load_initial(self.model, cfg.init)
         self.recipe = self.spec.train
+        # float8: the linear layers swapped for torchao's before DDP, FSDP and torch.compile wrap them
+        conversion = float8.convert(self.model) if self.recipe.precision == "float8" else None
         torch.manual_seed(self.recipe.seed * 1000 + rank)  # dropout: a stream per worker
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.cuda and \
-            self.recipe.precision == "bf16" else contextlib.nullcontext()
+            self.recipe.precision in ("bf16", "float8") else contextlib.nullcontext()
         self.data = RunData(cfg.data, self.spec, world, cfg.max_tokens_per_worker, self.device, autocast)
         self.train_step = TrainStep(self.model, self.recipe.loss.label_smoothing, fused_loss=cfg.fused_loss,
                                     through_forward=cfg.fsdp,
@@ -71,6 +73,8 @@ class Trainer:
                                world, cfg.fsdp, self.recipe.clip_norm)
         self.monitor = Monitor(Path(cfg.out), self.recipe.steps, enabled=rank == 0, cuda=self.cuda,
                                interval=cfg.log_interval)
+        if conversion is not None:
+            self.monitor.note(conversion.summary())
         self.state = RunState(cfg, rank, world, self.model, self.optimizer, self.scheduler, self.data, self.monitor,
                               self.spec)
         replica = functools.partial(cfg.factory, self.device) if cfg.fsdp else None
