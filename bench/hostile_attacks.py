@@ -428,7 +428,8 @@ from bench.hostile_surfaces import SURFACES  # noqa: E402
 from bench.hostile_prefix import prefix_lm  # noqa: E402 - issue 42's prefix-LM category
 from bench.hostile_pictures import pictures  # noqa: E402 - issue 43's draw, plot and page
 from bench.hostile_factory import factory  # noqa: E402 - issue 43's model factories and recipes
+from bench.hostile_float8 import float8  # noqa: E402 - issue 45's train.precision = float8
 
 ALL = [spec_files, extends, spec_text, codegen, checkpoints, run_dirs, data_dirs, options, outputs, inputs, workers,
        *SURFACES, imports, special_ids, hardening, prefix_lm, sharing, normalizers,
-       pictures, factory]
+       pictures, factory, float8]
