@@ -17,7 +17,17 @@ ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted((ROOT / "specs").rglob("*.attn"))
 UPDATE = os.environ.get("ATTNCOMP_UPDATE_GOLDEN") == "1"
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# Threads per test process: the cores shared among pytest-xdist's workers (one each for `-n 2` on two cores, two
+# for `-n 0`). Under xdist, OMP_NUM_THREADS carries the count to the commands and training workers the tests
+# start (without it a one-process training takes two). Two processes of two OpenMP threads on two cores spin
+# against each other: two tiny trainings side by side took 378 and 500 s on two threads each against 60 and 102 s
+# on one (60 steps of specs/examples/tiny.attn, this machine under other work, 2026-11-28), and the suite's shared
+# tiny run took 152 s beside the other worker, 46 s alone.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+THREADS = max(1, min(2, (os.cpu_count() or 1) // WORKERS))
+if WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
+torch.set_num_threads(THREADS)
 
 
 def spec_id(path: Path) -> str:
