@@ -74,9 +74,44 @@ def examples(n: int) -> int:
     return max(10, n // 4) if os.environ.get("ATTNCOMP_FAST_TIER") == "1" else n
 
 
+# The files that take longest, longest first (seconds in the idle full run of 2026-11-28, `--durations=60`,
+# each file's listed tests added up). Under pytest-xdist a file runs on one worker, and files are handed out in
+# the order collected: these go first, and the rest by their number of tests (what xdist's own reordering does,
+# off in pyproject's addopts since it handed out these few-test files last, so that one worker ran a minutes-long
+# file while the other idled). test_ctranslate2 pays for the shared trained_tiny fixture, which test_runner and
+# test_runner_workers then find made.
+HEAVY_FIRST = (
+    "tests/train/test_distributed.py",  # 205 s
+    "tests/interop/test_ctranslate2.py",  # 162 s
+    "tests/train/test_runner.py",  # 150 s
+    "tests/train/test_runner_workers.py",  # 116 s
+    "tests/hostile/test_property_readers.py",  # 87 s
+    "tests/sweep/test_sweep.py",  # 75 s
+    "tests/train/test_factory.py",  # 67 s
+    "tests/hostile/test_interrupts.py",  # 56 s
+    "tests/bench/test_quality_smoke.py",  # 55 s
+    "tests/train/test_checkpoint_sharded.py",  # 48 s
+    "tests/hostile/test_workers.py",  # 44 s
+    "tests/lower/test_attention_parts.py",  # 26 s
+    "tests/hostile/test_property.py",  # 26 s
+)
+
+
+class _HeavyFirst:
+    @pytest.hookimpl(trylast=True)  # after `-m` and `-k` have deselected
+    def pytest_collection_modifyitems(self, items):
+        files = [item.nodeid.split("::")[0] for item in items]
+        count = {name: files.count(name) for name in set(files)}
+        first = {name: rank for rank, name in enumerate(HEAVY_FIRST)}
+        order = sorted(range(len(items)), key=lambda i: (first.get(files[i], len(first)), -count[files[i]], i))
+        items[:] = [items[i] for i in order]
+
+
 def pytest_configure(config):
     if "not slow" in (config.option.markexpr or ""):
         os.environ["ATTNCOMP_FAST_TIER"] = "1"  # read by examples() as the test modules are imported
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers collect; the order they agree on is the one handed out
+        config.pluginmanager.register(_HeavyFirst(), "attncomp-heavy-first")
 
 
 def pytest_collection_modifyitems(config, items):
