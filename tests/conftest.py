@@ -210,6 +210,23 @@ def sample_data(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def straight_tiny(sample_data, tmp_path_factory):
+    """specs/examples/tiny.attn, 12 updates on one worker with a checkpoint every 4 (tests/train/test_runner.py's
+    SHORT), never interrupted: the run that stopped, resumed and restarted runs equal bit for bit; read-only.
+    Shared by test_runner.py and test_distributed.py, which each trained it: under xdist every worker runs torch
+    on OMP_NUM_THREADS=1 (above), so a run trained under the other worker has the same bits (with the count left
+    to the first training a worker launched, one worker's runs took two threads and the other's one, 1.2e-7 apart)."""
+    from attncomp.cli.main import run
+
+    def make(out):
+        assert run(["train", str(ROOT / "specs/examples/tiny.attn"), "--data", str(sample_data), "--out", str(out),
+                    "--procs", "1", "--set", "train.steps=12", "--set", "train.checkpoint.every=4",
+                    "--set", "train.batch=tokens(600)"]) == 0
+
+    return shared_once(tmp_path_factory, "straight-tiny", make)
+
+
+@pytest.fixture(scope="session")
 def trained_tiny(sample_data, tmp_path_factory):
     """specs/examples/tiny.attn trained 300 steps on the sample corpus (checkpoint directory); read-only."""
     from attncomp.cli.main import run
