@@ -152,7 +152,8 @@ def test_a_corpus_case_runs_torch_on_one_thread(tmp_path):
     if (os.cpu_count() or 1) < 2:
         pytest.skip("torch starts on one thread on a one-core machine")
     (tmp_path / "threads.py").write_text("import torch\nprint(torch.get_num_threads())\n")
-    env = {key: value for key, value in os.environ.items() if key not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env = {key: value for key, value in os.environ.items()  # tests.conftest, imported there, would set it again
+           if key not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTEST_XDIST_WORKER_COUNT")}
     done = subprocess.run([sys.executable, "-c", CASE_THREADS, str(tmp_path)], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
