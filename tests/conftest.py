@@ -21,8 +21,8 @@ UPDATE = os.environ.get("ATTNCOMP_UPDATE_GOLDEN") == "1"
 # for `-n 0`). Under xdist, OMP_NUM_THREADS carries the count to the commands and training workers the tests
 # start (without it a one-process training takes two). Two processes of two OpenMP threads on two cores spin
 # against each other: two tiny trainings side by side took 378 and 500 s on two threads each against 60 and 102 s
-# on one (60 steps of specs/examples/tiny.attn, this machine under other work, 2026-11-28), and the suite's shared
-# tiny run took 152 s beside the other worker, 46 s alone.
+# on one (60 steps of specs/examples/tiny.attn, this machine under other work, load average 6-8, 2026-11-28); with
+# the load at 2-3, test_ctranslate2.py beside test_checkpoint_sharded.py under `-n 2` took 110 s before, 101 s after.
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 THREADS = max(1, min(2, (os.cpu_count() or 1) // WORKERS))
 if WORKERS > 1:
