@@ -17,7 +17,17 @@ ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted((ROOT / "specs").rglob("*.attn"))
 UPDATE = os.environ.get("ATTNCOMP_UPDATE_GOLDEN") == "1"
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# Threads per test process: the cores shared among pytest-xdist's workers (one each for `-n 2` on two cores, two
+# for `-n 0`). Under xdist, OMP_NUM_THREADS carries the count to the commands and training workers the tests
+# start (without it a one-process training takes two). Two processes of two OpenMP threads on two cores spin
+# against each other: two tiny trainings side by side took 378 and 500 s on two threads each against 60 and 102 s
+# on one (60 steps of specs/examples/tiny.attn, this machine under other work, load average 6-8, 2026-11-28); with
+# the load at 2-3, test_ctranslate2.py beside test_checkpoint_sharded.py under `-n 2` took 110 s before, 101 s after.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+THREADS = max(1, min(2, (os.cpu_count() or 1) // WORKERS))
+if WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
+torch.set_num_threads(THREADS)
 
 
 def spec_id(path: Path) -> str:
@@ -64,9 +74,44 @@ def examples(n: int) -> int:
     return max(10, n // 4) if os.environ.get("ATTNCOMP_FAST_TIER") == "1" else n
 
 
+# The files that take longest, longest first (seconds in the idle full run of 2026-11-28, `--durations=60`,
+# each file's listed tests added up). Under pytest-xdist a file runs on one worker, and files are handed out in
+# the order collected: these go first, and the rest by their number of tests (what xdist's own reordering does,
+# off in pyproject's addopts since it handed out these few-test files last, so that one worker ran a minutes-long
+# file while the other idled). test_ctranslate2 pays for the shared trained_tiny fixture, which test_runner and
+# test_runner_workers then find made.
+HEAVY_FIRST = (
+    "tests/train/test_distributed.py",  # 205 s
+    "tests/interop/test_ctranslate2.py",  # 162 s
+    "tests/train/test_runner.py",  # 150 s
+    "tests/train/test_runner_workers.py",  # 116 s
+    "tests/hostile/test_property_readers.py",  # 87 s
+    "tests/sweep/test_sweep.py",  # 75 s
+    "tests/train/test_factory.py",  # 67 s
+    "tests/hostile/test_interrupts.py",  # 56 s
+    "tests/bench/test_quality_smoke.py",  # 55 s
+    "tests/train/test_checkpoint_sharded.py",  # 48 s
+    "tests/hostile/test_workers.py",  # 44 s
+    "tests/lower/test_attention_parts.py",  # 26 s
+    "tests/hostile/test_property.py",  # 26 s
+)
+
+
+class _HeavyFirst:
+    @pytest.hookimpl(trylast=True)  # after `-m` and `-k` have deselected
+    def pytest_collection_modifyitems(self, items):
+        files = [item.nodeid.split("::")[0] for item in items]
+        count = {name: files.count(name) for name in set(files)}
+        first = {name: rank for rank, name in enumerate(HEAVY_FIRST)}
+        order = sorted(range(len(items)), key=lambda i: (first.get(files[i], len(first)), -count[files[i]], i))
+        items[:] = [items[i] for i in order]
+
+
 def pytest_configure(config):
     if "not slow" in (config.option.markexpr or ""):
         os.environ["ATTNCOMP_FAST_TIER"] = "1"  # read by examples() as the test modules are imported
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers collect; the order they agree on is the one handed out
+        config.pluginmanager.register(_HeavyFirst(), "attncomp-heavy-first")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -162,6 +207,23 @@ def sample_data(tmp_path_factory):
         assert run(["data", "sample", "--out", str(out), "--pairs", "3000", "--held-out", "200"]) == 0
 
     return shared_once(tmp_path_factory, "sample", make)
+
+
+@pytest.fixture(scope="session")
+def straight_tiny(sample_data, tmp_path_factory):
+    """specs/examples/tiny.attn, 12 updates on one worker with a checkpoint every 4 (tests/train/test_runner.py's
+    SHORT), never interrupted: the run that stopped, resumed and restarted runs equal bit for bit; read-only.
+    Shared by test_runner.py and test_distributed.py, which each trained it: under xdist every worker runs torch
+    on OMP_NUM_THREADS=1 (above), so a run trained under the other worker has the same bits (with the count left
+    to the first training a worker launched, one worker's runs took two threads and the other's one, 1.2e-7 apart)."""
+    from attncomp.cli.main import run
+
+    def make(out):
+        assert run(["train", str(ROOT / "specs/examples/tiny.attn"), "--data", str(sample_data), "--out", str(out),
+                    "--procs", "1", "--set", "train.steps=12", "--set", "train.checkpoint.every=4",
+                    "--set", "train.batch=tokens(600)"]) == 0
+
+    return shared_once(tmp_path_factory, "straight-tiny", make)
 
 
 @pytest.fixture(scope="session")

@@ -48,11 +48,9 @@ def same(a, b) -> bool:
 
 
 @pytest.fixture(scope="module")
-def straight(sample_data, tmp_path_factory):
-    """One CPU worker, 12 updates without interruption."""
-    out = tmp_path_factory.mktemp("straight") / "run"
-    assert run(["train", TINY, "--data", str(sample_data), "--out", str(out), "--procs", "1", *SHORT]) == 0
-    return params(out / "checkpoint_00000012.pt")
+def straight(straight_tiny):
+    """One CPU worker, SHORT's 12 updates without interruption (tests/conftest.py)."""
+    return params(straight_tiny / "checkpoint_00000012.pt")
 
 
 def test_two_machines_of_two_workers_match_one_machine_of_four(sample_data, tmp_path):

@@ -23,14 +23,11 @@ def params(path):
     return ckpt.load(path).model
 
 
-@pytest.fixture(scope="module")
-def straight(sample_data, tmp_path_factory):
-    """One run of SHORT on one worker, never interrupted, trained once for the tests that compare with it,
-    average it or start from its weights; read-only. Made in this module, not shared across the suite's
-    workers: a run trained under another pytest worker differed from this one's in the last bit (1.2e-7)."""
-    out = tmp_path_factory.mktemp("straight") / "run"
-    assert train(sample_data, out) == 0
-    return out
+@pytest.fixture
+def straight(straight_tiny):
+    """One run of SHORT on one worker, never interrupted (tests/conftest.py), for the tests that compare with it,
+    average it or start from its weights; read-only."""
+    return straight_tiny
 
 
 def test_stopped_and_resumed_is_bit_identical(sample_data, straight, tmp_path):

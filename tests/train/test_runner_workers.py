@@ -4,18 +4,29 @@ helpers) so that pytest-xdist's loadfile gives the two files to both workers."""
 
 from __future__ import annotations
 
+import pytest
+
 from attncomp.cli.main import run
 from attncomp import checkpoint as ckpt
 from tests.train.test_runner import SHORT, TINY, params, train
 
+DDP = ["--procs", "2", "--max-tokens-per-gpu", "4096", *SHORT]
 
-def test_two_workers_and_one_worker_with_accumulation_agree(sample_data, tmp_path):
-    validation = ["--set", "train.validation.bleu=2", "--set", "train.validation.best=ppl"]  # rank 0 decodes, all hear
-    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "two"), "--procs", "2",
-                "--max-tokens-per-gpu", "4096", *SHORT, *validation]) == 0
-    assert "bleu" in ckpt.load(tmp_path / "two" / ckpt.BEST).header.metrics
+
+@pytest.fixture(scope="module")
+def ddp(sample_data, tmp_path_factory):
+    """Two DDP workers, 12 updates, validation BLEU decoded by rank 0 and heard by all (which leaves the weights
+    as they were: the FSDP test compares its updates with these): one run for the two tests below."""
+    out = tmp_path_factory.mktemp("ddp") / "two"
+    validation = ["--set", "train.validation.bleu=2", "--set", "train.validation.best=ppl"]
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(out), *DDP, *validation]) == 0
+    return out
+
+
+def test_two_workers_and_one_worker_with_accumulation_agree(ddp, sample_data, tmp_path):
+    assert "bleu" in ckpt.load(ddp / ckpt.BEST).header.metrics
     assert train(sample_data, tmp_path / "one", "--max-tokens-per-gpu", "200") == 0  # accumulates
-    a, b = params(tmp_path / "two" / "checkpoint_00000012.pt"), params(tmp_path / "one" / "checkpoint_00000012.pt")
+    a, b = params(ddp / "checkpoint_00000012.pt"), params(tmp_path / "one" / "checkpoint_00000012.pt")
     # A key bias adds q.b_k to every score of a query, which softmax ignores: its true gradient is 0,
     # and Adam turns the rounding noise it gets into steps of about lr either way. It stays at noise level.
     noise = [k for k in a if k.endswith("k_proj.bias")]
@@ -24,14 +35,12 @@ def test_two_workers_and_one_worker_with_accumulation_agree(sample_data, tmp_pat
     assert any((a[k] - params(tmp_path / "one" / "checkpoint_00000004.pt")[k]).abs().max() > 1e-3 for k in a)
 
 
-def test_fsdp_computes_the_same_updates_as_ddp_and_resumes(sample_data, tmp_path, capsys):
-    common = ["--procs", "2", "--max-tokens-per-gpu", "4096", *SHORT]
-    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "ddp"), *common]) == 0
-    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "fsdp"), "--fsdp", *common,
+def test_fsdp_computes_the_same_updates_as_ddp_and_resumes(ddp, sample_data, tmp_path, capsys):
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "fsdp"), "--fsdp", *DDP,
                 "--stop-at", "8"]) == 0
-    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "fsdp"), "--fsdp", *common,
+    assert run(["train", TINY, "--data", str(sample_data), "--out", str(tmp_path / "fsdp"), "--fsdp", *DDP,
                 "--resume"]) == 0
-    a, b = params(tmp_path / "ddp" / "checkpoint_00000012.pt"), params(tmp_path / "fsdp" / "checkpoint_00000012")
+    a, b = params(ddp / "checkpoint_00000012.pt"), params(tmp_path / "fsdp" / "checkpoint_00000012")
     noise = [k for k in a if k.endswith("k_proj.bias")]  # see the test above
     assert max((a[k] - b[k]).abs().max().item() for k in a if k not in noise) < 2e-5
 
