@@ -78,8 +78,8 @@ def _layer_list(ctx, stack: nodes.Stack, rule, *args) -> list[Unit]:
     bases = positions.rope_bases(ctx.arch, stack)
     plan, sets = stack.layer_plan(ctx.arch.positions), stack.parameter_sets()
     firsts = [sets.index(s) for s in range(max(sets) + 1)]
-    return [ctx.unit(rule, plan[i][1], *args, plan[i][0], bases, kv_role(stack, i), stack.depth_lambda)
-            for i in firsts]
+    depth = stack.depth_lambda  # once: it reads the whole plan (a list per layer made it quadratic in the depth)
+    return [ctx.unit(rule, plan[i][1], *args, plan[i][0], bases, kv_role(stack, i), depth) for i in firsts]
 
 
 def _shared(stack: nodes.Stack) -> dict:
