@@ -25,9 +25,10 @@ def test_quality_benchmark_runs_side_by_side_and_one_side_at_a_time(sample_data,
         assert 0.0 <= results[name]["bleu"] <= 100.0 and results[name]["sentences_per_s"] > 0
         assert results[name]["compile"] is False and results[name]["device"] == "cpu"
     assert (tmp_path / "out/results.json").exists() and (tmp_path / "out/reference.hyp").exists()
+    sets = ["train.checkpoint.average_last=2", "model.layers=1"]  # one layer a side: half the graph to compile
     again = quality.main([*common, "--minutes", "0.02", "--only", "reference", "--compile",
-                          "--set", "train.checkpoint.average_last=2"])
+                          *(arg for kv in sets for arg in ("--set", kv))])
     assert again["attncomp"] == results["attncomp"] and again["reference"]["compile"] is True
-    assert again["reference"]["set"] == ["train.checkpoint.average_last=2"]
+    assert again["reference"]["set"] == sets
     assert again["reference"]["steps"] > 0 and again["reference"]["sentences"] == 5
     assert json.loads((tmp_path / "out/results.json").read_text()) == again
