@@ -167,18 +167,6 @@ def test_cpu_training_takes_the_explicit_form_with_equal_gradients(name):
         assert torch.allclose(p.grad, grads[n].grad, atol=1e-9), n
 
 
-def _flex(*args, **kwargs):
-    """ops.flex_attend under torch.compile, where FlexAttention runs (uncompiled it is the explicit form).
-    The backend runs the traced graph as it is (FlexAttention's reference on the CPU), after checking that
-    it holds FlexAttention."""
-    def backend(gm, example_inputs):
-        assert any("flex_attention" in str(n.target) for n in gm.graph.nodes), gm.graph
-        return gm.forward
-
-    torch.compiler.reset()  # each call traces afresh: no cache limit falls back to the uncompiled function
-    return torch.compile(ops.flex_attend, backend=backend, fullgraph=True)(*args, **kwargs)
-
-
 def test_flex_attend_is_the_explicit_form_uncompiled_and_for_narrow_heads():
     """FlexAttention only under torch.compile and for heads at least 16 wide (Inductor's kernel)."""
     wide = [torch.randn(1, 2, 3, 16, dtype=torch.float64) for _ in range(3)]
@@ -198,25 +186,38 @@ def test_flex_attend_is_the_explicit_form_uncompiled_and_for_narrow_heads():
 
 
 def test_flex_attend_equals_its_explicit_form_for_every_argument():
+    """Every argument set in one traced function (one fullgraph trace, not one per set): each call is one
+    FlexAttention node in the graph (the explicit form has none), and each output equals its explicit form."""
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 3, 5, 16, dtype=torch.float64, generator=g) for _ in range(3))  # d_k >= 16: flex
     bias = torch.randn(3, 5, 5, dtype=torch.float64, generator=g)
     pad = torch.zeros(2, 1, 1, 5, dtype=torch.bool)
     pad[1, ..., 3:] = True
     pad[0] = True  # a sentence of padding only: its rows are zeros
-    for kwargs in ({}, {"bias": bias}, {"mask": pad, "rows": True}, {"causal": True}, {"window": 1},
-                   {"window": 2, "causal": True, "bias": bias},
-                   {"bias": bias, "mask": ops.band_mask(5, 1, False, q.device)}):
-        for cap in (0.0, 2.0):
-            expected = ops.explicit_attend(q, k, v, 0.3, cap, **kwargs)
-            assert (_flex(q, k, v, 0.3, cap, **kwargs) - expected).abs().max() < 1e-12, kwargs
     sinks = torch.randn(3, dtype=torch.float64, generator=g)
-    for kwargs in ({"sinks": sinks}, {"sinks": sinks, "causal": True, "bias": bias}, {"sinks": sinks, "mask": pad,
-                                                                                      "rows": True}):
-        expected = ops.explicit_attend(q, k, v, 0.3, 0.0, **kwargs)  # compiled, FlexAttention's lse is float32
-        assert (_flex(q, k, v, 0.3, 0.0, **kwargs) - expected).abs().max() < 1e-7, kwargs
-    step = _flex(q[:, :, -1:], k, v, 0.5, 2.0, causal=True)  # a decode step: the last query sees all
-    assert (step - ops.explicit_attend(q[:, :, -1:], k, v, 0.5, 2.0)).abs().max() < 1e-12
+    cases = [((q, k, v, 0.3, cap), kwargs, 1e-12)
+             for kwargs in ({}, {"bias": bias}, {"mask": pad, "rows": True}, {"causal": True}, {"window": 1},
+                            {"window": 2, "causal": True, "bias": bias},
+                            {"bias": bias, "mask": ops.band_mask(5, 1, False, q.device)})
+             for cap in (0.0, 2.0)]
+    cases += [((q, k, v, 0.3, 0.0), kwargs, 1e-7)  # compiled, FlexAttention's lse is float32
+              for kwargs in ({"sinks": sinks}, {"sinks": sinks, "causal": True, "bias": bias},
+                             {"sinks": sinks, "mask": pad, "rows": True})]
+    cases.append(((q[:, :, -1:], k, v, 0.5, 2.0), {"causal": True}, 1e-12))  # a decode step: the last query sees all
+    flex_nodes = []
+
+    def backend(gm, example_inputs):
+        flex_nodes.append(sum("flex_attention" in str(n.target) for n in gm.graph.nodes))
+        return gm.forward
+
+    def every_case():
+        return tuple(ops.flex_attend(*args, **kwargs) for args, kwargs, _ in cases)
+
+    torch.compiler.reset()
+    outputs = torch.compile(every_case, backend=backend, fullgraph=True)()
+    assert flex_nodes == [len(cases)], flex_nodes
+    for out, (args, kwargs, tolerance) in zip(outputs, cases, strict=True):
+        assert (out - ops.explicit_attend(*args, **kwargs)).abs().max() < tolerance, kwargs
 
 
 def test_sinks_take_weight_from_the_keys():

@@ -16,7 +16,8 @@ from attncomp.sweep.run import ChildTrainer, plan, run_sweep
 from attncomp.sweep.state import Options, SweepState
 from tests.conftest import ROOT
 
-STEPS = ["--steps", "8", "--set", "train.checkpoint.every=4", "--bleu-sentences", "20"]
+SMALL_BATCH = "train.batch=tokens(500)"  # a quarter of tiny's batch: the rows' steps cost a quarter as much
+STEPS = ["--steps", "8", "--set", "train.checkpoint.every=4", "--set", SMALL_BATCH, "--bleu-sentences", "20"]
 
 
 def _specs(directory):
@@ -115,7 +116,7 @@ def test_stopped_sweep_resumes_without_redoing_finished_rows(swept, sample_data,
         train.run(job.model_copy(update={"checkpointing": job.checkpointing.model_copy(update={"stop_at": 4})}))
         return 130
 
-    options = Options(str(sample_data.resolve()), 8, None, ("train.checkpoint.every=4",), 20)
+    options = Options(str(sample_data.resolve()), 8, None, ("train.checkpoint.every=4", SMALL_BATCH), 20)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(SweepState.open(out, options), plan(specs, options), stopped)
     assert (out / "rows" / "A1" / "checkpoint_00000004.pt").exists()
@@ -168,7 +169,8 @@ def test_parallel_rows_train_in_child_processes_with_their_own_logs(sample_data,
     specs = _specs(tmp_path)
     out = tmp_path / "out"
     assert run(["sweep", *specs, "--data", str(sample_data), "--out", str(out), "--steps", "2",
-                "--set", "train.checkpoint.every=2", "--bleu-sentences", "0", "--parallel", "2"]) == 0
+                "--set", "train.checkpoint.every=2", "--set", SMALL_BATCH, "--bleu-sentences", "0",
+                "--parallel", "2"]) == 0
     for row in ("base", "A1"):
         log = (out / "rows" / row / "train.log").read_text()
         assert "1 CPU worker(s)" in log and "done: " in log, log
