@@ -149,8 +149,9 @@ class _Payload:
         return os.mkdir, (self.canary,)
 
 
-def hostile_dirs(where: Path, good: dict) -> dict[str, Path]:
-    """Directories of issue 23's surfaces, made afresh; unpickling anything in them makes where/CANARY."""
+def hostile_dirs(where: Path, good: dict, names: frozenset | set = frozenset(HOSTILE_DIRS)) -> dict[str, Path]:
+    """Directories of issue 23's surfaces (those in `names`), made afresh; unpickling anything in them makes
+    where/CANARY. One at a time for tests/hostile/test_property_readers.py, whose commands may write into it."""
     import json
     import pickle
     import shutil
@@ -159,22 +160,29 @@ def hostile_dirs(where: Path, good: dict) -> dict[str, Path]:
     d = {"sharded_payload": where / "run_s" / "checkpoint_00000002", "export_fifo": where / "export_fifo",
          "export_empty_model": where / "export_empty", "torch_export": where / "torch_export",
          "sweep_escape": where / "sweep", "run_nested_record": where / "run_r"}
-    shutil.copytree(legacy / "sharded", d["sharded_payload"])
-    index = pickle.loads((legacy / "sharded" / ".metadata").read_bytes())
-    index.planner_data["x"] = _Payload(where / "CANARY")
-    (d["sharded_payload"] / ".metadata").write_bytes(pickle.dumps(index))
-    for key in ("export_fifo", "export_empty_model"):
+    d = {name: path for name, path in d.items() if name in names}
+    if "sharded_payload" in d:
+        shutil.copytree(legacy / "sharded", d["sharded_payload"])
+        index = pickle.loads((legacy / "sharded" / ".metadata").read_bytes())
+        index.planner_data["x"] = _Payload(where / "CANARY")
+        (d["sharded_payload"] / ".metadata").write_bytes(pickle.dumps(index))
+    for key in {"export_fifo", "export_empty_model"} & d.keys():
         shutil.copytree(legacy / "safetensors", d[key])
-    (d["export_fifo"] / "src.model").unlink()
-    os.mkfifo(d["export_fifo"] / "src.model")
-    (d["export_empty_model"] / "tgt.model").write_bytes(b"")
-    shutil.copytree(legacy / "torch-export", d["torch_export"])
-    d["sweep_escape"].mkdir()
-    (d["sweep_escape"] / "sweep.json").write_text(json.dumps({"format": "attncomp-sweep", "version": 1, "options": {
-        "data": str(good["data"]), "steps": 1, "minutes": None, "overrides": [], "bleu_sentences": 0},
-        "rows": {"../../../escaped": {"name": "../../../escaped", "spec": "x", "spec_hash": "0" * 64}}}))
-    copy_run(good, d["run_nested_record"])
-    (d["run_nested_record"] / "run.json").write_text("[" * 100_000 + "]" * 100_000)
+    if "export_fifo" in d:
+        (d["export_fifo"] / "src.model").unlink()
+        os.mkfifo(d["export_fifo"] / "src.model")
+    if "export_empty_model" in d:
+        (d["export_empty_model"] / "tgt.model").write_bytes(b"")
+    if "torch_export" in d:
+        shutil.copytree(legacy / "torch-export", d["torch_export"])
+    if "sweep_escape" in d:
+        d["sweep_escape"].mkdir(parents=True)
+        (d["sweep_escape"] / "sweep.json").write_text(json.dumps({"format": "attncomp-sweep", "version": 1, "options": {
+            "data": str(good["data"]), "steps": 1, "minutes": None, "overrides": [], "bleu_sentences": 0},
+            "rows": {"../../../escaped": {"name": "../../../escaped", "spec": "x", "spec_hash": "0" * 64}}}))
+    if "run_nested_record" in d:
+        copy_run(good, d["run_nested_record"])
+        (d["run_nested_record"] / "run.json").write_text("[" * 100_000 + "]" * 100_000)
     return d
 
 

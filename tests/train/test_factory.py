@@ -5,6 +5,7 @@ exactly and decodes, in processes where the compiler was never imported; bad fac
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -82,24 +83,34 @@ def _losses(run_dir) -> dict[int, float]:
     return {e.step: e.value for e in events.Scalars("train/loss")}
 
 
-def test_a_generated_module_trains_resumes_exactly_and_decodes_without_the_compiler(sample_data, tmp_path):
-    seen = tmp_path / "seen"
+@pytest.fixture(scope="module")
+def factory_runs(sample_data, tmp_path_factory) -> dict:
+    """The driver's straight and stopped-and-resumed runs of tiny.py's module on 2 workers, decoded (~40 s), and
+    the records of every process that made the model, read before any other test calls the factory. Read-only:
+    test_resume_checks_the_factory_and_the_recipe extends a copy of the resumed run instead of training its own."""
+    root = tmp_path_factory.mktemp("factory")
+    seen = root / "seen"
     seen.mkdir()
-    (tmp_path / "tiny_factory.py").write_text(FACTORY.format(tiny=str(ROOT / "generated/examples/tiny.py"),
-                                                             compiler=COMPILER, seen=str(seen)))
-    (tmp_path / "recipe.attn").write_text(RECIPE)
-    done = subprocess.run([sys.executable, "-c", DRIVER, f"{tmp_path / 'tiny_factory.py'}:make",
-                           str(tmp_path / "recipe.attn"), str(sample_data), str(tmp_path)],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    (root / "tiny_factory.py").write_text(FACTORY.format(tiny=str(ROOT / "generated/examples/tiny.py"),
+                                                         compiler=COMPILER, seen=str(seen)))
+    (root / "recipe.attn").write_text(RECIPE)
+    done = subprocess.run([sys.executable, "-c", DRIVER, f"{root / 'tiny_factory.py'}:make",
+                           str(root / "recipe.attn"), str(sample_data), str(root)],
+                          capture_output=True, text=True, cwd=root, timeout=600)
+    records = [json.loads(p.read_text()) for p in seen.glob("*.json")]
+    return {"root": root, "done": done, "records": records, "factory": f"{root / 'tiny_factory.py'}:make"}
+
+
+def test_a_generated_module_trains_resumes_exactly_and_decodes_without_the_compiler(factory_runs):
+    done, records, root = factory_runs["done"], factory_runs["records"], factory_runs["root"]
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["loaded"] == [] and result["beam"] == 2  # the driver: no compiler; the recipe's decode block
     assert len(result["texts"]) == 2 and all(isinstance(t, str) and t for t in result["texts"]), result
-    records = [json.loads(p.read_text()) for p in seen.glob("*.json")]
     ranks = {r["rank"] for r in records}
     assert {"0", "1"} <= ranks and None in ranks  # both workers of each run, and the host, made the model
     assert all(r["loaded"] == [] for r in records), records
-    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    straight, resumed = root / "straight", root / "resumed"
     a, b = _losses(straight), _losses(resumed)
     assert sorted(a) == [1, 2, 3, 4] and a == b  # the same loss at every update, across the stop and resume
     wa, wb = ckpt.load(straight / "checkpoint_00000004.pt").model, ckpt.load(resumed / "checkpoint_00000004.pt").model
@@ -111,27 +122,23 @@ def test_a_generated_module_trains_resumes_exactly_and_decodes_without_the_compi
     assert (resumed / "recipe.attn").read_text() == header.recipe and not (resumed / "spec.attn").exists()
 
 
-def test_resume_checks_the_factory_and_the_recipe(sample_data, tmp_path, capfd):
-    (tmp_path / "recipe.attn").write_text(RECIPE)
-    tiny = f"{ROOT / 'generated/examples/tiny.py'}:Model"
+def test_resume_checks_the_factory_and_the_recipe(factory_runs, sample_data, tmp_path, capfd):
+    assert factory_runs["done"].returncode == 0, factory_runs["done"].stderr[-3000:]
+    shutil.copytree(factory_runs["root"] / "resumed", tmp_path / "run")  # the factory's run of 4 updates
+    made, recipe = factory_runs["factory"], str(factory_runs["root"] / "recipe.attn")
     common = ["--data", str(sample_data), "--out", str(tmp_path / "run"), "--procs", "1"]
-    assert run(["train", "--model", tiny, "--recipe", str(tmp_path / "recipe.attn"), *common,
-                "--set", "train.steps=2"]) == 0
-    err = capfd.readouterr().err
-    assert f"training {tiny} on 1 CPU worker(s)" in err
     # another recipe (not only its length) is refused; a longer run extends it; a spec is another model
-    assert run(["train", "--model", tiny, "--recipe", str(tmp_path / "recipe.attn"), *common, "--resume",
-                "--set", "train.steps=2", "--set", "train.seed=5"]) == 2
+    assert run(["train", "--model", made, "--recipe", recipe, *common, "--resume", "--set", "train.seed=5"]) == 2
     assert "another architecture or recipe: train.seed (1 -> 5)" in capfd.readouterr().err
     assert run(["train", str(ROOT / "specs/examples/tiny.attn"), *common, "--resume"]) == 2
     assert "was trained from the model factory" in capfd.readouterr().err
-    assert run(["train", "--model", tiny, "--recipe", str(tmp_path / "recipe.attn"), *common, "--resume",
-                "--set", "train.steps=3"]) == 0
-    assert "extending the run from step 2: train.steps: 2 -> 3" in capfd.readouterr().err
+    assert run(["train", "--model", made, "--recipe", recipe, *common, "--resume", "--set", "train.steps=5"]) == 0
+    err = capfd.readouterr().err
+    assert f"training {made} on 1 CPU worker(s)" in err and "extending the run from step 4: train.steps: 4 -> 5" in err
     with pytest.raises(ckpt.CheckpointError, match="trained from the model factory .*load_trained"):
-        ckpt.stored_spec(ckpt.load(tmp_path / "run" / "checkpoint_00000003.pt"))
-    with pytest.raises(UsageError, match="trained from the model factory .*tiny.py:Model, not other:make"):
-        factory.load_trained(tmp_path / "run" / "checkpoint_00000003.pt", "other:make")  # the caller names the code
+        ckpt.stored_spec(ckpt.load(tmp_path / "run" / "checkpoint_00000005.pt"))
+    with pytest.raises(UsageError, match="trained from the model factory .*tiny_factory.py:make, not other:make"):
+        factory.load_trained(tmp_path / "run" / "checkpoint_00000005.pt", "other:make")  # the caller names the code
 
 
 def _modules(tmp_path):
