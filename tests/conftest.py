@@ -60,7 +60,8 @@ SLOW_FILES = {
     "tests/interop/test_marian_import.py", "tests/interop/test_torch_export.py", "tests/decode/test_translate.py",
     "tests/decode/test_stream.py", "tests/test_legacy.py", "tests/data/test_streaming.py",
     "tests/train/test_job_example.py", "tests/draw/test_draw_every_spec.py", "tests/draw/test_page.py",
-    "tests/train/test_prefix_lm_objective.py",
+    "tests/train/test_prefix_lm_objective.py", "tests/train/test_factory.py", "tests/train/test_factory_example.py",
+    "tests/hostile/test_pictures.py",
 }
 
 

@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 MISBEHAVING = '''
@@ -42,6 +44,7 @@ def test_then_all_is_as_at_the_start():
 '''
 
 
+@pytest.mark.slow  # a pytest in a subprocess
 def test_a_test_that_leaves_signal_handling_changed_fails_and_the_next_starts_clean(tmp_path):
     (tmp_path / "test_misbehaving.py").write_text(MISBEHAVING)
     # the suite's conftest as a plugin, in a directory of its own (no xdist, no addopts from pyproject.toml);

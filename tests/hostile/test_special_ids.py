@@ -76,6 +76,7 @@ def test_the_resize_hint_declares_the_data_tokenizers_ids(tmp_path):
         check_vocab(bertlike, arch)
 
 
+@pytest.mark.slow  # a trained tiny run (tiny_artifacts)
 def test_translate_with_ids_set_away_from_the_models_says_to_keep_them(tiny_artifacts, tmp_path, capsys):
     code = run(["translate", str(tiny_artifacts["ckpt"]), "--input", str(tiny_artifacts["src"]), "--device", "cpu",
                 "--set", "model.vocab=shared(256, pad = 5)"])
@@ -85,6 +86,7 @@ def test_translate_with_ids_set_away_from_the_models_says_to_keep_them(tiny_arti
            "the model was trained with" in err and "prepare the data" not in err
 
 
+@pytest.mark.slow  # a trained tiny run (tiny_artifacts)
 def test_a_sweep_row_whose_ids_disagree_with_the_data_is_refused_before_anything_trains(tiny_artifacts, tmp_path,
                                                                                          capsys):
     """Before: the row's training refused it, then the sweep said the row failed (two error lines, after
@@ -97,6 +99,7 @@ def test_a_sweep_row_whose_ids_disagree_with_the_data_is_refused_before_anything
     assert not (tmp_path / "sweep" / "rows").exists()
 
 
+@pytest.mark.slow  # a trained tiny run (tiny_artifacts)
 def test_train_refuses_ids_that_disagree_with_the_data_before_it_says_it_trains(tiny_artifacts, tmp_path, capfd):
     """Before: the run directory, its spec.attn and run.json were written and "training tiny on 1 CPU
     worker(s)" printed, then the worker refused the tokenizer; now the refusal comes first, alone."""

@@ -185,6 +185,7 @@ def test_flex_attend_is_the_explicit_form_uncompiled_and_for_narrow_heads():
     assert seen and not any("flex_attention" in target for target in seen)
 
 
+@pytest.mark.slow  # 18 FlexAttention calls traced by dynamo: about 30 s
 def test_flex_attend_equals_its_explicit_form_for_every_argument():
     """Every argument set in one traced function (one fullgraph trace, not one per set): each call is one
     FlexAttention node in the graph (the explicit form has none), and each output equals its explicit form."""

@@ -159,6 +159,7 @@ def test_is_causal_only_where_exact():
         assert not (n.kwargs.get("is_causal") and n.kwargs.get("attn_mask") is not None)
 
 
+@pytest.mark.slow  # every shipped spec compiled twice: about 9 s
 def test_state_dict_names_do_not_change():
     """Names follow the structure, not the widths: small versions of every shipped spec show it."""
     import attncomp

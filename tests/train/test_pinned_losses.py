@@ -76,6 +76,7 @@ def test_a_spec_trains_to_the_same_losses(name, fused):
         [float.fromhex(x) for x in PINNED[name, fused]], rel=1e-5, abs=0)
 
 
+@pytest.mark.slow  # the runner launches a worker
 def test_a_run_of_the_runner_ends_with_the_same_metrics(sample_data, tmp_path):
     assert run(["train", str(ROOT / "specs/examples/tiny.attn"), "--data", str(sample_data), "--out",
                 str(tmp_path / "run"), "--procs", "1", "--set", "train.steps=4", "--set", "train.checkpoint.every=4",
