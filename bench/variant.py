@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import json
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 

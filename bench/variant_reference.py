@@ -21,7 +21,6 @@ one projection this model has).
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass
 
 import torch
