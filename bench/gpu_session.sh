@@ -46,8 +46,8 @@
 #   loss      bench/loss.py: the plain and the fused projection + loss alone, base and big widths
 #   decode    `attncomp eval` of a bench/quality.py checkpoint on the de-en test set: BLEU and sentences/s
 #
-# On the GPU machine (PyTorch there, no pydantic/lark): carry wheels (.whl, see /work/.library/device/README.md)
-# and the prepared data, then: pip install --target /tmp/site .whl/*.whl; PYTHONPATH=/tmp/site:$PWD;
+# On the GPU machine (PyTorch there, no pydantic/lark): carry the wheels and the prepared data that
+# `bash bench/gpu_prepare.sh` makes here beforehand (.whl and .devdata; it prints the device call), then: pip install --target /tmp/site .whl/*.whl; PYTHONPATH=/tmp/site:$PWD;
 # ln -sfn ../cli attncomp/cli; ATTNCOMP="python3 -m attncomp.cli.main". Results: bench/results/ (h100-DATE/: logs).
 #
 # Inputs (environment): DATA, de-en prepared with a 37000 vocabulary (`attncomp data prepare ... --vocab-size
