@@ -4,7 +4,7 @@
 #
 #   bash bench/gpu_prepare.sh          # .whl/ and .devdata/; what is already there is kept
 #
-# .whl/      the wheels the GPU machine lacks, for its python 3.12 (/work/.library/device/KINDS.md lists what
+# .whl/      the wheels the GPU machine lacks (and typing-extensions, which pydantic needs new), for its python 3.12 (/work/.library/device/KINDS.md lists what
 #            its image holds: torch, jinja2, sentencepiece, sacrebleu, tensorboard, matplotlib, transformers,
 #            tokenizers, pytest-xdist... but not pydantic, lark or torchao), each at the version installed here
 # .devdata/  de-en-37k   DATA of bench/gpu_session.sh: ../shared/data/de-en train + phrases, valid and test,
@@ -24,7 +24,7 @@ attncomp=(${ATTNCOMP:-$python -m attncomp.cli.main})
 version() { "$python" -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$1"; }
 
 mkdir -p .whl
-for name in pydantic pydantic-core annotated-types typing-inspection lark torchao; do
+for name in pydantic pydantic-core annotated-types typing-inspection typing-extensions lark torchao; do
   pinned="$name==$(version "$name")"
   if ls .whl | grep -qi "^$(echo "$name" | tr - _)-$(version "$name")-"; then continue; fi
   "$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
