@@ -2,11 +2,10 @@
 # What a GPU session carries to the device machine, made here on the CPU before the machine starts (no device
 # time is spent on it), then the device call that carries it:
 #
-#   bash bench/gpu_prepare.sh          # .whl/ and .devdata/; what is already there is kept
-#
-# .whl/      the wheels the GPU machine lacks (and typing-extensions, which pydantic needs new), for its python 3.12 (/work/.library/device/KINDS.md lists what
-#            its image holds: torch, jinja2, sentencepiece, sacrebleu, tensorboard, matplotlib, transformers,
-#            tokenizers, pytest-xdist... but not pydantic, lark or torchao), each at the version installed here
+#   bash bench/gpu_prepare.sh          # .whl/      the wheels the GPU machine lacks, for its python 3.12, each at the version installed here
+#            (/work/.library/device/KINDS.md lists what its image holds: torch, jinja2, sentencepiece, sacrebleu,
+#            tensorboard, matplotlib, transformers, tokenizers, pytest-xdist... but not pydantic, lark or torchao),
+#            and typing-extensions, of which pydantic 2.13 needs a newer one than an image may hold
 # .devdata/  de-en-37k   DATA of bench/gpu_session.sh: ../shared/data/de-en train + phrases, valid and test,
 #                        one shared vocabulary of 37,000 (the paper's base)
 #            de-en-4k    SWEEP_DATA: the same training pairs, a vocabulary of 4,000, validated on the first 300
