@@ -2,7 +2,9 @@
 # What a GPU session carries to the device machine, made here on the CPU before the machine starts (no device
 # time is spent on it), then the device call that carries it:
 #
-#   bash bench/gpu_prepare.sh          # .whl/      the wheels the GPU machine lacks, for its python 3.12, each at the version installed here
+#   bash bench/gpu_prepare.sh          # .whl/ and .devdata/; what is already there is kept
+#
+# .whl/      the wheels the GPU machine lacks, for its python 3.12, each at the version installed here
 #            (/work/.library/device/KINDS.md lists what its image holds: torch, jinja2, sentencepiece, sacrebleu,
 #            tensorboard, matplotlib, transformers, tokenizers, pytest-xdist... but not pydantic, lark or torchao),
 #            and typing-extensions, of which pydantic 2.13 needs a newer one than an image may hold
@@ -52,6 +54,6 @@ echo "carry: .whl and .devdata, $((size / 1048576)) MiB of the 64 MiB a call car
 cat <<'EOF'
 The device call (run tool): carry [".whl", ".devdata"], and a command that starts
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD && ln -sfn ../cli attncomp/cli || exit; ATTNCOMP="python3 -m attncomp.cli.main" \
-    bash bench/gpu_session.sh $OUT tests float8 variant 2>&1 | tee $OUT/session.log
+    && export PYTHONPATH=/tmp/site:$PWD && ln -sfn ../cli attncomp/cli || exit
+  ATTNCOMP="python3 -m attncomp.cli.main" bash bench/gpu_session.sh $OUT tests float8 variant 2>&1 | tee $OUT/session.log
 EOF
