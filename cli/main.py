@@ -43,13 +43,29 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         prog="attncomp",
         description="Compile Transformer specs to PyTorch; train, decode and score them.",
     )
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    if list(argv[:1]) == ["--version"]:  # answered before any command's module (torch) is imported
+        return parser
     import importlib
 
     named = [module for module, commands in COMMANDS if argv and argv[0] in commands]
     for module in named or [module for module, _ in COMMANDS]:
         importlib.import_module(module).register(sub)
     return parser
+
+
+def _version() -> str:
+    """attncomp's version and those a bug report needs beside it, read without importing torch."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from attncomp import __version__
+
+    try:
+        torch = version("torch")
+    except PackageNotFoundError:  # a checkout on PYTHONPATH beside a torch built from source
+        torch = "not installed as a package"
+    return f"attncomp {__version__} (torch {torch}, python {sys.version.split()[0]})"
 
 
 def _save_traceback(err: BaseException, argv: Sequence[str] | None) -> str:
