@@ -54,3 +54,9 @@ def test_compiler_doc_table_is_what_the_script_prints():
     spec.loader.exec_module(module)
     doc = (ROOT / "docs" / "compiler.md").read_text()
     assert "\n".join(module.rows()) in doc
+
+
+def test_language_error_example_is_the_golden_message():
+    """docs/language.md's "Errors" example of a pointer is tests/bad_specs' golden, word for word."""
+    golden = (ROOT / "tests" / "bad_specs" / "elsewhere_attention.err").read_text()
+    assert golden in LANGUAGE

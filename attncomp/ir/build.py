@@ -3,7 +3,7 @@
 Four steps, each with located errors:
 
 1. `_Builder` checks each file's tree against the IR's fields (unknown keys and values get "did you
-   mean") and converts it to plain data, remembering the span of every key it saw; scalar values
+   mean", or the spelling of a part other toolkits name so: attncomp.ir.elsewhere) and converts it to plain data, remembering the span of every key it saw; scalar values
    are read by attncomp.ir.values, whose units (`25K`, `10min`) the syntax stage defines
    (attncomp.syntax.units);
 2. `merge` lays the files over one another, base first, then the command-line overrides;
@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from attncomp.errors import Span, SpecError, did_you_mean
-from attncomp.ir import nodes
+from attncomp.ir import elsewhere, nodes
 from attncomp.ir.schema import Kind, fields_of, keys_of, kind_name
 from attncomp.ir.values import SCALAR_READERS, SCALAR_TEXT, UNITS_ACCEPTED, literal, number, scalar_form
 from attncomp.syntax import ast
@@ -73,8 +73,9 @@ class _Builder:
         keys = keys_of(cls)
         if key not in keys:
             where = f"in {'.'.join(path)}" if path else "at the top level"
-            raise SpecError(f'unknown key "{key}" {where}{did_you_mean(key, keys)}', span,
-                            hint="expected one of: " + ", ".join(keys))
+            raise elsewhere.refusal(f'unknown key "{key}" {where}', key, span) or SpecError(
+                f'unknown key "{key}" {where}{did_you_mean(key, keys)}', span,
+                hint="expected one of: " + ", ".join(keys))
         return keys[key]
 
     def _slot(self, cls, key: str, path: Path_, out: dict) -> tuple[dict, Path_]:
@@ -194,7 +195,7 @@ class _Builder:
         if isinstance(raw, (ast.Name, ast.Call)):
             name = raw.id if isinstance(raw, ast.Name) else raw.name
             if name not in by_name:
-                raise SpecError(
+                raise elsewhere.refusal(f'unknown {key} "{name}"', name, raw.span, key) or SpecError(
                     f'unknown {key} "{name}"{did_you_mean(name, by_name)}', raw.span,
                     hint="expected one of: " + ", ".join(_choice_text(m) for m in members),
                 )

@@ -7,7 +7,7 @@ What a unit means is the syntax stage's (attncomp.syntax.units); which keys take
 from __future__ import annotations
 
 from attncomp.errors import SpecError, did_you_mean
-from attncomp.ir import nodes
+from attncomp.ir import elsewhere, nodes
 from attncomp.syntax import ast, units
 
 
@@ -23,8 +23,8 @@ def literal(allowed: tuple, raw: ast.Value, key: str) -> str | int:
     if word is None:
         raise SpecError(f"{key} must be one of {options}", raw.span)
     if word not in allowed:
-        raise SpecError(f'unknown {key} "{word}"{did_you_mean(word, allowed)}', raw.span,
-                        hint=f"expected {options}")
+        raise elsewhere.refusal(f'unknown {key} "{word}"', word, raw.span, key) or SpecError(
+            f'unknown {key} "{word}"{did_you_mean(word, allowed)}', raw.span, hint=f"expected {options}")
     return word
 
 
