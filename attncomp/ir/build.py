@@ -3,8 +3,8 @@
 Four steps, each with located errors:
 
 1. `_Builder` checks each file's tree against the IR's fields (unknown keys and values get "did you
-   mean", or the spelling of a part other toolkits name so: attncomp.ir.elsewhere) and converts it to plain data, remembering the span of every key it saw; scalar values
-   are read by attncomp.ir.values, whose units (`25K`, `10min`) the syntax stage defines
+   mean", or the spelling of a part other toolkits name so: attncomp.ir.elsewhere) and converts it to
+   plain data, remembering the span of every key it saw; scalar values are read by attncomp.ir.values, whose units (`25K`, `10min`) the syntax stage defines
    (attncomp.syntax.units);
 2. `merge` lays the files over one another, base first, then the command-line overrides;
 3. `_fill_defaults` applies the rules that need the whole spec: model-level keys (d_model, heads, ...)
