@@ -4,8 +4,8 @@ Four steps, each with located errors:
 
 1. `_Builder` checks each file's tree against the IR's fields (unknown keys and values get "did you
    mean", or the spelling of a part other toolkits name so: attncomp.ir.elsewhere) and converts it to
-   plain data, remembering the span of every key it saw; scalar values are read by attncomp.ir.values, whose units (`25K`, `10min`) the syntax stage defines
-   (attncomp.syntax.units);
+   plain data, remembering the span of every key it saw; scalar values are read by attncomp.ir.values,
+   whose units (`25K`, `10min`) the syntax stage defines (attncomp.syntax.units);
 2. `merge` lays the files over one another, base first, then the command-line overrides;
 3. `_fill_defaults` applies the rules that need the whole spec: model-level keys (d_model, heads, ...)
    are defaults for each stack, d_k = d_v = d_model / heads when unset, embedding dropout = residual;
