@@ -16,6 +16,7 @@ import time
 import traceback
 from typing import Callable, Sequence
 
+from attncomp.cli import familiar
 from attncomp.errors import AttncompError, printable, printable_lines
 
 COMMANDS: list[tuple[str, tuple[str, ...]]] = [  # (module whose `register` adds them, the commands)
@@ -52,6 +53,27 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """parse_args, with a flag another toolkit uses (fairseq's --lr, the Trainer's --output_dir) told how attncomp
+    spells it, in the usage error of the command it was given to."""
+    parser = _parser(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command, words = parser, argv
+        while words and (found := _command(command, words[0])) is not None:  # `attncomp data prepare`'s own
+            command, words = found, words[1:]
+        command.error(f"unrecognized arguments: {' '.join(extra)}{familiar.hints(extra)}")
+    return args
+
+
+def _command(parser: argparse.ArgumentParser, word: str) -> argparse.ArgumentParser | None:
+    """The sub-command parser `word` names under `parser`, or None."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and word in action.choices:
+            return action.choices[word]
+    return None
+
+
 def _save_traceback(err: BaseException, argv: Sequence[str] | None) -> str:
     """Write the traceback of `err` to a new file and return its path ('' when nothing could be written)."""
     folder = os.environ.get(TRACEBACK_DIR_ENV) or tempfile.gettempdir()
@@ -85,7 +107,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     """
     try:
         # a usage error leaves here by SystemExit(2)
-        args = _parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
+        args = _parse(sys.argv[1:] if argv is None else list(argv))
         handler: Callable[[argparse.Namespace], int | None] = args.handler
         return handler(args) or 0
     except AttncompError as err:

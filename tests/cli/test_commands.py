@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import subprocess
 import sys
 
-from attncomp.cli import main
+import pytest
+
+from attncomp import ir
+from attncomp.cli import familiar, main
+from tests.conftest import ROOT
 
 
 def test_each_module_registers_the_commands_the_table_gives_it():
@@ -33,3 +38,38 @@ def test_data_prepare_starts_without_importing_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["2", "False"], done.stdout + done.stderr
     assert "no " in done.stderr and "none.en" in done.stderr
+
+
+def test_a_flag_of_another_toolkit_is_told_its_spelling(capsys):
+    """fairseq's --lr and --max_update: the train command's usage error, with how attncomp says each."""
+    with pytest.raises(SystemExit) as stop:
+        main.run(["train", "x.attn", "--data", "d", "--lr", "1e-3", "--max_update", "10", "--wat"])
+    assert stop.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("attncomp train: error: unrecognized arguments: --lr 1e-3 --max_update 10 --wat; ")
+    assert 'attncomp spells --lr as --set "train.schedule=constant(lr = LR)"' in line
+    assert "attncomp spells --max-update as --set train.steps=N" in line and "--wat as" not in line
+
+
+def _options() -> set[str]:
+    """Every option of every command and sub-command."""
+    found, todo = set(), [main._parser()]
+    while todo:
+        parser = todo.pop()
+        for action in parser._actions:
+            found.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())
+    return found
+
+
+@pytest.mark.parametrize("flag", sorted(familiar.FLAGS))
+def test_each_spelling_given_for_a_familiar_flag_is_attncomps(flag):
+    """Its --set is a key the language takes (placeholders filled in) and every other flag it names exists."""
+    how = familiar.FLAGS[flag]
+    values = {"LR": "1e-3", "N": "50", "C": "1.0", "W": "0.01", "E": "0.1"}
+    filled = re.sub(r"\b(LR|N|C|W|E)\b", lambda m: values[m.group()], how)
+    for override in re.findall(r'--set "([^"]+)"|--set (\S+)', filled):
+        ir.load(ROOT / "specs" / "examples" / "tiny.attn", [override[0] or override[1]])
+    named = set(re.findall(r"--[a-z][a-z-]*", how)) - {"--set"}
+    assert named <= _options(), named - _options()
