@@ -130,6 +130,21 @@ def test_bad_input_is_one_clear_error(setup, message, tmp_path, capsys):
     assert message in err and "Traceback" not in err and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("given, langs, message", [
+    ("train.en", ("en", "xx"), "error: no raw/train.en.en or raw/train.en.en.gz (a --train/--valid/--test PREFIX "
+                               "names PREFIX.en files); train.en is one side's file: give the prefix without .en, "
+                               "and --src/--tgt its suffixes"),
+    ("train", ("src", "tgt"), "; there are train.{en,xx}: name the suffixes with --src and --tgt (or --lang)"),
+])
+def test_a_prefix_slip_is_told_what_was_meant(given, langs, message, tmp_path, monkeypatch, capsys):
+    """`--train train.en` (a file, as a Trainer's --train_file) or suffixes other than --src/--tgt's."""
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "raw", "train", [("a b", "c d")] * 3)
+    assert run(["data", "prepare", "--train", f"raw/{given}", "--src", langs[0], "--tgt", langs[1],
+                "--out", "out"]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_bad_tsv_row(tmp_path, capsys):
     (tmp_path / "t.tsv").write_text("a\tb\nonly one column\n")
     assert _prepare(str(tmp_path / "t.tsv"), tmp_path / "out") == 2
