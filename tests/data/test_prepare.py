@@ -79,6 +79,16 @@ def test_a_half_written_directory_is_never_taken_for_a_good_one(tmp_path, capsys
         PreparedData(half)
 
 
+def test_a_text_file_given_as_data_is_told_to_be_prepared(tmp_path):
+    """`attncomp train SPEC --data train.en`: the file is named a file, and how to prepare a directory from it."""
+    (tmp_path / "train.en").write_text("a b\n")
+    with pytest.raises(DataError, match=r"train.en is a file, not a data directory; make one with `attncomp data "
+                                        r"prepare` \(from text: --train PREFIX --src LANG --tgt LANG --out DIR\)"):
+        PreparedData(tmp_path / "train.en")
+    with pytest.raises(DataError, match="no data directory"):
+        PreparedData(tmp_path / "none")
+
+
 def test_no_temporary_directory_is_left_behind(tmp_path):
     _prepare(_write(tmp_path / "raw", "train", generate(1, 300)), tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "raw"]
