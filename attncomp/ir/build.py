@@ -41,6 +41,18 @@ class Doc:
     spans: dict[Path_, Span] = field(default_factory=dict)
 
 
+def _argument_hint(kind: Kind, name: str, argument: str) -> str | None:
+    """For `schedule.warmup = 100` (a Hydra-style path into a choice): how a choice's argument is written."""
+    if kind.what != "choice":
+        return None
+    choices = [kind_name(m) for m in kind.members if argument in m.model_fields]
+    if not choices:
+        return None
+    return (f"an argument is written in its choice's call: {name} = {choices[0]}({argument} = ...); over the same "
+            f"choice in a base or the file, the other arguments keep their values ({name} takes {argument} in: "
+            f"{', '.join(choices)})")
+
+
 def _choice_text(cls: type[BaseModel]) -> str:
     if cls in SCALAR_TEXT:
         return SCALAR_TEXT[cls]
@@ -141,7 +153,8 @@ class _Builder:
                 self.doc.spans.setdefault(path, item.span)
                 continue
             if kind.what != "block":
-                raise SpecError(f'"{name}" is a value, not a block, so "{name}.…" means nothing', item.span)
+                raise SpecError(f'"{name}" is a value, not a block, so "{name}.…" means nothing', item.span,
+                                hint=_argument_hint(kind, name, ".".join([*parents, last])))
             (cls,) = kind.members
             path = path + (name,)
             if not isinstance(out.get(name), dict):
