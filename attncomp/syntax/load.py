@@ -36,6 +36,8 @@ def read_spec_file(path: Path, span: Span | None = None) -> str:
     path = Path(path)
     shown = _display(path)
     _check_path(path, shown, span)
+    if path.suffix != ".attn" and not os.path.lexists(path) and os.path.isfile(f"{path}.attn"):
+        raise SpecError(f'no such spec file: {shown} (did you mean "{shown}.attn"?)', span)
     try:
         data = files.read_regular(path, limit=MAX_BYTES, what="spec file", error=lambda m: SpecError(m, span))
     except SpecError:
