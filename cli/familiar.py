@@ -8,6 +8,8 @@ in capitals (N, LR, DIR).
 
 from __future__ import annotations
 
+from attncomp.errors import did_you_mean
+
 _STEPS = "--set train.steps=N (updates; a run is counted in updates, not epochs)"
 _BATCH = ('--set "train.batch=tokens(N)" (a batch is counted in tokens per update, all workers together; '
           "--max-tokens-per-gpu N caps one worker's micro-batch)")
@@ -42,6 +44,19 @@ FLAGS: dict[str, str] = {
     "--beam-size": "--beam N", "--num-beams": "--beam N",
     "--lenpen": "--alpha A (the length penalty)", "--length-penalty": "--alpha A (the length penalty)",
 }
+
+
+COMMANDS: dict[str, str] = {  # another toolkit's command (or an obvious guess) -> attncomp's
+    "compile": "build", "preprocess": "data prepare", "prepare": "data prepare", "generate": "translate",
+    "interactive": "translate", "evaluate": "eval", "score": "eval", "validate": "check", "fit": "train",
+}
+
+
+def command_hint(word: str, commands: list[str]) -> str:
+    """' (did you mean "train"?)' for a misspelt command, or attncomp's name for another toolkit's; '' else."""
+    if word in COMMANDS:
+        return f' (attncomp calls it "{COMMANDS[word]}")'
+    return did_you_mean(word, commands)
 
 
 def hints(extra: list[str]) -> str:

@@ -17,7 +17,7 @@ import traceback
 from typing import Callable, Sequence
 
 from attncomp.cli import familiar
-from attncomp.errors import AttncompError, printable, printable_lines
+from attncomp.errors import AttncompError, printable, printable_lines, shortened
 
 COMMANDS: list[tuple[str, tuple[str, ...]]] = [  # (module whose `register` adds them, the commands)
     ("attncomp.cli.spec_commands", ("check", "show", "diff")),
@@ -57,6 +57,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     """parse_args, with a flag another toolkit uses (fairseq's --lr, the Trainer's --output_dir) told how attncomp
     spells it, in the usage error of the command it was given to."""
     parser = _parser(argv)
+    commands = [name for _, names in COMMANDS for name in names]
+    if argv and not argv[0].startswith("-") and argv[0] not in commands:  # argparse would list them all, no more
+        word = shortened(printable(argv[0]))
+        parser.error(f'unknown command "{word}"{familiar.command_hint(argv[0], commands)}; '
+                     f"commands: {', '.join(commands)}")
     args, extra = parser.parse_known_args(argv)
     if extra:
         command, words = parser, argv

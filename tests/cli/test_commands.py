@@ -73,3 +73,13 @@ def test_each_spelling_given_for_a_familiar_flag_is_attncomps(flag):
         ir.load(ROOT / "specs" / "examples" / "tiny.attn", [override[0] or override[1]])
     named = set(re.findall(r"--[a-z][a-z-]*", how)) - {"--set"}
     assert named <= _options(), named - _options()
+
+
+@pytest.mark.parametrize("word, said", [("trian", '(did you mean "train"?)'),
+                                        ("compile", '(attncomp calls it "build")'),
+                                        ("preprocess", '(attncomp calls it "data prepare")')])
+def test_an_unknown_command_is_told_the_one_meant(word, said, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main.run([word, "x.attn"])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stop.value.code == 2 and line.startswith(f'attncomp: error: unknown command "{word}" {said}; commands: ')
