@@ -405,8 +405,10 @@ def _fill_head_dims(doc: Doc, stack: dict, path: Path_) -> None:
             continue
         if d_model % heads:
             span = doc.spans.get(path + ("heads",)) or doc.spans.get(path + ("d_model",)) or doc.spans.get(path)
+            written = "heads" in stack
             raise SpecError(
-                f"d_model = {d_model} is not divisible by heads = {heads}, and {key} is not set", span,
+                f"d_model = {d_model} is not divisible by heads = {heads}{'' if written else ' (its default)'}, "
+                f"and {key} is not set", span,
                 hint=f"set d_k and d_v, or choose heads that divide {d_model}",
             )
         stack[key] = d_model // heads
