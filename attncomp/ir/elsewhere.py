@@ -36,6 +36,13 @@ KEYS: dict[str, tuple[str, str]] = {  # unknown key -> (what it is in attncomp, 
     "depth": ("a stack's depth is layers", "layers = 6"),
     "num_hidden_layers": ("a stack's depth is layers", "layers = 6"),
     "num_key_value_heads": ("grouped-query attention is kv_heads", "kv_heads = 2"),
+    "n_embd": ("the residual stream's width is d_model", "d_model = 512"),
+    "num_attention_heads": ("attention heads are heads", "heads = 8"),
+    **{f"{stack}_{theirs}": (f"fairseq's {stack}_{theirs} is {ours} in {stack} {{ }} (or in model, for both)",
+                             f"{ours} = {value}")
+       for stack in ("encoder", "decoder")
+       for theirs, ours, value in (("layers", "layers", 6), ("embed_dim", "d_model", 512),
+                                   ("ffn_embed_dim", "d_ff", 2048), ("attention_heads", "heads", 8))},
     "lr": ("the learning rate is train's schedule", "schedule = constant(lr = 1e-4)"),
     "learning_rate": ("the learning rate is train's schedule", "schedule = constant(lr = 1e-4)"),
     "warmup": ("warm-up is train's schedule", "schedule = inverse_sqrt(peak = 5e-4, warmup = 4000)"),
