@@ -53,6 +53,17 @@ def _text_reason(path: Path) -> str | None:
             "and its run's checkpoint_avg.pt read")
 
 
+def _in_run_directory(path: Path) -> str:
+    """'; ...' naming the checkpoint to give when `path` is a run directory (`translate runs/base`), or ''."""
+    from attncomp.checkpoint import AVERAGE  # the package imports this module
+
+    found = sorted(path.glob("checkpoint_*.pt"))
+    if not found:
+        return ""
+    chosen = path / AVERAGE if (path / AVERAGE).is_file() else found[-1]
+    return f"; {path} is a run directory: give one of its checkpoints, {chosen}"
+
+
 def stored_spec(checkpoint: Checkpoint):
     """The checkpoint's spec (an ir Spec), parsed alone. The recorded hash is that of the stored text
     (the canonical text when it was written), so a checkpoint stays readable after the canonical form
@@ -81,7 +92,8 @@ def load(path: str | Path, *, model: bool = True) -> Checkpoint:
     if path.is_dir():
         header = path / sharded.HEADER
         if not header.is_file():
-            raise CheckpointError(f"{path} is a directory without {sharded.HEADER}: not a sharded checkpoint")
+            raise CheckpointError(f"{path} is a directory without {sharded.HEADER}: not a sharded checkpoint"
+                                  f"{_in_run_directory(path)}")
         found = from_payload(path, _torch_load(header), model=False)
         if not found.header.sharded:
             raise CheckpointError(f"{path}: field 'sharded' is false in a sharded checkpoint's header")
