@@ -101,7 +101,13 @@ def _translator(args: argparse.Namespace):
     return Translator(model, tokenizers["src"], tokenizers["tgt"], beam=beam,
                       alpha=decode.length_penalty if args.alpha is None else args.alpha, max_len=decode.max_len,
                       nbest=args.nbest, batch_tokens=args.batch_tokens, device=device,
-                      max_source_tokens=args.max_source_tokens, sampling=sampling)
+                      max_source_tokens=args.max_source_tokens, sampling=sampling,
+                      continuation=_monolingual(found.header.data))
+
+
+def _monolingual(manifest: str) -> bool:
+    """Whether the checkpoint's data manifest (JSON text, checked by attncomp.checkpoint.schema) is one language's."""
+    return json.loads(manifest).get("monolingual") is True
 
 
 @contextlib.contextmanager

@@ -16,7 +16,8 @@ import time
 import traceback
 from typing import Callable, Sequence
 
-from attncomp.errors import AttncompError, printable, printable_lines
+from attncomp.cli import familiar
+from attncomp.errors import AttncompError, printable, printable_lines, shortened
 
 COMMANDS: list[tuple[str, tuple[str, ...]]] = [  # (module whose `register` adds them, the commands)
     ("attncomp.cli.spec_commands", ("check", "show", "diff")),
@@ -68,6 +69,32 @@ def _version() -> str:
     return f"attncomp {__version__} (torch {torch}, python {sys.version.split()[0]})"
 
 
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """parse_args, with a flag another toolkit uses (fairseq's --lr, the Trainer's --output_dir) told how attncomp
+    spells it, in the usage error of the command it was given to."""
+    parser = _parser(argv)
+    commands = [name for _, names in COMMANDS for name in names]
+    if argv and not argv[0].startswith("-") and argv[0] not in commands:  # argparse would list them all, no more
+        word = shortened(printable(argv[0]))
+        parser.error(f'unknown command "{word}"{familiar.command_hint(argv[0], commands)}; '
+                     f"commands: {', '.join(commands)}")
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command, words = parser, argv
+        while words and (found := _command(command, words[0])) is not None:  # `attncomp data prepare`'s own
+            command, words = found, words[1:]
+        command.error(f"unrecognized arguments: {' '.join(extra)}{familiar.hints(extra)}")
+    return args
+
+
+def _command(parser: argparse.ArgumentParser, word: str) -> argparse.ArgumentParser | None:
+    """The sub-command parser `word` names under `parser`, or None."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and word in action.choices:
+            return action.choices[word]
+    return None
+
+
 def _save_traceback(err: BaseException, argv: Sequence[str] | None) -> str:
     """Write the traceback of `err` to a new file and return its path ('' when nothing could be written)."""
     folder = os.environ.get(TRACEBACK_DIR_ENV) or tempfile.gettempdir()
@@ -101,7 +128,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     """
     try:
         # a usage error leaves here by SystemExit(2)
-        args = _parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
+        args = _parse(sys.argv[1:] if argv is None else list(argv))
         handler: Callable[[argparse.Namespace], int | None] = args.handler
         return handler(args) or 0
     except AttncompError as err:

@@ -54,3 +54,21 @@ def test_compiler_doc_table_is_what_the_script_prints():
     spec.loader.exec_module(module)
     doc = (ROOT / "docs" / "compiler.md").read_text()
     assert "\n".join(module.rows()) in doc
+
+
+def test_language_error_example_is_the_golden_message():
+    """docs/language.md's "Errors" example of a pointer is tests/bad_specs' golden, word for word."""
+    golden = (ROOT / "tests" / "bad_specs" / "elsewhere_attention.err").read_text()
+    assert golden in LANGUAGE
+
+
+def test_language_spec_examples_load():
+    """Each whole spec docs/language.md shows (a block starting with `model` or `extends`) loads as written; an
+    `extends` is read from specs/table3/, where the page's example lives."""
+    from attncomp import ir
+
+    blocks = [b for b in re.findall(r"```\n(.*?)```", LANGUAGE, re.S)
+              if re.match(r"(#[^\n]*\n)*(model|extends)\b", b)]
+    assert len(blocks) >= 3
+    for block in blocks:
+        ir.load(block, directory=str(ROOT / "specs" / "table3"))

@@ -34,7 +34,34 @@ def _torch_load(path: Path) -> Any:
             return torch.load(path, map_location="cpu", weights_only=True)  # the legacy (non-zip) format
     except Exception as err:  # truncated zip, pickle of foreign objects, not a torch file at all
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CheckpointError(f"{path} is not a readable attncomp checkpoint ({reason[:160]})") from None
+        raise CheckpointError(f"{path} is not a readable attncomp checkpoint ({_text_reason(path) or reason[:160]})"
+                              ) from None
+
+
+def _text_reason(path: Path) -> str | None:
+    """Why a text file is no checkpoint (a spec given where its trained checkpoint was meant), or None for any other
+    file: torch's own reason (a weights_only paragraph about pickles) would say nothing useful about it."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+        head.decode("utf-8")
+    except (OSError, UnicodeDecodeError):  # unreadable, or binary: a damaged checkpoint
+        return None
+    if not head or head.startswith(b"PK"):  # empty, or a (damaged) zip: torch's reason says more
+        return None
+    return ("it is text, not a file torch.save wrote; a spec is trained first, `attncomp train SPEC --data DIR`, "
+            "and its run's checkpoint_avg.pt read")
+
+
+def _in_run_directory(path: Path) -> str:
+    """'; ...' naming the checkpoint to give when `path` is a run directory (`translate runs/base`), or ''."""
+    from attncomp.checkpoint import AVERAGE  # the package imports this module
+
+    found = sorted(path.glob("checkpoint_*.pt"))
+    if not found:
+        return ""
+    chosen = path / AVERAGE if (path / AVERAGE).is_file() else found[-1]
+    return f"; {path} is a run directory: give one of its checkpoints, {chosen}"
 
 
 def stored_spec(checkpoint: Checkpoint):
@@ -65,7 +92,8 @@ def load(path: str | Path, *, model: bool = True) -> Checkpoint:
     if path.is_dir():
         header = path / sharded.HEADER
         if not header.is_file():
-            raise CheckpointError(f"{path} is a directory without {sharded.HEADER}: not a sharded checkpoint")
+            raise CheckpointError(f"{path} is a directory without {sharded.HEADER}: not a sharded checkpoint"
+                                  f"{_in_run_directory(path)}")
         found = from_payload(path, _torch_load(header), model=False)
         if not found.header.sharded:
             raise CheckpointError(f"{path}: field 'sharded' is false in a sharded checkpoint's header")

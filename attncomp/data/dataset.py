@@ -133,8 +133,10 @@ class PreparedData:
             raise DataError(f"cannot use {str(path)[:120]!r} as a data directory: "
                             f"{getattr(err, 'strerror', None) or err}") from None
         if not found:
-            raise DataError(f"no data directory {self.path}; make one with `attncomp data prepare` "
-                            "or `attncomp data sample`")
+            what = f"{self.path} is a file, not a data directory" if self.path.is_file() else \
+                f"no data directory {self.path}"
+            raise DataError(f"{what}; make one with `attncomp data prepare` (from text: --train PREFIX --src LANG "
+                            "--tgt LANG --out DIR) or `attncomp data sample`")
         if not (self.path / MANIFEST).exists():
             raise DataError(f"{self.path} is not a prepared data directory (no {MANIFEST})")
         self.manifest = read_json(self.path / MANIFEST, what="manifest", error=_corrupt(self.path))

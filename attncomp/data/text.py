@@ -14,6 +14,7 @@ before anything long starts.
 
 from __future__ import annotations
 
+import glob
 import gzip
 import hashlib
 import json
@@ -140,7 +141,24 @@ def _side_path(prefix: str | Path, lang: str) -> Path:
         if candidate.exists():
             raise DataError(f"{printable(str(candidate))} is a directory, not a text file" if candidate.is_dir()
                             else f"{printable(str(candidate))} {NOT_REGULAR}")
-    raise DataError(f"no {base} or {base}.gz (a --train/--valid/--test PREFIX names PREFIX.{lang} files)")
+    raise DataError(f"no {base} or {base}.gz (a --train/--valid/--test PREFIX names PREFIX.{lang} files)"
+                    f"{_what_was_meant(Path(prefix))}")
+
+
+def _what_was_meant(prefix: Path) -> str:
+    """'; ...' for the usual slips: one side's file given as the prefix (`--train train.en`, as a Trainer's
+    --train_file), or files whose suffixes are not --src/--tgt's (the sample corpus's src and tgt by default)."""
+    stem = prefix.with_suffix("") if prefix.suffix == ".gz" else prefix
+    if stem.suffix and prefix.is_file():
+        return (f"; {prefix.name} is one side's file: give the prefix without {stem.suffix}, "
+                "and --src/--tgt its suffixes")
+    try:
+        suffixes = sorted({p.name[len(prefix.name) + 1:].removesuffix(".gz")
+                           for p in prefix.parent.glob(f"{glob.escape(prefix.name)}.*") if p.is_file()})
+    except OSError:
+        return ""
+    shown = ",".join(suffixes[:6]) + (",..." if len(suffixes) > 6 else "")
+    return f"; there are {prefix.name}.{{{shown}}}: name the suffixes with --src and --tgt (or --lang)" if suffixes else ""
 
 
 def file_digest(path: Path) -> str:

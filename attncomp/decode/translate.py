@@ -8,6 +8,7 @@ line still gets one output line; the output is at most `max_len` of the spec and
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -50,6 +51,7 @@ class Translator:
     max_source_tokens: int | None = None  # source tokens read at most (</s> included); None: the model's limit
     sampling: Sampling | None = None  # sample `nbest` translations instead of beam search
     described: Described | None = None  # the model's facts and recipe (None: the compiled model's spec)
+    continuation: bool = False  # a decoder-only model trained on monolingual text: prompted `<s> line`, continued
     cut_lines: list[int] = field(default_factory=list, init=False)  # 1-based numbers of the lines cut
 
     def __post_init__(self):
@@ -63,6 +65,8 @@ class Translator:
                                    remedy="keep the ids the model was trained with, its tokenizer's (no --set of them)")
         except ValueError as e:
             raise DataError(str(e)) from None
+        if self.continuation and self.prompted:  # it read `<s> text </s>`, never a <sep> (attncomp.data.objective)
+            self._specials = dataclasses.replace(self._specials, sep=None)  # beam.prompt_tokens: `<s> line`
 
     def _check_rows(self) -> None:
         """Every id the tokenizers can produce is an embedding row of the model (an id past them was an

@@ -175,9 +175,17 @@ def _skip(part: nodes.Sublayer) -> str:
 
 
 def _connections(stack: nodes.Stack) -> list[str]:
-    """What joins the stack's layers besides their order: U-net skips, the re-injected input, value residuals."""
-    return [words for key, words in (("unet", "U-net skips"), ("reinject", "input re-injected"),
-                                     ("value_residual", "value residual")) if getattr(stack, key)]
+    """What joins the stack's layers besides their order: U-net skips, the re-injected input, value residuals,
+    and what they share: parameter sets (`share`; a layer box's "per layer" counts one set) and keys and values."""
+    found = [words for key, words in (("unet", "U-net skips"), ("reinject", "input re-injected"),
+                                      ("value_residual", "value residual")) if getattr(stack, key)]
+    sets = len(set(stack.parameter_sets()))
+    if sets < stack.layers:
+        found.append(f"{sets} parameter set{'s' if sets > 1 else ''} for {stack.layers} layers "
+                     f"(share = {canonical._value(stack.share)})")
+    if stack.share_kv > 1:
+        found.append(f"keys and values shared by {stack.share_kv} layers (share_kv = {stack.share_kv})")
+    return found
 
 
 def _per_layer(stack_unit: Unit, stack: nodes.Stack) -> list[Unit]:
@@ -217,7 +225,8 @@ def _stack(model: CompiledModel, name: str, rows: dict[int, AttentionReport]) ->
 def _embedding_lines(arch: nodes.ModelSpec) -> list[str]:
     vocab = arch.vocab
     sizes = f"shared({vocab.size})" if isinstance(vocab, nodes.Shared) else f"separate({vocab.src}, {vocab.tgt})"
-    lines = [f"vocab {sizes}, d_model = {arch.d_model}"]
+    lines = [f"vocab {sizes}, d_model = {arch.d_model}"] if arch.d_embed is None else \
+        [f"vocab {sizes}, d_embed = {arch.d_embed}", f"projected to d_model = {arch.d_model}"]
     positions = arch.positions
     args = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}" for k, v in positions.written()
                      if not isinstance(v, (nodes.Node, tuple)))

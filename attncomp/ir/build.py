@@ -3,9 +3,9 @@
 Four steps, each with located errors:
 
 1. `_Builder` checks each file's tree against the IR's fields (unknown keys and values get "did you
-   mean") and converts it to plain data, remembering the span of every key it saw; scalar values
-   are read by attncomp.ir.values, whose units (`25K`, `10min`) the syntax stage defines
-   (attncomp.syntax.units);
+   mean", or the spelling of a part other toolkits name so: attncomp.ir.elsewhere) and converts it to
+   plain data, remembering the span of every key it saw; scalar values are read by attncomp.ir.values,
+   whose units (`25K`, `10min`) the syntax stage defines (attncomp.syntax.units);
 2. `merge` lays the files over one another, base first, then the command-line overrides;
 3. `_fill_defaults` applies the rules that need the whole spec: model-level keys (d_model, heads, ...)
    are defaults for each stack, d_k = d_v = d_model / heads when unset, embedding dropout = residual;
@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from attncomp.errors import Span, SpecError, did_you_mean
-from attncomp.ir import nodes
+from attncomp.ir import elsewhere, nodes
 from attncomp.ir.schema import Kind, fields_of, keys_of, kind_name
 from attncomp.ir.values import SCALAR_READERS, SCALAR_TEXT, UNITS_ACCEPTED, literal, number, scalar_form
 from attncomp.syntax import ast
@@ -39,6 +39,18 @@ class Doc:
 
     data: dict = field(default_factory=dict)
     spans: dict[Path_, Span] = field(default_factory=dict)
+
+
+def _argument_hint(kind: Kind, name: str, argument: str) -> str | None:
+    """For `schedule.warmup = 100` (a Hydra-style path into a choice): how a choice's argument is written."""
+    if kind.what != "choice":
+        return None
+    choices = [kind_name(m) for m in kind.members if argument in m.model_fields]
+    if not choices:
+        return None
+    return (f"an argument is written in its choice's call: {name} = {choices[0]}({argument} = ...); over the same "
+            f"choice in a base or the file, the other arguments keep their values ({name} takes {argument} in: "
+            f"{', '.join(choices)})")
 
 
 def _choice_text(cls: type[BaseModel]) -> str:
@@ -73,8 +85,9 @@ class _Builder:
         keys = keys_of(cls)
         if key not in keys:
             where = f"in {'.'.join(path)}" if path else "at the top level"
-            raise SpecError(f'unknown key "{key}" {where}{did_you_mean(key, keys)}', span,
-                            hint="expected one of: " + ", ".join(keys))
+            raise elsewhere.refusal(f'unknown key "{key}" {where}', key, span) or SpecError(
+                f'unknown key "{key}" {where}{did_you_mean(key, keys)}', span,
+                hint="expected one of: " + ", ".join(keys))
         return keys[key]
 
     def _slot(self, cls, key: str, path: Path_, out: dict) -> tuple[dict, Path_]:
@@ -140,7 +153,8 @@ class _Builder:
                 self.doc.spans.setdefault(path, item.span)
                 continue
             if kind.what != "block":
-                raise SpecError(f'"{name}" is a value, not a block, so "{name}.…" means nothing', item.span)
+                raise SpecError(f'"{name}" is a value, not a block, so "{name}.…" means nothing', item.span,
+                                hint=_argument_hint(kind, name, ".".join([*parents, last])))
             (cls,) = kind.members
             path = path + (name,)
             if not isinstance(out.get(name), dict):
@@ -194,7 +208,7 @@ class _Builder:
         if isinstance(raw, (ast.Name, ast.Call)):
             name = raw.id if isinstance(raw, ast.Name) else raw.name
             if name not in by_name:
-                raise SpecError(
+                raise elsewhere.refusal(f'unknown {key} "{name}"', name, raw.span, key) or SpecError(
                     f'unknown {key} "{name}"{did_you_mean(name, by_name)}', raw.span,
                     hint="expected one of: " + ", ".join(_choice_text(m) for m in members),
                 )
@@ -391,8 +405,10 @@ def _fill_head_dims(doc: Doc, stack: dict, path: Path_) -> None:
             continue
         if d_model % heads:
             span = doc.spans.get(path + ("heads",)) or doc.spans.get(path + ("d_model",)) or doc.spans.get(path)
+            written = "heads" in stack
             raise SpecError(
-                f"d_model = {d_model} is not divisible by heads = {heads}, and {key} is not set", span,
+                f"d_model = {d_model} is not divisible by heads = {heads}{'' if written else ' (its default)'}, "
+                f"and {key} is not set", span,
                 hint=f"set d_k and d_v, or choose heads that divide {d_model}",
             )
         stack[key] = d_model // heads

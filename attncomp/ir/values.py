@@ -7,7 +7,7 @@ What a unit means is the syntax stage's (attncomp.syntax.units); which keys take
 from __future__ import annotations
 
 from attncomp.errors import SpecError, did_you_mean
-from attncomp.ir import nodes
+from attncomp.ir import elsewhere, nodes
 from attncomp.syntax import ast, units
 
 
@@ -23,8 +23,8 @@ def literal(allowed: tuple, raw: ast.Value, key: str) -> str | int:
     if word is None:
         raise SpecError(f"{key} must be one of {options}", raw.span)
     if word not in allowed:
-        raise SpecError(f'unknown {key} "{word}"{did_you_mean(word, allowed)}', raw.span,
-                        hint=f"expected {options}")
+        raise elsewhere.refusal(f'unknown {key} "{word}"', word, raw.span, key) or SpecError(
+            f'unknown {key} "{word}"{did_you_mean(word, allowed)}', raw.span, hint=f"expected {options}")
     return word
 
 
@@ -78,11 +78,13 @@ def _read_scale(raw: ast.Value, key: str):
 
 
 def _read_tolerance(raw: ast.Value, key: str) -> dict:
+    """All three keys, set or None, so that a later file's `58M +- 5%` (or `58M`) replaces a base's `65M +- 2.6M`
+    whole: merged key by key, the base's absolute tolerance would stay beside the new percent."""
     if isinstance(raw, ast.Number):
-        return {"value": number(raw, key, integer=False)}
+        return {"value": number(raw, key, integer=False), "percent": None, "absolute": None}
     if not isinstance(raw, ast.PlusMinus):
         raise SpecError(f"{key} expects a number with an optional tolerance, like 65M +- 5%", raw.span)
-    out = {"value": number(raw.value, key, integer=False)}
+    out = {"value": number(raw.value, key, integer=False), "percent": None, "absolute": None}
     tol = raw.tolerance
     if isinstance(tol, ast.Number) and tol.unit == "%":
         out["percent"] = float(units.decimal(tol, key))

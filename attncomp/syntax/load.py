@@ -4,7 +4,7 @@ Paths in `extends` are relative to the file that names them. A missing file, a d
 or an absurdly long chain is an error located at the `extends` line that caused it. A spec may read
 only regular files of at most MAX_BYTES bytes (attncomp.files.read_regular): a named pipe, a device
 (/dev/zero, /dev/urandom) or a socket is refused before it is read, and the limit holds on the bytes
-actually read.
+actually read. A file torch.save wrote (a checkpoint given where its spec was meant) is refused as a checkpoint.
 """
 
 from __future__ import annotations
@@ -36,8 +36,41 @@ def read_spec_file(path: Path, span: Span | None = None) -> str:
     path = Path(path)
     shown = _display(path)
     _check_path(path, shown, span)
-    data = files.read_regular(path, limit=MAX_BYTES, what="spec file", error=lambda m: SpecError(m, span))
+    if path.suffix != ".attn" and not os.path.lexists(path) and os.path.isfile(f"{path}.attn"):
+        raise SpecError(f'no such spec file: {shown} (did you mean "{shown}.attn"?)', span)
+    try:
+        data = files.read_regular(path, limit=MAX_BYTES, what="spec file", error=lambda m: SpecError(m, span))
+    except SpecError:
+        if _saved_by_torch(_head(path)):  # a checkpoint over MAX_BYTES: say so rather than its size
+            raise _checkpoint_error(shown, span) from None
+        raise
+    if _saved_by_torch(data[:4]):
+        raise _checkpoint_error(shown, span)
     return decode_source(data, shown)
+
+
+def _saved_by_torch(head: bytes) -> bool:
+    """Whether a file starts as torch.save writes: a zip archive, or a pickle (the legacy format)."""
+    return head.startswith(b"PK\x03\x04") or head.startswith(b"\x80")
+
+
+def _head(path: Path) -> bytes:
+    """The first bytes of a file that was found to be regular (b'' when it cannot be read now; never blocks)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, 4)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def _checkpoint_error(shown: str, span: Span | None) -> SpecError:
+    return SpecError(f"{shown} is a checkpoint (a file torch.save wrote), not a spec: `attncomp translate` decodes "
+                     f"with it, `attncomp train SPEC --init {shown}` starts a run from its weights", span)
 
 
 def _resolve(directory: Path, name: str, span: Span) -> Path:

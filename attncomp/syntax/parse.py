@@ -198,8 +198,11 @@ def _located(err: UnexpectedInput, source: _Source) -> SpecError:
                          source.span(err.line, err.column))
     if isinstance(err, UnexpectedToken) and err.token.type != "$END":
         token = err.token
-        return SpecError(f'unexpected "{token}"; expected {_describe(set(err.expected))}',
-                         source.at(token))
+        shown = str(token) if str(token).startswith('"') else f'"{token}"'  # a string token has its quotes
+        before = source.lines[token.line - 1][: token.column - 1].strip() if token.line <= len(source.lines) else ""
+        hint = ('extends "PATH" is the first line of a file (after `attncomp N` alone), before every block and key'
+                if before == "extends" else None)
+        return SpecError(f"unexpected {shown}; expected {_describe(set(err.expected))}", source.at(token), hint=hint)
     expected = set(getattr(err, "expected", ()) or ())
     last = len(source.lines)
     if last > 1 and not source.lines[-1]:  # the file ends with a newline: point after the last line

@@ -65,6 +65,7 @@ class Monitor:
         self.tty = is_terminal(self.stream)
         self.bar = self.writer = None
         self.last = {}
+        self.unread: tuple[torch.Tensor, float] | None = None  # the last step's stats and lr, when not read yet
         if enabled:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -83,12 +84,21 @@ class Monitor:
         if self.first_step is None:
             self.first_step, self.run_started = step - 1, time.monotonic()
         self.window = stats[:3] + self.window  # on the device: read once per log_every steps
+        self.unread = (stats, lr)
         if self.bar is not None:
             if self.bar.n == 0 and step > 1:
                 self.bar.update(step - 1)  # resumed
             self.bar.update(1)
         if step % log_every:
             return
+        self._read(step)
+        self._progress_line(step)
+
+    def _read(self, step: int) -> None:
+        """The window's loss, perplexity and tokens/s and the last step's gradient norm and lr, read from the
+        device into `last` and TensorBoard; the window starts again."""
+        stats, lr = self.unread
+        self.unread = None
         elapsed = max(time.monotonic() - self.started, 1e-9)
         w_loss, w_nll, w_tokens, grad_norm = torch.cat([self.window, stats[3:]]).tolist()
         per_token = max(w_tokens, 1.0)
@@ -101,7 +111,6 @@ class Monitor:
         if self.bar is not None:
             self.bar.set_postfix(loss=f"{self.last['train/loss']:.3f}", tok_s=f"{self.last['train/tokens_per_s']:,.0f}")
         self.window, self.started = 0.0, time.monotonic()
-        self._progress_line(step)
 
     def _progress_line(self, step: int) -> None:
         """Without a terminal: step, loss, lr, tokens/s, elapsed time and ETA, at most every interval s."""
@@ -119,6 +128,8 @@ class Monitor:
     def evaluation(self, step: int, metrics: dict, saved: Path) -> None:
         if not self.enabled:
             return
+        if self.unread is not None:  # steps since the last read (a run shorter than --log-every): the line shows them
+            self._read(step)
         parts = [f"step {step}"]
         if metrics:
             parts.append(f"valid loss {metrics['loss']:.4f} ppl {metrics['ppl']:.2f}")

@@ -30,6 +30,7 @@ from attncomp.train.factory import ModelFactory, describe
 from attncomp.train.job import Job, devices
 from attncomp.train.launch import Nodes, Stopped, check_nodes, launch
 from attncomp.train.run_state import initial_weights
+from attncomp.train.schedule import warmup_outlasts_run
 from attncomp.train.warm_start import check_initial
 from attncomp.train.worker import worker
 
@@ -116,6 +117,8 @@ def run(job: Job) -> Path:
     _write_run_record(out, job, subject, device, nproc, cfg.max_tokens_per_worker)
     print(f"training {name} on {nproc * par.nnodes} {'GPU' if device == 'cuda' else 'CPU'} worker(s) "
           f"-> {out}", file=sys.stderr)
+    if (warning := warmup_outlasts_run(subject.described.train.schedule, subject.described.train.steps)) is not None:
+        print(f"warning: {warning}", file=sys.stderr)
     results, received = launch(worker, (cfg,), nproc, out, nodes)
     stopped = next((r for r in results if isinstance(r, dict) and "stopped" in r), None)
     if stopped is not None:

@@ -29,3 +29,17 @@ def learning_rate(schedule: nodes.Noam | nodes.InverseSqrt | nodes.Constant | no
         return final + (peak - final) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
     return cosine
+
+
+def warmup_outlasts_run(schedule: nodes.Noam | nodes.InverseSqrt | nodes.Constant | nodes.Cosine,
+                        steps: int) -> str | None:
+    """A warning when the run ends inside its schedule's warm-up, or None. The default noam(warmup = 4000) in a
+    run of a few hundred updates keeps the learning rate at a few percent of its peak and the loss barely moves,
+    with nothing to say why (a cosine warm-up that long is refused by the spec's checks)."""
+    warmup = getattr(schedule, "warmup", 0)
+    if isinstance(schedule, nodes.Cosine) or warmup <= steps:
+        return None
+    lr = learning_rate(schedule, 1, steps)  # a ratio of two rates: d_model's factor cancels
+    return (f"the run's {steps:,} updates end inside its schedule's warm-up of {warmup:,}: the learning rate rises "
+            f"to {100 * lr(steps) / lr(warmup):.2g}% of the peak it reaches at update {warmup:,}; for a short run, "
+            f"shorten the warm-up (--set \"train.schedule={schedule.kind}(warmup = {max(1, steps // 10)})\")")

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from attncomp.cli import main
+import pytest
+
+from attncomp import ir
+from attncomp.cli import familiar, main
+from tests.conftest import ROOT
 
 
 def test_each_module_registers_the_commands_the_table_gives_it():
@@ -49,3 +54,46 @@ def test_version_names_attncomp_torch_and_python_without_importing_torch():
     project = pyproject.split("[project]\n")[1].split("\n[")[0]
     assert 'dynamic = ["version"]' in project and "\nversion = " not in project  # one place: attncomp.__version__
     assert 'version = { attr = "attncomp.__version__" }' in pyproject
+def test_a_flag_of_another_toolkit_is_told_its_spelling(capsys):
+    """fairseq's --lr and --max_update: the train command's usage error, with how attncomp says each."""
+    with pytest.raises(SystemExit) as stop:
+        main.run(["train", "x.attn", "--data", "d", "--lr", "1e-3", "--max_update", "10", "--wat"])
+    assert stop.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("attncomp train: error: unrecognized arguments: --lr 1e-3 --max_update 10 --wat; ")
+    assert 'attncomp spells --lr as --set "train.schedule=constant(lr = LR)"' in line
+    assert "attncomp spells --max-update as --set train.steps=N" in line and "--wat as" not in line
+
+
+def _options() -> set[str]:
+    """Every option of every command and sub-command."""
+    found, todo = set(), [main._parser()]
+    while todo:
+        parser = todo.pop()
+        for action in parser._actions:
+            found.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())
+    return found
+
+
+@pytest.mark.parametrize("flag", sorted(familiar.FLAGS))
+def test_each_spelling_given_for_a_familiar_flag_is_attncomps(flag):
+    """Its --set is a key the language takes (placeholders filled in) and every other flag it names exists."""
+    how = familiar.FLAGS[flag]
+    values = {"LR": "1e-3", "N": "50", "C": "1.0", "W": "0.01", "E": "0.1"}
+    filled = re.sub(r"\b(LR|N|C|W|E)\b", lambda m: values[m.group()], how)
+    for override in re.findall(r'--set "([^"]+)"|--set (\S+)', filled):
+        ir.load(ROOT / "specs" / "examples" / "tiny.attn", [override[0] or override[1]])
+    named = set(re.findall(r"--[a-z][a-z-]*", how)) - {"--set"}
+    assert named <= _options(), named - _options()
+
+
+@pytest.mark.parametrize("word, said", [("trian", '(did you mean "train"?)'),
+                                        ("compile", '(attncomp calls it "build")'),
+                                        ("preprocess", '(attncomp calls it "data prepare")')])
+def test_an_unknown_command_is_told_the_one_meant(word, said, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main.run([word, "x.attn"])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stop.value.code == 2 and line.startswith(f'attncomp: error: unknown command "{word}" {said}; commands: ')

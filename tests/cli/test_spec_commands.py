@@ -72,6 +72,15 @@ def test_override_of_a_choice_argument_merges(capsys):
     assert json.loads(capsys.readouterr().out)["train"]["schedule"] == {"kind": "noam", "warmup": 8000, "scale": 1.0}
 
 
+@pytest.mark.parametrize("tolerance, expected", [("58M +- 5%", {"percent": 5.0, "absolute": None}),
+                                                  ("58M", {"percent": None, "absolute": None})])
+def test_a_tolerance_over_another_replaces_it_whole(tolerance, expected, capsys):
+    """base.attn's `65M +- 2.6M` under `58M +- 5%` was refused ("not both", located in base.attn), and under `58M`
+    kept its 2.6M: a tolerance is one value, not a block merged key by key."""
+    assert run(["show", "--json", str(ROOT / "specs/base.attn"), "--set", f"expect.params={tolerance}"]) == 0
+    assert json.loads(capsys.readouterr().out)["expect"]["params"] == {"value": 58e6, **expected}
+
+
 @pytest.mark.parametrize("bad", ["model.heads", "=3", "model.heads=", "model.heads=4 5"])
 def test_malformed_override_is_a_located_error(bad, capsys):
     assert run(["show", str(ROOT / "specs/base.attn"), "--set", bad]) == 2

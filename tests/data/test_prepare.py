@@ -79,6 +79,16 @@ def test_a_half_written_directory_is_never_taken_for_a_good_one(tmp_path, capsys
         PreparedData(half)
 
 
+def test_a_text_file_given_as_data_is_told_to_be_prepared(tmp_path):
+    """`attncomp train SPEC --data train.en`: the file is named a file, and how to prepare a directory from it."""
+    (tmp_path / "train.en").write_text("a b\n")
+    with pytest.raises(DataError, match=r"train.en is a file, not a data directory; make one with `attncomp data "
+                                        r"prepare` \(from text: --train PREFIX --src LANG --tgt LANG --out DIR\)"):
+        PreparedData(tmp_path / "train.en")
+    with pytest.raises(DataError, match="no data directory"):
+        PreparedData(tmp_path / "none")
+
+
 def test_no_temporary_directory_is_left_behind(tmp_path):
     _prepare(_write(tmp_path / "raw", "train", generate(1, 300)), tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "raw"]
@@ -128,6 +138,21 @@ def test_bad_input_is_one_clear_error(setup, message, tmp_path, capsys):
     assert _prepare(str(tmp_path / "raw" / "train"), tmp_path / "out", "--vocab-size", "5000") == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("given, langs, message", [
+    ("train.en", ("en", "xx"), "error: no raw/train.en.en or raw/train.en.en.gz (a --train/--valid/--test PREFIX "
+                               "names PREFIX.en files); train.en is one side's file: give the prefix without .en, "
+                               "and --src/--tgt its suffixes"),
+    ("train", ("src", "tgt"), "; there are train.{en,xx}: name the suffixes with --src and --tgt (or --lang)"),
+])
+def test_a_prefix_slip_is_told_what_was_meant(given, langs, message, tmp_path, monkeypatch, capsys):
+    """`--train train.en` (a file, as a Trainer's --train_file) or suffixes other than --src/--tgt's."""
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "raw", "train", [("a b", "c d")] * 3)
+    assert run(["data", "prepare", "--train", f"raw/{given}", "--src", langs[0], "--tgt", langs[1],
+                "--out", "out"]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_bad_tsv_row(tmp_path, capsys):

@@ -124,3 +124,26 @@ def test_beam_stop_bench_decodes_with_both_rules(trained_tiny, sample_data, caps
     assert set(results) == {"bound", "first"}
     assert all(r["bleu"] > BLEU_THRESHOLD / 2 and r["sentences_per_s"] > 0 for r in results.values()), results
     assert "| `bound` |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("monolingual", [True, False])
+def test_a_language_model_of_one_language_continues_its_line(sample_data, monolingual):
+    """Trained on one language, a decoder-only model read `<s> text </s>` and never a <sep>: it is prompted
+    `<s> line` and its first step reads the line's last token (attncomp translate reads `monolingual` from the
+    checkpoint's data manifest); trained on pairs it read `<s> source <sep> target`, and is prompted so."""
+    import attncomp
+    from attncomp.data.dataset import PreparedData
+    from attncomp.decode.translate import Translator
+    from attncomp.ir import nodes
+    from attncomp.vocab import BOS, SEP
+
+    tok = PreparedData(sample_data).tokenizer("tgt")
+    model = attncomp.compile("model lm { d_model = 16  heads = 2  d_ff = 32  vocab = shared(256)  decoder { "
+                             "layers = 1 } }")
+    fed, step = [], model.decode_step
+    model.decode_step = lambda tokens, cache: (fed.append(int(tokens[0, 0])), step(tokens, cache))[1]
+    Translator(model, tok, tok, beam=1, alpha=0.0, max_len=nodes.Fixed(length=2), progress=False,
+               continuation=monolingual).translate(["the small dog"])
+    body = tok.encode(["the small dog"])[0]
+    assert fed[:len(body) + 1] == [BOS, *body]  # the prompt, then what is generated
+    assert (fed[len(body) + 1] == SEP) is not monolingual

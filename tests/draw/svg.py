@@ -71,6 +71,7 @@ def check_layers(ids: dict, spec: nodes.Spec, prefix: str = "") -> None:
             _check_sublayers(ids, where, parts, want["parallel"][kind])
         stack = getattr(spec.model, name)
         across = [key for key in ("unet", "reinject", "value_residual") if getattr(stack, key)]
+        across += ["share"] * (len(set(stack.parameter_sets())) < stack.layers) + ["share_kv"] * (stack.share_kv > 1)
         assert (f"{prefix}connections:{name}" in ids) == bool(across)
         if len(want["kinds"]) > 1:  # one mark per layer, of its kind
             assert with_prefix(ids, f"{prefix}mark:{name}:") == sorted(

@@ -107,3 +107,22 @@ def test_without_matplotlib_one_line_exit_2(tmp_path, capsys, monkeypatch):
     assert run(["draw", str(ROOT / "specs/examples/tiny.attn"), "-o", str(tmp_path / "x.svg")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: attncomp draw needs the Python package 'matplotlib': pip install 'attncomp[plot]'"
+
+
+def test_shared_layers_and_factorised_embeddings_are_drawn(tmp_path):
+    """An ALBERT-style encoder: the picture says its 4 layers run 1 parameter set (its "per layer" count is that
+    set's) and that its embeddings are d_embed wide; a CLA decoder says which layers share keys and values."""
+    import xml.etree.ElementTree as ET
+
+    spec = tmp_path / "albert.attn"
+    spec.write_text("model albert { d_model = 64  heads = 4  d_ff = 128  vocab = shared(512)  d_embed = 32\n"
+                    "  encoder { layers = 4  share = all  norm = pre } }\n")
+    assert run(["draw", str(spec), "-o", str(tmp_path / "a.svg"), "--set", "model.encoder.share=groups(2)"]) == 0
+    ids = elements(tmp_path / "a.svg")
+    assert text(ids["connections:encoder"]) == "across layers: 2 parameter sets for 4 layers (share = groups(size = 2))"
+    words = " ".join(ET.parse(tmp_path / "a.svg").getroot().itertext())
+    assert "d_embed = 32" in words and "projected to d_model = 64" in words
+    spec.write_text("model cla { d_model = 64  heads = 4  vocab = shared(512)  decoder { layers = 4  share_kv = 2 } }")
+    assert run(["draw", str(spec), "-o", str(tmp_path / "c.svg")]) == 0
+    assert text(elements(tmp_path / "c.svg")["connections:decoder"]) == \
+        "across layers: keys and values shared by 2 layers (share_kv = 2)"

@@ -82,6 +82,17 @@ def test_a_large_spec_file_is_refused(tmp_path, capsys, monkeypatch):
     assert code == 2 and "larger than 100 bytes" in err
 
 
+@pytest.mark.parametrize("limit", [1 << 20, 100])
+def test_a_checkpoint_given_as_a_spec_is_named_a_checkpoint(tmp_path, capsys, monkeypatch, limit):
+    """attncomp train runs/x/checkpoint_avg.pt: a checkpoint, small or over the size limit, said to be one (not
+    "the file is not UTF-8 text" or "larger than 1048576 bytes")."""
+    monkeypatch.setattr(spec_load, "MAX_BYTES", limit)
+    (tmp_path / "c.pt").write_bytes(b"PK\x03\x04" + bytes(200))
+    code, err = check(tmp_path / "c.pt", capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "c.pt is a checkpoint (a file torch.save wrote), not a spec: `attncomp translate` decodes with it" in err
+
+
 def test_nul_byte_in_an_extends_path_is_a_located_error(tmp_path, capsys):
     spec = tmp_path / "nul.attn"
     spec.write_bytes(b'extends "base\x00.attn"\nmodel m { }\n')

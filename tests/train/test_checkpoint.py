@@ -111,8 +111,17 @@ def test_not_checkpoints_at_all(tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
     (tmp_path / "dir").mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "checkpoint_00000004.pt").write_bytes(b"")
+    (tmp_path / "tiny.attn").write_text((ROOT / "specs/examples/tiny.attn").read_text())
+    (tmp_path / "binary.pt").write_bytes(b"\x80\x02\xff\xfe")
     for name, message in (("junk.pt", "not a readable attncomp checkpoint"), ("other.pt", "not an attncomp checkpoint"),
-                          ("missing.pt", "no checkpoint"), ("dir", "not a sharded checkpoint")):
+                          ("missing.pt", "no checkpoint"), ("dir", "not a sharded checkpoint$"),
+                          ("run", r"not a sharded checkpoint; .*run is a run directory: give one of its "
+                                  r"checkpoints, .*run/checkpoint_00000004.pt"),
+                          ("tiny.attn", r"tiny.attn is not a readable attncomp checkpoint \(it is text, not a file "
+                                        r"torch.save wrote; a spec is trained first, `attncomp train SPEC"),
+                          ("binary.pt", r"binary.pt is not a readable attncomp checkpoint \((?!it is text)")):
         with pytest.raises(ckpt.CheckpointError, match=message):
             ckpt.load(tmp_path / name)
 

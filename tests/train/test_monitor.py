@@ -72,3 +72,13 @@ def test_progress_without_a_terminal():
     lines = stream.getvalue().splitlines()
     assert len(lines) == 6 and re.fullmatch(r"translate: 4/10 sent \([\d,.]+ sent/s, ETA \d+:\d\d:\d\d\)", lines[1])
     assert re.fullmatch(r"translate: 10 sent in [\d.]+s \([\d,.]+ sent/s\)", lines[-1])
+
+
+def test_an_evaluation_between_sync_points_shows_the_loss_since_the_last(tmp_path):
+    """A 5-step run with --log-every 10 (the default) printed `step 5 | saved checkpoint_00000005.pt`, no loss."""
+    monitor, stream = _monitor(tmp_path, interval=3600.0)
+    _train(monitor, range(1, 6), log_every=10)
+    monitor.evaluation(5, {}, Path("checkpoint_00000005.pt"))
+    monitor.close()
+    assert re.fullmatch(r"step 5 \| train loss 2\.0000 \| [\d,]+ tok/s \| saved checkpoint_00000005\.pt",
+                        stream.getvalue().strip()), stream.getvalue()
