@@ -65,6 +65,15 @@ def _time(fn, steps: int, device: torch.device) -> float:
     return statistics.median(times)
 
 
+def compiled(fn, backend: str = "inductor"):
+    """torch.compile with every shape and number static (dynamic=False), so that each composition compiles with
+    its own soft cap as a constant. With automatic dynamic shapes (the default), compiling ops.flex_attend again
+    for a composition with another cap (50, then 0) turns the cap into a symbolic float, and FlexAttention's
+    backward then fails to trace a score_mod that reads it: how the last composition failed on the H200 (PyTorch
+    2.11, bench/results/h200-2026-11-26b/flex.log); tests/bench/test_flex.py shows it on the CPU."""
+    return torch.compile(fn, backend=backend, dynamic=False)
+
+
 def measure(name: str, spec: dict, batch: int, heads: int, length: int, steps: int,
             device: torch.device) -> dict:
     from attncomp.lower import ops
@@ -83,8 +92,8 @@ def measure(name: str, spec: dict, batch: int, heads: int, length: int, steps: i
         return [out.float(), *(x.float() for x in grads)]
 
     reference = run(ops.explicit_attend, torch.float32)
-    flex = torch.compile(ops.flex_attend)
-    explicit_compiled = torch.compile(ops.explicit_attend)
+    flex = compiled(ops.flex_attend)
+    explicit_compiled = compiled(ops.explicit_attend)
     row = {"composition": name, "batch": batch, "heads": heads, "length": length}
     for label, fn in (("flex compiled", flex), ("explicit", ops.explicit_attend),
                       ("explicit compiled", explicit_compiled)):

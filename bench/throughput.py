@@ -202,16 +202,17 @@ def check_trained(step, device: torch.device) -> dict:
     return row
 
 
-def _compile(fn: Callable, config: str) -> Callable:
+def _compile(fn: Callable, config: str, backend: str = "inductor") -> Callable:
     """torch.compile as the configuration says: CUDA graphs (Inductor's cudagraphs, as mode reduce-overhead),
     and Inductor's mix-order reduction off (it fuses layer norm's backward, the per-row gradient with the
-    column sums of its gain and bias, into one kernel)."""
+    column sums of its gain and bias, into one kernel). Another `backend` (bench/variant.py's --backend) takes
+    no Inductor options."""
     options = {}
     if "CUDA graphs" in config:
         options["triton.cudagraphs"] = True
     if config.endswith(NO_MIX_ORDER):
         options["triton.mix_order_reduction"] = False
-    return torch.compile(fn, options=options or None)
+    return torch.compile(fn, backend=backend, options=options or None)
 
 
 def float8_spec(spec):

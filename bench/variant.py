@@ -24,7 +24,12 @@ Configurations:
 
 Each attncomp row also says its ratio to the hand-written row of the same compilation in this run.
 On the CPU, FlexAttention differentiates only in its eager mode, with PyTorch's device guard lifted
-(bench.variant_reference.cpu_backward); Inductor has no CPU FlexAttention backward, so compiled rows fail there.
+(bench.variant_reference.cpu_backward); Inductor has no CPU FlexAttention backward, so compiled rows fail there
+unless --backend aot_eager (Dynamo and AOTAutograd trace the step as on a GPU, and FlexAttention's unfused
+backward runs it): the CPU rehearsal of the GPU's compiled rows,
+
+    python bench/variant.py --device cpu --tiny --backend aot_eager \
+        --configs "attncomp + compile,hand-written + compile" --sentences 2 --length 64 --steps 3 --warmup 1
 """
 
 from __future__ import annotations
@@ -60,9 +65,10 @@ def make_batch(sentences: int, length: int, vocab: int, device: torch.device) ->
     return {"tokens": seq[:, :-1].contiguous(), "tgt_out": seq[:, 1:].contiguous()}
 
 
-def build(config: str, spec, batch: dict, device: torch.device):
+def build(config: str, spec, batch: dict, device: torch.device, backend: str = "inductor"):
     """One full training step of a configuration as bench/throughput.py's trainer (`_trainer`): both sides start
-    from the same weights, attncomp's (made under the same seed for every configuration)."""
+    from the same weights, attncomp's (made under the same seed for every configuration); compiled rows through
+    torch.compile's `backend`."""
     from attncomp.compiler import compile_spec
     from attncomp.train.step import TrainStep
 
@@ -74,7 +80,7 @@ def build(config: str, spec, batch: dict, device: torch.device):
         eager = lambda: step_module(batch)[0] / tokens  # noqa: E731
         if "compile" not in config:
             return throughput._trainer(model, model.parameters(), eager, device)
-        run = throughput._compile(step_module, config)
+        run = throughput._compile(step_module, config, backend)
         return throughput._trainer(model, model.parameters(), lambda: run(batch)[0] / tokens, device, eager)
     length = batch["tokens"].shape[1]
     hand = VariantLM(Config.from_spec(spec, max_len=length)).to(device)
@@ -87,7 +93,7 @@ def build(config: str, spec, batch: dict, device: torch.device):
 
     if "compile" not in config:
         return throughput._trainer(hand, hand.parameters(), loss, device)
-    return throughput._trainer(hand, hand.parameters(), throughput._compile(loss, config), device, loss)
+    return throughput._trainer(hand, hand.parameters(), throughput._compile(loss, config, backend), device, loss)
 
 
 def ratios(rows: list[dict]) -> None:
@@ -115,6 +121,8 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--configs", default=DEFAULT, help="comma-separated subset of: " + ", ".join(CONFIGS))
     parser.add_argument("--tiny", action="store_true", help="tiny widths (CPU smoke test)")
+    parser.add_argument("--backend", default="inductor",
+                        help="torch.compile's backend for the compiled rows (aot_eager runs them on the CPU)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     configs = args.configs.split(",")
@@ -140,8 +148,9 @@ def _run(args, configs: list[str], device: torch.device) -> list[dict]:
     batch = make_batch(args.sentences, args.length, spec.model.tgt_vocab, device)
     rows: list[dict] = []
     for config in configs:
-        result = throughput._measure(spec, "variant", config, lambda: build(config, spec, batch, device), device,
-                                     args, args.sentences * args.length, flops, rate)
+        make = lambda: build(config, spec, batch, device, args.backend)  # noqa: E731
+        result = throughput._measure(spec, "variant", config, make, device, args, args.sentences * args.length, flops,
+                                     rate)
         rows.append({**asdict(result), "device": name, "torch": torch.__version__, "matmul_flops": rate,
                      "sentences": args.sentences, "length": args.length})
         ratios(rows)

@@ -109,6 +109,19 @@ def test_the_benchmark_runs_both_models_on_the_cpu_and_they_train(tmp_path):
     assert json.loads(out.read_text()) == rows
 
 
+def test_the_compiled_rows_trace_and_train_on_the_cpu_through_aot_eager():
+    """The GPU's compiled rows rehearsed on the CPU (--backend aot_eager): Dynamo and AOTAutograd trace the
+    hand-written model's step with FlexAttention (window, sinks, soft cap) inside it, forward and backward, and
+    attncomp's step (which takes the explicit form on the CPU, ops.flex_attend's rule); then the trained check runs
+    both models' eager gradients (FlexAttention's eager backward on the hand-written side), as on a GPU."""
+    rows = variant.main(["--device", "cpu", "--tiny", "--backend", "aot_eager", "--configs",
+                         "attncomp + compile,hand-written + compile", "--sentences", "2", "--length", "16",
+                         "--steps", "2", "--warmup", "1"])
+    assert [r["config"] for r in rows] == ["attncomp + compile", "hand-written + compile"]
+    assert all(r["error"] == "" and r["trained"] and r["grad_difference"] < 1e-5 for r in rows), rows
+    assert rows[0]["losses"] == pytest.approx(rows[1]["losses"], rel=1e-5)
+
+
 def test_the_benchmark_refuses_an_unknown_configuration(capsys):
     with pytest.raises(SystemExit) as exit_:
         variant.main(["--configs", "attncomp,hand-written + magic"])
