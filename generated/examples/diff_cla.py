@@ -70,7 +70,8 @@ class ops:
         fused kernel; uncompiled, and on the CPU where a gradient is wanted (flex_runs' rule, written out
         here: the generated module copies this function alone), this computes the explicit form instead, as
         the lowering writes it: uncompiled FlexAttention is PyTorch's unfused reference, which materialises
-        the scores too (and under PyTorch 2.11 fails to trace a score function that reads a float). Heads
+        the scores too (and fails to differentiate a score function that reads a float once it is called again
+        with another value of it: "Pending unbacked symbols", PyTorch 2.11 and 2.13 alike). Heads
         narrower than 16 take the explicit form too: Inductor's FlexAttention kernel needs d_k, d_v >= 16.
         `rows`: a query that sees no key gets zeros. `prefix` (B,), with causal: row b's first prefix[b] keys are
         seen by every query too (a prefix LM, ops.prefix_mask), in the block mask. `sinks`: a logit
