@@ -76,6 +76,12 @@ FLOAT8 = " + float8"
 # base 0.028 after 6 steps of 8 x 16 tokens as its loss fell 2.3 (docs/performance.md, "Float8"). A conversion
 # that breaks training misses by far more: on a GPU base's loss falls about 0.85 in the 25 steps.
 FLOAT8_LOSS_TOLERANCE = 0.1
+# The trained check's bound on |g_compiled - g_eager| / |g_eager|: bf16 rounding (5%, as tests/gpu), and for a float8
+# row float8's own (e4m3 forward, e5m2 gradients: 3 and 2 mantissa bits), where a compiled scale that rounds one
+# bit otherwise moves every product. Emulated on the CPU, specs/examples/small.attn, seed 0 (docs/performance.md,
+# "Float8"): the peer's compiled float8 gradients 9.7e-2 from its eager ones, whose own distance from the bf16
+# step's is 0.147. Provisional, as the loss tolerance. Zero or wrong gradients miss it by far (1.0 and more).
+GRAD_TOLERANCE = {"bf16": 5e-2, "float8": 0.25}
 # Dense (no sparsity) tensor-core peaks, FLOP/s: NVIDIA's H100 SXM and H200 datasheets give 1,979 teraFLOPS for
 # BF16 and 3,958 for FP8, both "with sparsity"; dense is half. Keyed by torch.cuda.get_device_name (the H100 SXM
 # reports "NVIDIA H100 80GB HBM3"; the PCIe and NVL parts have lower peaks and are not listed).
@@ -98,6 +104,7 @@ class Result:
     loss_first: float = 0.0       # mean loss of the first three steps on the fixed batch
     loss_last: float = 0.0        # and of the last three
     grad_difference: float | None = None  # compiled rows: |g - g_eager| / |g_eager| of one step, dropout off
+    grad_tolerance: float | None = None  # compiled rows: the bound it is held to (GRAD_TOLERANCE)
     build_s: float = 0.0          # seconds to build, warm up (compile) and time the configuration
     mfu_datasheet: float | None = None  # MFU against the device's dense datasheet peak (DENSE_PEAK), if listed
     float8: str = ""              # float8 rows: what converted (attncomp.train.float8.Conversion.summary)
@@ -181,7 +188,8 @@ def _gradient(model: torch.nn.Module, loss_fn: Callable[[], torch.Tensor], devic
 def check_trained(step, device: torch.device) -> dict:
     """Did the timed step train? The loss on the fixed batch fell over the timed run (the mean of its last
     three steps below that of its first three); and for a compiled step, one step's gradients equal the eager
-    step's within bf16 rounding (5%, as tests/gpu), both with dropout off so that they compute one function.
+    step's within GRAD_TOLERANCE (bf16's or float8's rounding), both with dropout off so that they compute one
+    function.
     A step whose gradients are all zero (pytorch/pytorch#180642 under PyTorch 2.11) fails both: Adam then
     moves nothing, and only weight decay would."""
     losses = torch.stack(step.losses).cpu()
@@ -197,8 +205,9 @@ def check_trained(step, device: torch.device) -> dict:
         finally:
             model.train()
         difference = float((got - expected).norm() / expected.norm().clamp_min(1e-30))
-        row["grad_difference"] = difference
-        row["trained"] = row["trained"] and bool(expected.norm() > 0) and difference < 5e-2
+        tolerance = GRAD_TOLERANCE["float8" if getattr(step, "float8", None) is not None else "bf16"]
+        row["grad_difference"], row["grad_tolerance"] = difference, tolerance
+        row["trained"] = row["trained"] and bool(expected.norm() > 0) and difference < tolerance
     return row
 
 

@@ -54,6 +54,25 @@ def test_check_trained_passes_a_step_that_trains():
     assert row["trained"] and row["loss_last"] < row["loss_first"] and row["grad_difference"] < 1e-6
 
 
+def test_check_trained_holds_a_float8_row_to_float8s_rounding_and_a_bf16_row_to_bf16s():
+    # gradients 10% off the eager step's: float8's own rounding (a compiled scale one bit apart), not bf16's
+    def ten_percent_off(m, x):
+        loss = ((m(x) - 1) ** 2).mean()
+        return 1.1 * loss - 0.1 * loss.detach()
+
+    rows = {}
+    for precision in ("bf16", "float8"):
+        step = _linear_step(ten_percent_off)
+        if precision == "float8":
+            step.float8 = "a conversion"  # what throughput.build hangs on a float8 configuration's step
+        for _ in range(6):
+            step()
+        rows[precision] = throughput.check_trained(step, step.model.weight.device)
+    assert [round(rows[p]["grad_difference"], 6) for p in rows] == [0.1, 0.1]
+    assert rows["float8"]["trained"] and rows["float8"]["grad_tolerance"] == throughput.GRAD_TOLERANCE["float8"]
+    assert not rows["bf16"]["trained"] and rows["bf16"]["grad_tolerance"] == 5e-2
+
+
 def test_check_trained_fails_a_step_whose_gradients_are_zero():
     # as pytorch/pytorch#180642 did to the compiled step: the loss's value is right, its gradient zero
     def zero_gradient(m, x):
