@@ -17,7 +17,6 @@ from __future__ import annotations
 import glob
 import gzip
 import hashlib
-import json
 import zlib
 from itertools import islice
 from pathlib import Path
