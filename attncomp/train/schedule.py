@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from attncomp.ir import nodes
+from attncomp.ir import canonical, nodes
 
 
 def learning_rate(schedule: nodes.Noam | nodes.InverseSqrt | nodes.Constant | nodes.Cosine, d_model: int,
@@ -40,6 +40,9 @@ def warmup_outlasts_run(schedule: nodes.Noam | nodes.InverseSqrt | nodes.Constan
     if isinstance(schedule, nodes.Cosine) or warmup <= steps:
         return None
     lr = learning_rate(schedule, 1, steps)  # a ratio of two rates: d_model's factor cancels
+    kept = [f"{key} = {canonical._value(value)}" for key, value in schedule.written()  # a peak, lr or scale written
+            if key != "warmup" and value != type(schedule).model_fields[key].default]
+    shorter = f"{schedule.kind}({', '.join([*kept, f'warmup = {max(1, steps // 10)}'])})"
     return (f"the run's {steps:,} updates end inside its schedule's warm-up of {warmup:,}: the learning rate rises "
             f"to {100 * lr(steps) / lr(warmup):.2g}% of the peak it reaches at update {warmup:,}; for a short run, "
-            f"shorten the warm-up (--set \"train.schedule={schedule.kind}(warmup = {max(1, steps // 10)})\")")
+            f"shorten the warm-up (--set \"train.schedule={shorter}\")")
